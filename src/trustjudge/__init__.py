@@ -1,0 +1,52 @@
+"""trustjudge: LLM-as-a-judge evaluation you can trust.
+
+Public API::
+
+    from trustjudge import Judge, load_items
+    judge = Judge("hf/smollm2-135m", scale=100)
+    for record in judge.score(load_items("items.jsonl")):
+        print(record.scores["trustjudge"])
+"""
+
+from ._items import Item, Pair, Response, items_from_dicts, iter_items, load_items
+from ._judge import CompareRecord, Judge, ScoreRecord, compare, score
+from ._store import Store, default_store_path
+from .backends import DEFAULT_JUDGE, Backend, MockBackend, get_backend, register_backend, register_mock
+from .errors import (
+    BackendError,
+    ConfigError,
+    InputError,
+    PrerequisiteError,
+    StoreError,
+    TransientBackendError,
+    TrustJudgeError,
+)
+
+__all__ = [
+    "DEFAULT_JUDGE",
+    "Backend",
+    "BackendError",
+    "CompareRecord",
+    "ConfigError",
+    "InputError",
+    "Item",
+    "Judge",
+    "MockBackend",
+    "Pair",
+    "PrerequisiteError",
+    "Response",
+    "ScoreRecord",
+    "Store",
+    "StoreError",
+    "TransientBackendError",
+    "TrustJudgeError",
+    "compare",
+    "default_store_path",
+    "get_backend",
+    "items_from_dicts",
+    "iter_items",
+    "load_items",
+    "register_backend",
+    "register_mock",
+    "score",
+]

@@ -1,0 +1,304 @@
+"""The engine: plan -> store lookup -> batch -> backend -> store, with retries and progress.
+
+Backends only compute. The engine decides what to ask, asks only for what the store lacks, orders
+requests so that prompts sharing a prefix run back to back (the backend reuses their KV cache),
+retries transient failures, writes each finished batch in one transaction (a killed run loses at most
+the batch in flight) and records every judgment it could not score with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._prompts import CLOSE, Protocol
+from ._store import Store, content_key
+from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
+from .errors import BackendError, TransientBackendError
+
+ProgressFn = Callable[[int], None]
+
+# Reasons a judgment is unscored (stable strings: they appear in outputs and audits).
+EMPTY_RESPONSE = "empty_response"
+CONTEXT_OVERFLOW = "context_overflow"
+TRUNCATED = "truncated"
+NO_LABEL_MASS = "no_label_mass"
+BACKEND_ERROR = "backend_error"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One judgment to obtain: a prompt (ending at the marker for ``direct``) and its labels."""
+
+    prompt: str
+    labels: tuple[str, ...]
+    """Label texts without the closing bracket, e.g. ``("1", ..., "100")``."""
+    marker: str
+    stop: str
+    """For ``cot``: the text at which the critique generation stops (the marker without ``[``)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The stored model outputs of one judgment, or why there are none."""
+
+    probs: tuple[float, ...] | None
+    unscored: str | None = None
+    critique: str | None = None
+    critique_ppl: float | None = None
+    prompt_tokens: int = 0
+
+    @property
+    def mass(self) -> float:
+        return float(sum(self.probs)) if self.probs else 0.0
+
+
+@dataclass
+class EngineStats:
+    """Counters of one engine: model calls made and outputs served from the store."""
+
+    label_calls: int = 0
+    generate_calls: int = 0
+    from_store: int = 0
+    unscored: dict[str, int] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def model_calls(self) -> int:
+        return self.label_calls + self.generate_calls
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What a run would do (``--dry-run``)."""
+
+    judgments: int
+    model_calls: int
+    stored: int
+    unscorable: int
+    prompt_tokens: int
+    prompt_tokens_to_run: int
+    tokens_per_s: float
+    measured: bool
+    protocol: str
+
+    @property
+    def estimated_seconds(self) -> float:
+        return self.prompt_tokens_to_run / self.tokens_per_s if self.tokens_per_s > 0 else float("nan")
+
+
+class Engine:
+    """Runs judgment jobs on a backend through a store."""
+
+    def __init__(self, backend: Backend, store: Store, *, protocol: Protocol = "direct",
+                 temperature: float = 0.0, seed: int = 0, max_new_tokens: int = 256,
+                 min_label_mass: float = 1e-3, batch_size: int = 8, max_retries: int = 4,
+                 retry_base_s: float = 0.5) -> None:
+        self.backend = backend
+        self.store = store
+        self.protocol = protocol
+        self.temperature = temperature
+        self.seed = seed
+        self.max_new_tokens = max_new_tokens
+        self.min_label_mass = min_label_mass
+        self.batch_size = max(1, batch_size)
+        self.max_retries = max_retries
+        self.retry_base_s = retry_base_s
+        self.stats = EngineStats()
+        self._rng = random.Random(seed)
+
+    # -- keys -------------------------------------------------------------------------------------
+    def _label_key(self, req: LabelRequest) -> tuple[str, dict[str, Any]]:
+        request = {"kind": "labels", "backend": self.backend.fingerprint, "prompt": req.prompt,
+                   "labels": list(req.labels)}
+        return content_key(request), request
+
+    def _gen_request(self, job: Job) -> GenerateRequest:
+        seed = self.seed
+        if self.temperature > 0:  # a per-prompt seed: results do not depend on batch order
+            seed = int.from_bytes(hashlib.sha256(f"{self.seed}:{job.prompt}".encode()).digest()[:4], "big")
+        return GenerateRequest(job.prompt, (job.stop,), self.max_new_tokens, self.temperature, seed)
+
+    def _gen_key(self, req: GenerateRequest) -> tuple[str, dict[str, Any]]:
+        request = {"kind": "generate", "backend": self.backend.fingerprint, "prompt": req.prompt,
+                   "stop": list(req.stop), "max_new_tokens": req.max_new_tokens,
+                   "temperature": req.temperature, "seed": req.seed}
+        return content_key(request), request
+
+    def _overflows(self, job: Job) -> bool:
+        budget = self.backend.max_label_tokens([lab + CLOSE for lab in job.labels])
+        if self.protocol == "cot":
+            budget += self.max_new_tokens + self.backend.count_tokens(job.marker)
+        return self.backend.count_tokens(job.prompt) + budget > self.backend.context_length
+
+    # -- calls ------------------------------------------------------------------------------------
+    def _call(self, fn: Callable[[Sequence[Any]], list[Any]], batch: Sequence[Any]) -> list[Any | BackendError]:
+        """Call the backend with retries; a batch that keeps failing is retried item by item."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return fn(batch)
+            except TransientBackendError as exc:
+                if attempt == self.max_retries:
+                    last: BackendError = exc
+                    break
+                wait = exc.retry_after if exc.retry_after is not None else self.retry_base_s * 2**attempt
+                time.sleep(min(60.0, wait * (1.0 + 0.25 * self._rng.random())))
+            except BackendError as exc:
+                last = exc
+                break
+        if len(batch) == 1:
+            return [last]
+        out: list[Any | BackendError] = []
+        for one in batch:
+            out.extend(self._call(fn, [one]))
+        return out
+
+    def _run_batches(self, kind: str, todo: list[tuple[str, dict[str, Any], Any]],
+                     progress: ProgressFn | None) -> dict[str, Any]:
+        """Run missing requests in prompt order, storing each batch; return results by key."""
+        results: dict[str, Any] = {}
+        todo.sort(key=lambda t: t[2].prompt)  # neighbours share prefixes: the backend reuses KV state
+        fn = self.backend.label_logprobs if kind == "labels" else self.backend.generate
+        for start in range(0, len(todo), self.batch_size):
+            batch = todo[start : start + self.batch_size]
+            began = time.perf_counter()
+            outputs = self._call(fn, [t[2] for t in batch])
+            elapsed = time.perf_counter() - began
+            rows = []
+            tokens = 0
+            for (key, request, _), out in zip(batch, outputs):
+                results[key] = out
+                if isinstance(out, BackendError):
+                    continue
+                tokens += out.prompt_tokens
+                if kind == "labels":
+                    payload = {"logprobs": list(out.logprobs), "method": out.method}
+                    rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens, 0, out.latency_s))
+                else:
+                    payload = {"text": out.text, "token_logprobs": list(out.token_logprobs),
+                               "finish_reason": out.finish_reason}
+                    rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens,
+                                 out.completion_tokens, out.latency_s))
+            self.store.put_many(rows)
+            if kind == "labels":
+                self.stats.label_calls += len(batch)
+                self.store.record_speed(self.backend.fingerprint, tokens, elapsed)
+            else:
+                self.stats.generate_calls += len(batch)
+            self.stats.prompt_tokens += tokens
+            self.stats.seconds += elapsed
+            if progress is not None and kind == "labels":
+                progress(len(batch))
+        return results
+
+    def _fetch(self, kind: str, requests: dict[str, tuple[dict[str, Any], Any]],
+               progress: ProgressFn | None) -> dict[str, Any]:
+        stored = self.store.get_many(list(requests))
+        results: dict[str, Any] = {}
+        for key, row in stored.items():
+            if kind == "labels":
+                results[key] = LabelResult(tuple(row.result["logprobs"]), row.prompt_tokens, row.latency_s,
+                                           row.result.get("method", "exact"))
+            else:
+                results[key] = Generation(row.result["text"], tuple(row.result["token_logprobs"]),
+                                          row.result["finish_reason"], row.prompt_tokens, row.latency_s)
+        self.stats.from_store += len(stored)
+        if progress is not None and kind == "labels" and stored:
+            progress(len(stored))
+        todo = [(k, req, obj) for k, (req, obj) in requests.items() if k not in stored]
+        results.update(self._run_batches(kind, todo, progress))
+        return results
+
+    def _unscored(self, reason: str) -> Outcome:
+        self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
+        return Outcome(None, reason)
+
+    def run(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
+        """Obtain every job's outcome. A ``str`` in place of a job is an unscored reason decided upstream."""
+        outcomes: list[Outcome | None] = [None] * len(jobs)
+        label_prompts: dict[int, tuple[str, str | None, float | None]] = {}
+        gen_wanted: dict[int, tuple[str, GenerateRequest]] = {}
+        for i, job in enumerate(jobs):
+            if isinstance(job, str):
+                outcomes[i] = self._unscored(job)
+                if progress:
+                    progress(1)
+            elif self._overflows(job):
+                outcomes[i] = self._unscored(CONTEXT_OVERFLOW)
+                if progress:
+                    progress(1)
+            elif self.protocol == "cot":
+                req = self._gen_request(job)
+                gen_wanted[i] = (self._gen_key(req)[0], req)
+            else:
+                label_prompts[i] = (job.prompt, None, None)
+        if gen_wanted:
+            requests = {key: (self._gen_key(req)[1], req) for key, req in gen_wanted.values()}
+            gens = self._fetch("generate", requests, progress)
+            for i, (key, _) in gen_wanted.items():
+                job = jobs[i]
+                assert isinstance(job, Job)
+                gen = gens[key]
+                if isinstance(gen, BackendError):
+                    outcomes[i] = self._unscored(BACKEND_ERROR)
+                elif gen.finish_reason == "length":
+                    outcomes[i] = self._unscored(TRUNCATED)
+                else:
+                    n = max(1, len(gen.token_logprobs))
+                    ppl = math.exp(-sum(gen.token_logprobs) / n)
+                    label_prompts[i] = (job.prompt + gen.text + job.marker, gen.text, ppl)
+                if outcomes[i] is not None and progress:
+                    progress(1)
+        label_reqs: dict[int, tuple[str, LabelRequest]] = {}
+        for i, (prompt, _, _) in label_prompts.items():
+            job = jobs[i]
+            assert isinstance(job, Job)
+            req = LabelRequest(prompt, tuple(lab + CLOSE for lab in job.labels))
+            label_reqs[i] = (self._label_key(req)[0], req)
+        requests = {key: (self._label_key(req)[1], req) for key, req in label_reqs.values()}
+        results = self._fetch("labels", requests, progress)
+        for i, (key, _) in label_reqs.items():
+            res = results[key]
+            _, critique, ppl = label_prompts[i]
+            if isinstance(res, BackendError):
+                outcomes[i] = self._unscored(BACKEND_ERROR)
+                continue
+            probs = tuple(math.exp(lp) for lp in res.logprobs)
+            reason = NO_LABEL_MASS if sum(probs) < self.min_label_mass else None
+            if reason:
+                self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
+            outcomes[i] = Outcome(probs, reason, critique, ppl, res.prompt_tokens)
+        return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
+
+    def plan(self, jobs: Sequence[Job | str]) -> PlanSummary:
+        """Count calls, stored outputs and prompt tokens without calling the model."""
+        keys: list[str] = []
+        tokens: dict[str, int] = {}
+        unscorable = 0
+        for job in jobs:
+            if isinstance(job, str) or self._overflows(job):
+                unscorable += 1
+                continue
+            if self.protocol == "cot":
+                key = self._gen_key(self._gen_request(job))[0]
+            else:
+                key = self._label_key(LabelRequest(job.prompt, tuple(lab + CLOSE for lab in job.labels)))[0]
+            keys.append(key)
+            tokens[key] = self.backend.count_tokens(job.prompt)
+        stored = self.store.get_many(keys)
+        missing = [k for k in dict.fromkeys(keys) if k not in stored]
+        per_call = 2 if self.protocol == "cot" else 1
+        measured = self.store.tokens_per_second(self.backend.fingerprint)
+        return PlanSummary(
+            judgments=len(jobs), model_calls=per_call * len(missing), stored=len(keys) - len(missing),
+            unscorable=unscorable, prompt_tokens=sum(tokens.values()),
+            prompt_tokens_to_run=sum(tokens[k] for k in missing),
+            tokens_per_s=measured or self.backend.default_tokens_per_s, measured=measured is not None,
+            protocol=self.protocol,
+        )

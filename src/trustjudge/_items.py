@@ -1,0 +1,286 @@
+"""The data model (items, responses, pairs, human labels) and the JSONL / CSV loaders.
+
+An item is one question with two or more responses::
+
+    {"id": "q1", "question": "...", "context": "...", "reference": "...",
+     "responses": [{"id": "a", "text": "...", "system": "model-x", "human_score": 4}],
+     "pairs": [{"first": "a", "second": "b", "human": "first"}]}
+
+The flat pairwise form ``{"question", "response_a", "response_b", "label"}`` is accepted too.
+Loaders stream: they yield one :class:`Item` (or one :class:`InputError`) per line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+MAX_FIELD_CHARS = 1_000_000
+HUMAN_ALIASES = {
+    "first": "first", "a": "first", "1": "first", "response_a": "first",
+    "second": "second", "b": "second", "2": "second", "response_b": "second",
+    "tie": "tie", "c": "tie", "0": "tie", "draw": "tie", "equal": "tie",
+}
+
+
+@dataclass(frozen=True)
+class Response:
+    """One candidate response to judge."""
+
+    id: str
+    text: str
+    system: str | None = None
+    human_score: float | None = None
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two responses of the same item to compare, with optional human preference."""
+
+    first: str
+    second: str
+    human: str | None = None
+    """Majority human preference: ``first``, ``second`` or ``tie``."""
+    annotators: tuple[str, ...] = ()
+    """Each annotator's preference, where several are given."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """A question with its responses (and optional explicit pairs)."""
+
+    id: str
+    question: str
+    responses: tuple[Response, ...]
+    context: str | None = None
+    reference: str | None = None
+    pairs: tuple[Pair, ...] | None = None
+    line: int | None = field(default=None, compare=False)
+
+    def response(self, rid: str) -> Response:
+        for r in self.responses:
+            if r.id == rid:
+                return r
+        raise KeyError(rid)
+
+    def all_pairs(self) -> tuple[Pair, ...]:
+        """Explicit pairs, or every unordered pair of responses in input order."""
+        if self.pairs is not None:
+            return self.pairs
+        rs = self.responses
+        return tuple(Pair(rs[i].id, rs[j].id) for i in range(len(rs)) for j in range(i + 1, len(rs)))
+
+
+class _Fields:
+    """Typed access to one record's fields with errors that name file, line and field."""
+
+    def __init__(self, record: Any, file: str, line: int, prefix: str = "") -> None:
+        if not isinstance(record, dict):
+            raise InputError(f"expected a JSON object, got {type(record).__name__}", file=file, line=line,
+                             field=prefix.rstrip(".") or None)
+        self.record, self.file, self.line, self.prefix = record, file, line, prefix
+
+    def error(self, name: str, message: str) -> InputError:
+        return InputError(message, file=self.file, line=self.line, field=self.prefix + name)
+
+    def text(self, name: str, *, required: bool = True, allow_empty: bool = False,
+             default: str | None = None) -> str | None:
+        value = self.record.get(name)
+        if value is None:
+            if required:
+                raise self.error(name, "is missing")
+            return default
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise self.error(name, f"must be a string, got {type(value).__name__}")
+        text = str(value)
+        if not allow_empty and not text.strip():
+            raise self.error(name, "must not be empty")
+        if len(text) > MAX_FIELD_CHARS:
+            raise self.error(name, f"is {len(text):,} characters long (limit {MAX_FIELD_CHARS:,})")
+        return text
+
+    def number(self, name: str) -> float | None:
+        value = self.record.get(name)
+        if value is None or value == "":
+            return None
+        if isinstance(value, bool):
+            raise self.error(name, "must be a number, got a boolean")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise self.error(name, f"must be a number, got {value!r:.40}") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise self.error(name, "must be a finite number")
+        return number
+
+    def human(self, name: str, value: Any = None) -> str | None:
+        if value is None:
+            value = self.record.get(name)
+        if value is None or value == "":
+            return None
+        key = str(value).strip().lower()
+        if isinstance(value, float) and value.is_integer():
+            key = str(int(value))
+        if key not in HUMAN_ALIASES:
+            raise self.error(name, f"must be first/second/tie (or A/B/C, 1/2/0), got {value!r:.40}")
+        return HUMAN_ALIASES[key]
+
+
+def _response(raw: Any, file: str, line: int, index: int) -> Response:
+    f = _Fields(raw, file, line, f"responses[{index}].")
+    rid = f.text("id", required=False) or str(index)
+    text = f.text("text", allow_empty=True)
+    assert text is not None
+    return Response(rid, text, f.text("system", required=False), f.number("human_score"))
+
+
+def parse_record(record: Any, file: str, line: int) -> Item:
+    """Validate one decoded record (nested or flat pairwise form) into an :class:`Item`."""
+    f = _Fields(record, file, line)
+    question = f.text("question")
+    assert question is not None
+    context = f.text("context", required=False) or f.text("input", required=False)
+    reference = f.text("reference", required=False)
+    if "response_a" in record or "response_b" in record:
+        a = f.text("response_a", allow_empty=True)
+        b = f.text("response_b", allow_empty=True)
+        assert a is not None and b is not None
+        item_id = f.text("id", required=False) or f"line-{line}"
+        responses = (Response("a", a, f.text("system_a", required=False)),
+                     Response("b", b, f.text("system_b", required=False)))
+        return Item(item_id, question, responses, context, reference,
+                    (Pair("a", "b", f.human("label")),), line)
+    item_id = f.text("id")
+    assert item_id is not None
+    raw_responses = record.get("responses")
+    if not isinstance(raw_responses, list):
+        raise f.error("responses", "must be a list of {id, text} objects" if raw_responses is not None else "is missing")
+    if not raw_responses:
+        raise f.error("responses", "must hold at least one response")
+    responses = tuple(_response(r, file, line, i) for i, r in enumerate(raw_responses))
+    seen: set[str] = set()
+    for i, r in enumerate(responses):
+        if r.id in seen:
+            raise f.error(f"responses[{i}].id", f"duplicate response id {r.id!r}")
+        seen.add(r.id)
+    pairs: tuple[Pair, ...] | None = None
+    if record.get("pairs") is not None:
+        raw_pairs = record["pairs"]
+        if not isinstance(raw_pairs, list):
+            raise f.error("pairs", "must be a list of {first, second} objects")
+        built = []
+        for i, raw in enumerate(raw_pairs):
+            pf = _Fields(raw, file, line, f"pairs[{i}].")
+            first, second = pf.text("first"), pf.text("second")
+            for name, rid in (("first", first), ("second", second)):
+                if rid not in seen:
+                    raise pf.error(name, f"names no response of this item: {rid!r}")
+            if first == second:
+                raise pf.error("second", "must differ from first")
+            annotators = raw.get("annotators") or []
+            if not isinstance(annotators, list):
+                raise pf.error("annotators", "must be a list")
+            ann = tuple(pf.human(f"annotators[{k}]", v) or "" for k, v in enumerate(annotators))
+            built.append(Pair(str(first), str(second), pf.human("human"), ann))
+        pairs = tuple(built)
+    return Item(item_id, question, responses, context, reference, pairs, line)
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
+    name = str(path)
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, InputError(f"invalid UTF-8 at byte {exc.start}", file=name, line=number)
+                continue
+            if not text.strip():
+                continue
+            try:
+                yield number, json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield number, InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=number)
+
+
+def _csv_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
+    """CSV rows: flat pairwise columns, or one response per row grouped by consecutive ``id``."""
+    name = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        yield 1, InputError(f"invalid UTF-8 at byte {exc.start}", file=name)
+        return
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = set(reader.fieldnames or [])
+    if {"response_a", "response_b"} <= columns:
+        for row in reader:
+            yield reader.line_num, {k: v for k, v in row.items() if v not in (None, "")}
+        return
+    if not {"id", "question", "response"} <= columns:
+        yield 1, InputError("CSV needs the columns id, question, response (one response per row) "
+                            "or question, response_a, response_b", file=name, line=1)
+        return
+    group: dict[str, Any] | None = None
+    start = 0
+    for row in reader:
+        if group is None or row["id"] != group["id"]:
+            if group is not None:
+                yield start, group
+            start = reader.line_num
+            group = {k: row.get(k) or None for k in ("id", "question", "context", "reference")}
+            group["responses"] = []
+        group["responses"].append({
+            "id": row.get("response_id") or str(len(group["responses"])),
+            "text": row.get("response") or "",
+            "system": row.get("system") or None,
+            "human_score": row.get("human_score") or None,
+        })
+    if group is not None:
+        yield start, group
+
+
+def iter_items(path: str | Path, *, min_responses: int = 1) -> Iterator[Item | InputError]:
+    """Stream items from a JSONL or CSV file; problems come out as :class:`InputError` values."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file", file=str(p))
+    records = _csv_records(p) if p.suffix.lower() == ".csv" else _jsonl_records(p)
+    seen: set[str] = set()
+    for line, record in records:
+        if isinstance(record, InputError):
+            yield record
+            continue
+        try:
+            item = parse_record(record, str(p), line)
+            if len(item.responses) < min_responses:
+                raise InputError(f"needs at least {min_responses} responses, has {len(item.responses)}",
+                                 file=str(p), line=line, field="responses")
+            if item.id in seen:
+                raise InputError(f"duplicate item id {item.id!r}", file=str(p), line=line, field="id")
+            seen.add(item.id)
+            yield item
+        except InputError as exc:
+            yield exc
+
+
+def load_items(path: str | Path, *, min_responses: int = 1) -> list[Item]:
+    """Read every item of a file, raising the first :class:`InputError`."""
+    items = []
+    for value in iter_items(path, min_responses=min_responses):
+        if isinstance(value, InputError):
+            raise value
+        items.append(value)
+    return items
+
+
+def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>") -> list[Item]:
+    """Validate in-memory records (the same schema as a JSONL line)."""
+    return [parse_record(r, source, i) for i, r in enumerate(records, start=1)]

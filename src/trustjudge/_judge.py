@@ -1,0 +1,248 @@
+"""The public judging API: :class:`Judge` with ``score`` (pointwise) and ``compare`` (pairwise)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import _scoring as S
+from ._engine import EMPTY_RESPONSE, Engine, EngineStats, Job, Outcome, PlanSummary, ProgressFn
+from ._items import Item, Pair
+from ._prompts import SCORE_MARKER, SYSTEM, VERDICT_LABELS, VERDICT_MARKER, Prompts, Protocol
+from ._prompts import scale as make_scale
+from ._store import Store
+from .backends import DEFAULT_JUDGE, Backend, get_backend
+from .errors import ConfigError
+
+
+@dataclass
+class ScoreRecord:
+    """One response's scores under every method (all ``None`` when unscored)."""
+
+    item_id: str
+    response_id: str
+    system: str | None
+    judge: str
+    protocol: str
+    scale: int
+    scores: dict[str, float | None]
+    entropy: float | None
+    label_mass: float | None
+    unscored: str | None
+    human_score: float | None = None
+    critique: str | None = None
+    distribution: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if not (k in ("critique", "distribution") and v is None)}
+
+
+@dataclass
+class CompareRecord:
+    """One pair's verdict under every aggregation method, from both presentation orders."""
+
+    item_id: str
+    first_id: str
+    second_id: str
+    judge: str
+    protocol: str
+    verdicts: dict[str, str | None]
+    probabilities: dict[str, float] | None
+    """Likelihood aggregation's combined probabilities, renormalised: first wins / second wins / tie."""
+    orders: list[dict[str, Any]]
+    unscored: str | None
+    ppl_source: str
+    human: str | None = None
+    annotators: list[str] = field(default_factory=list)
+    first_system: str | None = None
+    second_system: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Judge:
+    """An LLM judge with TrustJudge's scoring and aggregation, backed by a judgment store.
+
+    Args:
+        judge: a judge name (``hf/smollm2-135m``, ``hf/gemma3-270m``, ``hf//path``, ``mock/...``)
+            or a :class:`~trustjudge.backends.Backend`.
+        store: a :class:`Store`, a path, or ``None`` for the default store file.
+        protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
+        scale: 5, 10 or 100 points for ``score``.
+    """
+
+    def __init__(self, judge: str | Backend = DEFAULT_JUDGE, *, store: Store | str | Path | None = None,
+                 protocol: Protocol = "direct", scale: int = 100, temperature: float = 0.0, seed: int = 0,
+                 max_new_tokens: int = 256, min_label_mass: float = 1e-3, batch_size: int = 8,
+                 chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
+                 pairwise_template: str | Path | None = None, keep_distribution: bool = False) -> None:
+        if protocol not in ("direct", "cot"):
+            raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
+        self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
+        self._backend = judge if isinstance(judge, Backend) else None
+        self._store = store if isinstance(store, Store) else Store(store)
+        self.protocol: Protocol = protocol
+        self.scale = make_scale(scale)
+        self.prompts = Prompts.load(pointwise_template, pairwise_template)
+        self.delta = delta
+        self.chunk_size = max(1, chunk_size)
+        self.keep_distribution = keep_distribution
+        self._engine_args = dict(protocol=protocol, temperature=temperature, seed=seed,
+                                 max_new_tokens=max_new_tokens, min_label_mass=min_label_mass,
+                                 batch_size=batch_size)
+        self._engine: Engine | None = None
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = get_backend(self.name)
+        return self._backend
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine(self.backend, self._store, **self._engine_args)  # type: ignore[arg-type]
+        return self._engine
+
+    @property
+    def stats(self) -> EngineStats:
+        return self.engine.stats
+
+    # -- prompts ----------------------------------------------------------------------------------
+    def _score_job(self, item: Item, text: str) -> Job | str:
+        if not text.strip():
+            return EMPTY_RESPONSE
+        user = self.prompts.render_pointwise(item.question, text, item.context, item.reference,
+                                             self.scale, self.protocol)
+        prefix = SCORE_MARKER if self.protocol == "direct" else ""
+        return Job(self.backend.format_prompt(SYSTEM, user, prefix), self.scale.labels, SCORE_MARKER,
+                   SCORE_MARKER.rstrip("[").rstrip())
+
+    def _compare_jobs(self, item: Item, pair: Pair) -> tuple[Job | str, Job | str]:
+        a, b = item.response(pair.first).text, item.response(pair.second).text
+        if not a.strip() or not b.strip():
+            return EMPTY_RESPONSE, EMPTY_RESPONSE
+        prefix = VERDICT_MARKER if self.protocol == "direct" else ""
+        jobs = []
+        for x, y in ((a, b), (b, a)):
+            user = self.prompts.render_pairwise(item.question, x, y, item.context, item.reference, self.protocol)
+            jobs.append(Job(self.backend.format_prompt(SYSTEM, user, prefix), VERDICT_LABELS, VERDICT_MARKER,
+                            VERDICT_MARKER.rstrip("[").rstrip()))
+        return jobs[0], jobs[1]
+
+    # -- chunking ---------------------------------------------------------------------------------
+    def _chunks(self, items: Iterable[Item], per_item: Any) -> Iterator[list[Item]]:
+        chunk: list[Item] = []
+        size = 0
+        for item in items:
+            chunk.append(item)
+            size += per_item(item)
+            if size >= self.chunk_size:
+                yield chunk
+                chunk, size = [], 0
+        if chunk:
+            yield chunk
+
+    # -- pointwise --------------------------------------------------------------------------------
+    def score(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[ScoreRecord]:
+        """Score every response of every item; records come out in input order, item by item."""
+        for chunk in self._chunks(items, lambda it: len(it.responses)):
+            jobs = [self._score_job(item, r.text) for item in chunk for r in item.responses]
+            outcomes = iter(self.engine.run(jobs, progress))
+            for item in chunk:
+                for r in item.responses:
+                    yield self._score_record(item, r.id, r.system, r.human_score, next(outcomes))
+
+    def _score_record(self, item: Item, rid: str, system: str | None, human: float | None,
+                      out: Outcome) -> ScoreRecord:
+        scores: dict[str, float | None] = dict.fromkeys(S.SCORE_METHODS)
+        entropy = None
+        dist = None
+        if out.probs is not None and out.unscored is None:
+            scores = dict(S.score_all(self.scale.values, out.probs))
+            entropy = S.entropy_bits(out.probs)
+        if out.probs is not None and self.keep_distribution:
+            dist = {lab: p for lab, p in zip(self.scale.labels, out.probs)}
+        return ScoreRecord(item.id, rid, system, self.name, self.protocol, self.scale.points, scores, entropy,
+                           out.mass if out.probs is not None else None, out.unscored, human, out.critique, dist)
+
+    # -- pairwise ---------------------------------------------------------------------------------
+    def compare(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[CompareRecord]:
+        """Judge every pair (explicit or all within an item) in both orders."""
+        for chunk in self._chunks(items, lambda it: 2 * len(it.all_pairs())):
+            jobs: list[Job | str] = []
+            for item in chunk:
+                for pair in item.all_pairs():
+                    jobs.extend(self._compare_jobs(item, pair))
+            outcomes = iter(self.engine.run(jobs, progress))
+            for item in chunk:
+                for pair in item.all_pairs():
+                    yield self._compare_record(item, pair, next(outcomes), next(outcomes))
+
+    def _compare_record(self, item: Item, pair: Pair, o1: Outcome, o2: Outcome) -> CompareRecord:
+        ppl_source = "critique_perplexity" if self.protocol == "cot" else "verdict_probability"
+        orders = []
+        for shown_first, out in ((pair.first, o1), (pair.second, o2)):
+            row: dict[str, Any] = {"shown_first": shown_first, "unscored": out.unscored}
+            if out.probs is not None:
+                row.update(dict(zip(VERDICT_LABELS, out.probs)), mass=out.mass)
+            if out.critique_ppl is not None:
+                row["critique_ppl"] = out.critique_ppl
+            if out.critique is not None:
+                row["critique"] = out.critique
+            orders.append(row)
+        unscored = o1.unscored or o2.unscored
+        verdicts: dict[str, str | None] = dict.fromkeys(S.AGGREGATIONS)
+        probabilities = None
+        if unscored is None and o1.probs is not None and o2.probs is not None:
+            d1 = S.from_order(*o1.probs, swapped=False, ppl=o1.critique_ppl)
+            d2 = S.from_order(*o2.probs, swapped=True, ppl=o2.critique_ppl)
+            verdicts = dict(S.aggregate_all(d1, d2, delta=self.delta))
+            f, s, t = S.likelihood_probs(d1, d2)
+            total = f + s + t
+            probabilities = {"first": f / total, "second": s / total, "tie": t / total}
+        r1, r2 = item.response(pair.first), item.response(pair.second)
+        return CompareRecord(item.id, pair.first, pair.second, self.name, self.protocol, verdicts, probabilities,
+                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system)
+
+    # -- planning ---------------------------------------------------------------------------------
+    def plan(self, items: Sequence[Item], kind: str) -> PlanSummary:
+        """What ``score`` or ``compare`` would do on ``items``, without calling the model."""
+        jobs: list[Job | str] = []
+        for item in items:
+            if kind == "score":
+                jobs.extend(self._score_job(item, r.text) for r in item.responses)
+            else:
+                for pair in item.all_pairs():
+                    jobs.extend(self._compare_jobs(item, pair))
+        return self.engine.plan(jobs)
+
+    def close(self) -> None:
+        self._store.close()
+        if self._backend is not None:
+            self._backend.close()
+
+
+def score(items: Iterable[Item], judge: str | Backend = DEFAULT_JUDGE, **kwargs: Any) -> list[ScoreRecord]:
+    """Score every response (see :class:`Judge` for the options)."""
+    j = Judge(judge, **kwargs)
+    try:
+        return list(j.score(items))
+    finally:
+        j.close()
+
+
+def compare(items: Iterable[Item], judge: str | Backend = DEFAULT_JUDGE, **kwargs: Any) -> list[CompareRecord]:
+    """Compare every pair in both orders (see :class:`Judge` for the options)."""
+    j = Judge(judge, **kwargs)
+    try:
+        return list(j.compare(items))
+    finally:
+        j.close()

@@ -1,0 +1,122 @@
+"""How a judgment is asked: templates, scales, label sets and the two protocols.
+
+Templates are plain text files with ``${name}`` fields (Python ``string.Template``). Pointwise
+templates use ``question``, ``response``; pairwise ones ``question``, ``response_a``, ``response_b``.
+Both may use ``context``, ``reference``, ``context_block``, ``reference_block``, ``scale_min``,
+``scale_max`` and ``task`` (the protocol's closing instruction). A user template replaces the default.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Literal
+
+from .errors import ConfigError
+
+Protocol = Literal["direct", "cot"]
+PROTOCOLS: tuple[Protocol, ...] = ("direct", "cot")
+SCALES = (5, 10, 100)
+
+SYSTEM = "You are a strict, impartial evaluator of answers written by AI assistants."
+SCORE_MARKER = "Score: ["
+VERDICT_MARKER = "Verdict: ["
+CLOSE = "]"
+VERDICT_LABELS = ("A", "B", "C")
+
+POINTWISE_FIELDS = {"question", "response"}
+PAIRWISE_FIELDS = {"question", "response_a", "response_b"}
+OPTIONAL_FIELDS = {"context", "reference", "context_block", "reference_block", "scale_min", "scale_max", "task"}
+
+
+@dataclass(frozen=True)
+class Scale:
+    """An integer rating scale 1..points; labels are the decimal numbers."""
+
+    points: int
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        return tuple(range(1, self.points + 1))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(str(v) for v in self.values)
+
+
+def scale(points: int) -> Scale:
+    if points not in SCALES:
+        raise ConfigError(f"scale must be one of {SCALES}, got {points}")
+    return Scale(points)
+
+
+def _read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
+    if path is None:
+        text = files("trustjudge").joinpath("templates", default).read_text(encoding="utf-8")
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read template {path}: {exc}") from exc
+    template = string.Template(text)
+    if not template.is_valid():
+        raise ConfigError(f"template {path or default}: a '$' that is not a field; write '$$' for a dollar sign")
+    names = set(template.get_identifiers())
+    missing = required - names
+    unknown = names - required - OPTIONAL_FIELDS
+    if missing:
+        raise ConfigError(f"template {path or default} lacks the field(s) {', '.join('${' + m + '}' for m in sorted(missing))}")
+    if unknown:
+        raise ConfigError(f"template {path or default} uses unknown field(s) {', '.join(sorted(unknown))}")
+    return template
+
+
+def _blocks(context: str | None, reference: str | None) -> dict[str, str]:
+    return {
+        "context": context or "",
+        "reference": reference or "",
+        "context_block": f"\n<context>\n{context}\n</context>\n" if context else "",
+        "reference_block": f"\n<reference_answer>\n{reference}\n</reference_answer>\n" if reference else "",
+    }
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """Renders the user turn of pointwise and pairwise judgments."""
+
+    pointwise: string.Template
+    pairwise: string.Template
+
+    @classmethod
+    def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None) -> Prompts:
+        return cls(_read_template(pointwise, "pointwise.txt", POINTWISE_FIELDS),
+                   _read_template(pairwise, "pairwise.txt", PAIRWISE_FIELDS))
+
+    def score_task(self, sc: Scale, protocol: Protocol) -> str:
+        form = f'"Score: [N]" where N is an integer from 1 (very poor) to {sc.points} (excellent)'
+        if protocol == "direct":
+            return f"Reply with the rating only, in the form {form}."
+        return (f"First write a brief critique of the response (at most three sentences). "
+                f"Then give the rating on its own line in the form {form}.")
+
+    def verdict_task(self, protocol: Protocol) -> str:
+        form = ('"Verdict: [A]" if response A is better, "Verdict: [B]" if response B is better, '
+                'or "Verdict: [C]" if they are equally good')
+        if protocol == "direct":
+            return f"Reply with the verdict only: {form}."
+        return (f"First write a brief comparison of the two responses (at most three sentences). "
+                f"Then give the verdict on its own line: {form}.")
+
+    def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
+                         sc: Scale, protocol: Protocol) -> str:
+        return self.pointwise.substitute(question=question, response=response, scale_min=1,
+                                         scale_max=sc.points, task=self.score_task(sc, protocol),
+                                         **_blocks(context, reference))
+
+    def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
+                        protocol: Protocol) -> str:
+        return self.pairwise.substitute(question=question, response_a=a, response_b=b, scale_min=1,
+                                        scale_max=1, task=self.verdict_task(protocol),
+                                        **_blocks(context, reference))

@@ -1,0 +1,197 @@
+"""The SQLite judgment store: every model output, keyed by the content that produced it.
+
+A key hashes (canonical JSON, SHA-256) everything that can change a model output: the backend's
+fingerprint (model weights hash and prompt format), the rendered prompt, the labels or decoding
+parameters. Operational settings (batch size, retries, timeouts) are not part of it, so a rerun with
+other settings, or another scoring/aggregation method, makes no model call.
+
+The schema is an ordered list of named migrations, applied once each and recorded in ``_migrations``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from .errors import StoreError
+
+HASH_PREFIX = "s256:"
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the same value always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_key(value: Any) -> str:
+    """The store key of a request: an algorithm-tagged SHA-256 of its canonical JSON."""
+    return HASH_PREFIX + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def default_store_path() -> Path:
+    """``<user data dir>/trustjudge/judgments.sqlite``."""
+    return Path(platformdirs.user_data_dir("trustjudge")) / "judgments.sqlite"
+
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register a migration; its function name is its permanent identity."""
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+@migration
+def m001_outputs(db: sqlite3.Connection) -> None:
+    db.execute(
+        """CREATE TABLE outputs (
+            key TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,               -- 'labels' or 'generate'
+            backend TEXT NOT NULL,            -- backend fingerprint
+            request TEXT NOT NULL,            -- canonical JSON of the request
+            result TEXT NOT NULL,             -- JSON of the model output
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            latency_s REAL NOT NULL,
+            created_at REAL NOT NULL
+        )"""
+    )
+
+
+@migration
+def m002_speed(db: sqlite3.Connection) -> None:
+    db.execute(
+        """CREATE TABLE speed (
+            backend TEXT PRIMARY KEY,
+            prompt_tokens INTEGER NOT NULL,
+            seconds REAL NOT NULL
+        )"""
+    )
+
+
+@dataclass(frozen=True)
+class StoredOutput:
+    """One row of the store."""
+
+    key: str
+    kind: str
+    result: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+
+class Store:
+    """A judgment store in one SQLite file (WAL mode, safe for several processes)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self.migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the judgment store {self.path}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations not yet applied; return their names."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
+            applied = []
+            for name, fn in MIGRATIONS:
+                if name not in done:
+                    fn(db)
+                    db.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
+                    applied.append(name)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return applied
+
+    def applied_migrations(self) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, StoredOutput]:
+        """The stored outputs among ``keys``."""
+        found: dict[str, StoredOutput] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    "SELECT key, kind, result, prompt_tokens, completion_tokens, latency_s "
+                    f"FROM outputs WHERE key IN ({marks})", chunk
+                )
+                for key, kind, result, pt, ct, lat in rows:
+                    found[key] = StoredOutput(key, kind, json.loads(result), pt, ct, lat)
+        return found
+
+    def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], dict[str, Any], int, int, float]]) -> None:
+        """Insert ``(key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s)``
+        rows in one transaction; a key already present is kept as it is."""
+        now = time.time()
+        data = [
+            (key, kind, backend, canonical_json(request), json.dumps(result), pt, ct, lat, now)
+            for key, kind, backend, request, result, pt, ct, lat in rows
+        ]
+        if not data:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO outputs VALUES (?,?,?,?,?,?,?,?,?)", data)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def record_speed(self, backend: str, prompt_tokens: int, seconds: float) -> None:
+        """Accumulate measured prompt throughput for time estimates."""
+        if prompt_tokens <= 0 or seconds <= 0:
+            return
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO speed VALUES (?, ?, ?) ON CONFLICT(backend) DO UPDATE SET "
+                "prompt_tokens = prompt_tokens + excluded.prompt_tokens, seconds = seconds + excluded.seconds",
+                (backend, prompt_tokens, seconds),
+            )
+
+    def tokens_per_second(self, backend: str) -> float | None:
+        row = self._db.execute("SELECT prompt_tokens, seconds FROM speed WHERE backend = ?", (backend,)).fetchone()
+        return float(row[0] / row[1]) if row and row[1] > 0 else None
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
+
+    def integrity_check(self) -> str:
+        return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

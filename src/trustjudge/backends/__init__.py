@@ -1,0 +1,68 @@
+"""Judge backends, named by one string: ``<prefix>/<rest>``.
+
+- ``hf/smollm2-135m`` (default), ``hf/gemma3-270m``, ``hf//path/to/model-or.gguf``: transformers in-process.
+- ``mock/<name>``: a scripted fake (``mock/hash`` is built in); tests register their own.
+
+New backends register a factory for their prefix with :func:`register_backend`; heavy imports happen
+inside the factory, on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import ConfigError
+from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
+from ._mock import MockBackend
+
+__all__ = [
+    "Backend", "GenerateRequest", "Generation", "LabelRequest", "LabelResult", "MockBackend",
+    "DEFAULT_JUDGE", "get_backend", "register_backend", "register_mock",
+]
+
+DEFAULT_JUDGE = "hf/smollm2-135m"
+
+BackendFactory = Callable[[str], Backend]
+_FACTORIES: dict[str, BackendFactory] = {}
+_MOCKS: dict[str, Backend] = {}
+
+
+def register_backend(prefix: str, factory: BackendFactory) -> None:
+    """Make ``prefix/<rest>`` judge names build backends with ``factory(rest)``."""
+    _FACTORIES[prefix] = factory
+
+
+def register_mock(name: str, backend: Backend | None) -> None:
+    """Register (or with ``None`` remove) a backend instance reachable as ``mock/<name>``."""
+    if backend is None:
+        _MOCKS.pop(name, None)
+    else:
+        _MOCKS[name] = backend
+
+
+def _hf(rest: str) -> Backend:
+    from ._models import resolve
+    from ._transformers import TransformersBackend
+
+    return TransformersBackend(resolve(rest))
+
+
+def _mock(rest: str) -> Backend:
+    if rest in _MOCKS:
+        return _MOCKS[rest]
+    if rest == "hash":
+        return MockBackend("hash")
+    raise ConfigError(f"unknown mock judge 'mock/{rest}': register it with register_mock() or use mock/hash")
+
+
+register_backend("hf", _hf)
+register_backend("mock", _mock)
+
+
+def get_backend(name: str) -> Backend:
+    """Build the backend a judge name refers to."""
+    prefix, sep, rest = name.partition("/")
+    if not sep or prefix not in _FACTORIES:
+        known = ", ".join(f"{p}/..." for p in sorted(_FACTORIES))
+        raise ConfigError(f"unknown judge {name!r}: judge names start with one of {known}")
+    return _FACTORIES[prefix](rest)

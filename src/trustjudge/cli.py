@@ -1,0 +1,225 @@
+"""The ``trustjudge`` command line: a thin shell over :class:`trustjudge.Judge`."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ._items import Item, iter_items
+from ._judge import CompareRecord, Judge, ScoreRecord
+from ._scoring import AGGREGATIONS, SCORE_METHODS
+from ._store import default_store_path
+from .backends import DEFAULT_JUDGE
+from .errors import InputError, TrustJudgeError
+
+err = Console(stderr=True)
+
+
+def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.argument("items", type=click.Path(dir_okay=False, path_type=Path)),
+        click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True,
+                     help="Judge name: hf/smollm2-135m, hf/gemma3-270m, hf//path/to/model (folder or .gguf), mock/hash."),
+        click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
+                     help="direct: labels read right after the prompt; cot: the judge writes a critique first."),
+        click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help=f"SQLite judgment store. [default: {default_store_path()}]"),
+        click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Write JSONL records here (default: standard output)."),
+        click.option("--dry-run", is_flag=True, help="Print the plan (calls, tokens, stored, time) and stop."),
+        click.option("--skip-invalid", is_flag=True, help="Skip invalid lines (reported) instead of stopping."),
+        click.option("--batch-size", default=8, show_default=True, help="Prompts per backend call and store write."),
+        click.option("--temperature", default=0.0, show_default=True, help="cot sampling temperature (0 = greedy)."),
+        click.option("--seed", default=0, show_default=True, help="Seed for cot sampling."),
+        click.option("--max-new-tokens", default=256, show_default=True, help="cot critique length limit."),
+        click.option("--min-label-mass", default=1e-3, show_default=True,
+                     help="Below this probability on valid labels a judgment is unscored (no_label_mass)."),
+        click.option("--template", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help="Your own prompt template (string.Template fields, see README)."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _read_items(path: Path, skip_invalid: bool, min_responses: int) -> list[Item]:
+    """Validate the whole file before any model call; report every problem."""
+    items: list[Item] = []
+    problems: list[InputError] = []
+    for value in iter_items(path, min_responses=min_responses):
+        if isinstance(value, InputError):
+            problems.append(value)
+        else:
+            items.append(value)
+    if problems:
+        for p in problems[:20]:
+            err.print(f"[red]{'skipped' if skip_invalid else 'error'}:[/] {p}", highlight=False)
+        if len(problems) > 20:
+            err.print(f"... and {len(problems) - 20} more")
+        if not skip_invalid:
+            raise click.exceptions.Exit(_fail(f"{len(problems)} invalid line(s) in {path}; fix them or pass --skip-invalid"))
+        err.print(f"[yellow]{len(problems)} invalid line(s) skipped[/]")
+    return items
+
+
+def _fail(message: str) -> int:
+    err.print(f"[red]error:[/] {message}", highlight=False)
+    return 2
+
+
+def _progress(quiet: bool) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, disable=quiet)
+
+
+def _open_out(path: Path | None) -> TextIO:
+    if path is None:
+        return sys.stdout
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("w", encoding="utf-8")
+
+
+def _make_judge(judge: str, store: Path | None, protocol: str, batch_size: int, temperature: float, seed: int,
+                max_new_tokens: int, min_label_mass: float, **extra: Any) -> Judge:
+    return Judge(judge, store=store, protocol=protocol, batch_size=batch_size,  # type: ignore[arg-type]
+                 temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                 min_label_mass=min_label_mass, **extra)
+
+
+def _print_plan(j: Judge, items: list[Item], kind: str) -> None:
+    plan = j.plan(items, kind)
+    table = Table(title=f"Plan: {kind} with {j.name} ({plan.protocol})")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("judgments (prompts)", f"{plan.judgments:,}")
+    table.add_row("already in the store", f"{plan.stored:,}")
+    table.add_row("unscorable without a call", f"{plan.unscorable:,}")
+    table.add_row("model calls to make", f"{plan.model_calls:,}")
+    table.add_row("prompt tokens (all / to run)", f"{plan.prompt_tokens:,} / {plan.prompt_tokens_to_run:,}")
+    speed = f"{plan.tokens_per_s:,.0f} tokens/s ({'measured' if plan.measured else 'default estimate'})"
+    table.add_row("speed", speed)
+    eta = plan.estimated_seconds
+    extra = " + critique generation" if plan.protocol == "cot" else ""
+    table.add_row("estimated time", f"{eta:,.0f} s{extra}" if math.isfinite(eta) else "unknown")
+    Console().print(table)
+
+
+def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool,
+         j_factory: Callable[[], Judge]) -> None:
+    items = _read_items(items_path, skip_invalid, 2 if kind == "compare" else 1)
+    j = j_factory()
+    try:
+        if dry_run:
+            _print_plan(j, items, kind)
+            return
+        total = sum(len(it.responses) if kind == "score" else 2 * len(it.all_pairs()) for it in items)
+        records: list[dict[str, Any]] = []
+        stream = _open_out(out)
+        try:
+            with _progress(quiet) as bar:
+                task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
+                gen: Iterator[ScoreRecord | CompareRecord] = (
+                    j.score(items, progress=lambda n: bar.advance(task, n)) if kind == "score"
+                    else j.compare(items, progress=lambda n: bar.advance(task, n)))
+                for record in gen:
+                    row = record.to_dict()
+                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    stream.flush()
+                    records.append({"scores": row.get("scores"), "verdicts": row.get("verdicts"),
+                                    "unscored": row["unscored"]})
+        finally:
+            if stream is not sys.stdout:
+                stream.close()
+        if not quiet:
+            _summary(kind, j, records)
+    finally:
+        j.close()
+
+
+def _summary(kind: str, j: Judge, records: list[dict[str, Any]]) -> None:
+    unscored = Counter(r["unscored"] for r in records if r["unscored"])
+    if kind == "score":
+        table = Table(title=f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})")
+        for col in ("method", "mean", "scored", "unscored"):
+            table.add_column(col, justify="right" if col != "method" else "left")
+        for m in SCORE_METHODS:
+            vals = [r["scores"][m] for r in records if r["scores"][m] is not None]
+            mean = f"{sum(vals) / len(vals):.2f}" if vals else "-"
+            table.add_row(m, mean, str(len(vals)), str(len(records) - len(vals)))
+    else:
+        table = Table(title=f"Verdicts ({j.name}, protocol {j.protocol}, both orders)")
+        for col in ("method", "first wins", "second wins", "tie", "unscored"):
+            table.add_column(col, justify="right" if col != "method" else "left")
+        for m in AGGREGATIONS:
+            c = Counter(r["verdicts"][m] for r in records)
+            table.add_row(m, str(c["first"]), str(c["second"]), str(c["tie"]), str(c[None]))
+    err.print(table)
+    s = j.stats
+    err.print(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
+              f"from store: {s.from_store}; store: {j.store.path}", highlight=False)
+    if unscored:
+        err.print("unscored: " + ", ".join(f"{k} {v}" for k, v in sorted(unscored.items())), highlight=False)
+
+
+@click.group()
+@click.version_option(package_name="trustjudge")
+def cli() -> None:
+    """trustjudge: LLM-as-a-judge with distribution-sensitive scores and likelihood-aware verdicts."""
+
+
+@cli.command("score")
+@_judge_options
+@click.option("--scale", type=click.Choice(["5", "10", "100"]), default="100", show_default=True,
+              help="Rating scale 1..N.")
+@click.option("--distribution", is_flag=True, help="Include each response's full label distribution.")
+def score_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
+              skip_invalid: bool, template: Path | None, quiet: bool, scale: str, distribution: bool,
+              **run: Any) -> None:
+    """Score every response under every method (discrete, geval, expected, trustjudge)."""
+    _run("score", items, out, dry_run, skip_invalid, quiet,
+         lambda: _make_judge(judge, store, protocol, scale=int(scale), pointwise_template=template,
+                             keep_distribution=distribution, **run))
+
+
+@cli.command("compare")
+@_judge_options
+@click.option("--delta", default=0.0, show_default=True, help="Tie margin for likelihood and ppl aggregation.")
+def compare_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
+                skip_invalid: bool, template: Path | None, quiet: bool, delta: float, **run: Any) -> None:
+    """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
+    _run("compare", items, out, dry_run, skip_invalid, quiet,
+         lambda: _make_judge(judge, store, protocol, delta=delta, pairwise_template=template, **run))
+
+
+def main() -> None:
+    """Entry point: turns trustjudge errors into one clear line and exit status 2."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except TrustJudgeError as exc:
+        sys.exit(_fail(str(exc)))
+    except KeyboardInterrupt:
+        err.print("interrupted: every finished batch is in the store; run the same command to resume")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

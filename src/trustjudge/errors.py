@@ -1,0 +1,69 @@
+"""The one exception tree of trustjudge.
+
+::
+
+    TrustJudgeError
+    ├── ConfigError            bad option, unknown judge name, bad template
+    ├── PrerequisiteError      an optional dependency or a model file is missing
+    ├── InputError             a bad line in an items file (names file, line, field)
+    ├── StoreError             the judgment store cannot be opened or migrated
+    └── BackendError           a backend call failed
+        └── TransientBackendError   worth retrying (timeouts, rate limits, 5xx)
+
+Messages say how to fix the problem.
+"""
+
+from __future__ import annotations
+
+
+class TrustJudgeError(Exception):
+    """Base class of every error trustjudge raises on purpose."""
+
+
+class ConfigError(TrustJudgeError):
+    """An option, judge name or template is invalid."""
+
+
+class PrerequisiteError(TrustJudgeError):
+    """Something that must be installed or present is missing."""
+
+
+def pip_dependency_error(feature: str, packages: list[str], extra: str) -> PrerequisiteError:
+    """Build the error raised when an optional dependency is missing."""
+    return PrerequisiteError(
+        f"{feature} needs {', '.join(packages)}: install it with `pip install 'trustjudge[{extra}]'`."
+    )
+
+
+class InputError(TrustJudgeError):
+    """A problem in an input file, located by file, line and field."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 field: str | None = None) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        self.reason = message
+        where = ""
+        if file is not None:
+            where = f"{file}:{line}: " if line is not None else f"{file}: "
+        elif line is not None:
+            where = f"line {line}: "
+        what = f"field '{field}': " if field else ""
+        super().__init__(f"{where}{what}{message}")
+
+
+class StoreError(TrustJudgeError):
+    """The judgment store cannot be used."""
+
+
+class BackendError(TrustJudgeError):
+    """A backend call failed for good."""
+
+
+class TransientBackendError(BackendError):
+    """A backend call failed in a way worth retrying."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
