@@ -22,7 +22,7 @@ from ._store import default_store_path
 from .backends import DEFAULT_JUDGE
 from .errors import InputError, TrustJudgeError
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,7 +68,7 @@ def _read_items(path: Path, skip_invalid: bool, min_responses: int) -> list[Item
         if len(problems) > 20:
             err.print(f"... and {len(problems) - 20} more")
         if not skip_invalid:
-            raise click.exceptions.Exit(_fail(f"{len(problems)} invalid line(s) in {path}; fix them or pass --skip-invalid"))
+            raise SystemExit(_fail(f"{len(problems)} invalid line(s) in {path}; fix them or pass --skip-invalid"))
         err.print(f"[yellow]{len(problems)} invalid line(s) skipped[/]")
     return items
 

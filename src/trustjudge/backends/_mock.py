@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -48,6 +49,8 @@ class MockBackend(Backend):
         self.calls = 0
         # Cross-process call counting for subprocess tests: one line per call appended to this file.
         self._count_file = os.environ.get("TRUSTJUDGE_MOCK_CALLS")
+        # Seconds per request, so that subprocess tests can kill a run half way.
+        self._delay = float(os.environ.get("TRUSTJUDGE_MOCK_DELAY", "0"))
 
     @property
     def fingerprint(self) -> str:
@@ -67,6 +70,8 @@ class MockBackend(Backend):
         return f"[system] {system}\n[user] {user}\n[assistant] {assistant_prefix}"
 
     def _count(self, n: int) -> None:
+        if self._delay:
+            time.sleep(self._delay * n)
         self.calls += n
         if self._count_file:
             with Path(self._count_file).open("a") as fh:

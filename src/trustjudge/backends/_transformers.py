@@ -70,12 +70,12 @@ class TransformersBackend(Backend):
         self._sha = file_sha256(spec.path)
         self._device_name = device
         self._dtype_name = dtype
-        self._folder = converted_folder(spec, self._sha)
         from transformers import AutoConfig, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
+        self._folder = converted_folder(spec, self._sha)
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self._folder))
         self.config = AutoConfig.from_pretrained(str(self._folder))

@@ -1,0 +1,873 @@
+"""Consistency audit: conflict ratio, non-transitivity, position/length bias, agreement with humans.
+
+Pure maths over the judgment records the CLI writes (plain dicts, one per JSONL line); nothing here
+calls a model. Definitions: ../shared/TRUSTJUDGE.md sections 1, 3 and 6. Shared conventions:
+
+* A record whose ``(item_id, pair)`` or ``(item_id, response_id)`` repeats replaces the earlier one
+  (the newest line of an appended JSONL file wins).
+* Unscored judgments never enter a denominator; they are counted and reported instead.
+* Intervals are percentile 95% bootstraps over items, each from a fresh ``default_rng(seed)``, so a
+  given seed always gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats
+
+from ._scoring import AGGREGATIONS, SCORE_METHODS, argmax_verdict
+
+Record = Mapping[str, Any]
+Relation = Literal[">", "<", "="]
+Violation = Literal["circular", "equivalence"]
+CI = tuple[float, float]
+Row = tuple[str, str, str, float, float, float, int]
+Floats = NDArray[np.float64]
+
+NAN = float("nan")
+NO_CI: CI = (NAN, NAN)
+VERDICTS = ("first", "second", "tie")
+DEFAULT_MAX_SUBSETS = 200_000
+_RELATION: dict[str, Relation] = {"first": ">", "second": "<", "tie": "="}
+_FLIP: dict[Relation, Relation] = {">": "<", "<": ">", "=": "="}
+_SIGN = {"first": 1, "second": -1, "tie": 0}
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CRResult:
+    """Conflict ratio of one scoring method against one aggregation.
+
+    ``ties_in_verdicts`` counts counted pairs whose verdict is a tie; ``excluded`` counts pairs left out
+    because the verdict or a score is missing; ``items`` is the number of items with a counted pair.
+    """
+
+    conflicts: int
+    counted: int
+    ratio: float
+    ties_in_verdicts: int
+    items: int
+    excluded: int = 0
+    delta: float = 0.0
+    ci: CI = NO_CI
+
+
+@dataclass(frozen=True)
+class NTRResult:
+    """Non-transitivity NTR_k of one aggregation.
+
+    ``ties`` of the method's ``judged`` pairs are ties (read every NTR next to its tie rate);
+    ``skipped_items`` had too many k-subsets to enumerate.
+    """
+
+    k: int
+    method: str
+    violating: int
+    circular: int
+    equivalence: int
+    valid_subsets: int
+    ratio: float
+    items: int
+    judged: int = 0
+    ties: int = 0
+    skipped_items: int = 0
+    ci: CI = NO_CI
+
+    @property
+    def tie_rate(self) -> float:
+        """Share of ties among the judged pairs."""
+        return _rate(self.ties, self.judged)
+
+
+@dataclass(frozen=True)
+class SwapFlip:
+    """Pairs whose two presentation orders give different argmax verdicts."""
+
+    flips: int
+    pairs: int
+    rate: float
+
+
+@dataclass(frozen=True)
+class OrderBias:
+    """Argmax labels of one presentation order (or both pooled): first-shown wins (A) and ties (C)."""
+
+    order: str
+    judged: int
+    first_shown_wins: int
+    ties: int
+    first_shown_rate: float
+    tie_rate: float
+
+
+@dataclass(frozen=True)
+class PositionBias:
+    """Position bias per order and pooled over both."""
+
+    order1: OrderBias
+    order2: OrderBias
+    overall: OrderBias
+
+
+@dataclass(frozen=True)
+class LengthBias:
+    """Correlation of verdict sign with len(first) - len(second).
+
+    ``longer_wins`` of the ``strict_unequal`` strict verdicts on pairs of unequal length went to the
+    longer response.
+    """
+
+    method: str
+    n: int
+    pearson: float
+    spearman: float
+    longer_wins: int
+    strict_unequal: int
+    longer_win_rate: float
+
+
+@dataclass(frozen=True)
+class AnnotatorAgreement:
+    """Annotators' agreement with each other over ``pairs`` pairs: a ceiling for the judge.
+
+    Annotators are identified by their position in ``annotators`` (as in PandaLM's three columns);
+    ``mean_kappa`` averages ``annotator_pairs`` position pairs; ``loo_accuracy`` is each label against
+    the majority of the others, over ``loo_n`` labels.
+    """
+
+    pairs: int
+    mean_kappa: float
+    annotator_pairs: int
+    loo_accuracy: float
+    loo_n: int
+
+
+@dataclass(frozen=True)
+class PairwiseAgreement:
+    """One aggregation's agreement with the pairs' human labels.
+
+    ``confusion`` rows are the human label and columns the verdict, both in first/second/tie order.
+    """
+
+    method: str
+    n: int
+    accuracy: float
+    n_no_ties: int
+    accuracy_no_ties: float
+    kappa: float
+    items: int
+    confusion: tuple[tuple[int, int, int], ...]
+    annotators: AnnotatorAgreement | None = None
+    accuracy_ci: CI = NO_CI
+    kappa_ci: CI = NO_CI
+
+
+@dataclass(frozen=True)
+class ScoreAgreement:
+    """Rank correlation of one scoring method with human scores.
+
+    The means are over the ``items`` items where both sides vary (of ``items_total`` with any pair);
+    the pooled values are over all ``n`` responses with both a score and a human score.
+    """
+
+    method: str
+    spearman_mean: float
+    kendall_mean: float
+    items: int
+    items_total: int
+    spearman_pooled: float
+    kendall_pooled: float
+    n: int
+    spearman_ci: CI = NO_CI
+
+
+# -- relations and transitivity ------------------------------------------------------------------
+
+
+def relation(verdict: str) -> Relation:
+    """Map a verdict to the relation of the pair's first response to its second.
+
+    Args:
+        verdict: ``"first"``, ``"second"`` or ``"tie"``.
+
+    Returns:
+        ``">"``, ``"<"`` or ``"="``.
+    """
+    try:
+        return _RELATION[verdict]
+    except KeyError:
+        raise ValueError(f"unknown verdict {verdict!r}; expected one of {VERDICTS}") from None
+
+
+def _compose(o1: Relation, o2: Relation) -> Relation | None:
+    if o1 == "=":
+        return o2
+    if o2 in ("=", o1):
+        return o1
+    return None  # opposite strict relations say nothing about i vs l
+
+
+def triple_violation(o1: Relation, o2: Relation, o3: Relation) -> Violation | None:
+    """Whether the relations i?j (o1), j?l (o2) and i?l (o3) contradict every weak order, and how.
+
+    Args:
+        o1: Relation of i to j.
+        o2: Relation of j to l.
+        o3: Relation of i to l.
+
+    Returns:
+        ``None`` when consistent; ``"circular"`` when o3 is the strict opposite of the strict relation
+        o1 and o2 imply; ``"equivalence"`` for the other violations.
+    """
+    implied = _compose(o1, o2)
+    if implied is None or o3 == implied:
+        return None
+    return "circular" if implied != "=" and o3 == _FLIP[implied] else "equivalence"
+
+
+def _triangle_kind(o1: Relation, o2: Relation, o3: Relation) -> Violation | None:
+    # Whether a triangle violates does not depend on its orientation, but triple_violation's label does:
+    # a cycle through one tie reads "circular" or "equivalence" depending on which edge is o3. Subsets
+    # must not depend on response order, so only an all-strict cycle counts as circular.
+    if triple_violation(o1, o2, o3) is None:
+        return None
+    return "equivalence" if "=" in (o1, o2, o3) else "circular"
+
+
+# -- record access -------------------------------------------------------------------------------
+
+
+def _verdict(record: Record, method: str) -> str | None:
+    if record.get("unscored") is not None:
+        return None
+    value = (record.get("verdicts") or {}).get(method)
+    if value is not None and value not in _SIGN:
+        raise ValueError(f"unknown verdict {value!r} for {method} in item {record.get('item_id')!r}")
+    return None if value is None else str(value)
+
+
+def _dedupe_pairs(compare_records: Iterable[Record]) -> list[Record]:
+    latest = {(str(r["item_id"]), frozenset((str(r["first_id"]), str(r["second_id"])))): r for r in compare_records}
+    return list(latest.values())
+
+
+def _dedupe_scores(score_records: Iterable[Record]) -> list[Record]:
+    return list({(str(r["item_id"]), str(r["response_id"])): r for r in score_records}.values())
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _score(record: Record, method: str) -> float | None:
+    return None if record.get("unscored") is not None else _finite((record.get("scores") or {}).get(method))
+
+
+def _rate(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else NAN
+
+
+def _ids(record: Record) -> tuple[str, str, str]:
+    return str(record["item_id"]), str(record["first_id"]), str(record["second_id"])
+
+
+# -- conflict ratio ------------------------------------------------------------------------------
+
+
+def _cr_counts(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
+               agg_method: str, delta: float) -> tuple[dict[str, list[int]], int]:
+    """Per item ``[conflicts, counted, ties]`` and the number of excluded pairs."""
+    if len({r.get("scale") for r in score_records}) > 1:
+        raise ValueError("score records mix scales; pass one scale at a time")
+    scores = {(str(r["item_id"]), str(r["response_id"])): _score(r, score_method) for r in score_records}
+    per_item: dict[str, list[int]] = {}
+    excluded = 0
+    for rec in _dedupe_pairs(compare_records):
+        item, first, second = _ids(rec)
+        verdict, sx, sy = _verdict(rec, agg_method), scores.get((item, first)), scores.get((item, second))
+        if verdict is None or sx is None or sy is None:
+            excluded += 1
+            continue
+        c = _SIGN[verdict]
+        conflict = (sx > sy + delta and c <= 0) or (sy > sx + delta and c >= 0) or (abs(sx - sy) <= delta and c != 0)
+        counts = per_item.setdefault(item, [0, 0, 0])
+        counts[0] += int(conflict)
+        counts[1] += 1
+        counts[2] += int(c == 0)
+    return per_item, excluded
+
+
+def conflict_ratio(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
+                   agg_method: str, delta: float = 0.0, *, bootstrap: int = 0, seed: int = 0) -> CRResult:
+    """Conflict ratio CR of pointwise scores against pairwise verdicts, pooled over items.
+
+    Args:
+        score_records: Score records of ONE scale.
+        compare_records: Compare records.
+        score_method: Key of ``scores`` (``discrete``, ``geval``, ``expected``, ``trustjudge``).
+        agg_method: Key of ``verdicts`` (``single``, ``two_pass``, ``likelihood``, ``ppl``).
+        delta: Score gaps ``|S_x - S_y| <= delta`` count as ties.
+        bootstrap: Resamples for the 95% interval (0: none).
+        seed: Bootstrap seed.
+
+    Returns:
+        The counts; pairs missing a verdict or either score are counted in ``excluded`` only.
+    """
+    per_item, excluded = _cr_counts(score_records, compare_records, score_method, agg_method, delta)
+    counts = np.array(list(per_item.values()), dtype=np.float64).reshape(-1, 3)
+    conflicts, counted, ties = (int(x) for x in counts.sum(axis=0))
+    ci = bootstrap_ratio(counts[:, 0], counts[:, 1], bootstrap=bootstrap, seed=seed)
+    return CRResult(conflicts, counted, _rate(conflicts, counted), ties, len(per_item), excluded, delta, ci)
+
+
+def delta_sweep(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
+                agg: str, deltas: Iterable[float]) -> list[CRResult]:
+    """Conflict ratio at each tolerance in ``deltas``, in order (no bootstrap).
+
+    Args:
+        score_records: Score records of one scale.
+        compare_records: Compare records.
+        score_method: Scoring method.
+        agg: Aggregation method.
+        deltas: Tolerances to try.
+
+    Returns:
+        One result per delta.
+    """
+    return [conflict_ratio(score_records, compare_records, score_method, agg, d) for d in deltas]
+
+
+# -- non-transitivity ----------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def _combos(n: int, k: int) -> NDArray[np.intp]:
+    return np.array(list(itertools.combinations(range(n), k)), dtype=np.intp).reshape(-1, k)
+
+
+_REL_CODE: dict[Relation, int] = {">": 1, "<": 2, "=": 3}
+_CODE_REL: dict[int, Relation] = {v: k for k, v in _REL_CODE.items()}
+_KIND_CODE: dict[Violation | None, int] = {None: 0, "equivalence": 1, "circular": 2}
+
+
+def _relation_matrix(records: Sequence[Record], method: str) -> NDArray[np.int8]:
+    """Relation codes of row vs column response (0: not judged), responses in order of appearance."""
+    index: dict[str, int] = {}
+    for rec in records:
+        for rid in _ids(rec)[1:]:
+            index.setdefault(rid, len(index))
+    rel = np.zeros((len(index), len(index)), dtype=np.int8)
+    for rec in records:
+        verdict = _verdict(rec, method)
+        if verdict is not None:
+            _, first, second = _ids(rec)
+            a, b, r = index[first], index[second], relation(verdict)
+            rel[a, b], rel[b, a] = _REL_CODE[r], _REL_CODE[_FLIP[r]]
+    return rel
+
+
+def _ntr_counts(compare_records: Sequence[Record], method: str, k: int,
+                max_subsets: int) -> tuple[dict[str, tuple[int, int, int]], int]:
+    """Per item ``(violating, circular, valid_subsets)`` and the number of skipped items."""
+    if k < 3:
+        raise ValueError(f"NTR needs k >= 3, got {k}")
+    by_item: dict[str, list[Record]] = defaultdict(list)
+    for rec in _dedupe_pairs(compare_records):
+        by_item[str(rec["item_id"])].append(rec)
+    out: dict[str, tuple[int, int, int]] = {}
+    skipped = 0
+    for item, records in by_item.items():
+        rel = _relation_matrix(records, method)
+        n = len(rel)
+        if n < k or math.comb(n, k) > max_subsets:
+            skipped += int(n >= k)
+            continue
+        kinds = np.zeros((n, n, n), dtype=np.int8)
+        for i, j, l in itertools.combinations(range(n), 3):
+            if rel[i, j] and rel[j, l] and rel[i, l]:
+                kind = _triangle_kind(_CODE_REL[rel[i, j]], _CODE_REL[rel[j, l]], _CODE_REL[rel[i, l]])
+                kinds[i, j, l] = _KIND_CODE[kind]
+        subsets, pairs, triples = _combos(n, k), _combos(k, 2), _combos(k, 3)
+        valid = (rel[subsets[:, pairs[:, 0]], subsets[:, pairs[:, 1]]] > 0).all(axis=1)
+        worst = kinds[subsets[:, triples[:, 0]], subsets[:, triples[:, 1]], subsets[:, triples[:, 2]]].max(axis=1)
+        out[item] = (int((valid & (worst > 0)).sum()), int((valid & (worst == 2)).sum()), int(valid.sum()))
+    return out, skipped
+
+
+def ntr(compare_records: Sequence[Record], method: str, k: int, *, max_subsets: int = DEFAULT_MAX_SUBSETS,
+        bootstrap: int = 0, seed: int = 0) -> NTRResult:
+    """Non-transitivity NTR_k: violating k-subsets over k-subsets whose pairs are all judged.
+
+    A subset violates when any triangle in it contradicts every weak order (:func:`triple_violation`;
+    this does not depend on the triangle's orientation, and pairs stored as (b, a) are flipped). It
+    counts as circular when a violating triangle has three strict relations, else as equivalence (a
+    tie is involved), so ``violating == circular + equivalence``.
+
+    Args:
+        compare_records: Compare records.
+        method: Aggregation whose verdicts are read.
+        k: Subset size, at least 3.
+        max_subsets: Items with more k-subsets than this are skipped and counted in ``skipped_items``.
+        bootstrap: Resamples for the 95% interval (0: none).
+        seed: Bootstrap seed.
+
+    Returns:
+        Subset counts pooled over items.
+    """
+    per_item, skipped = _ntr_counts(compare_records, method, k, max_subsets)
+    counts = np.array(list(per_item.values()), dtype=np.float64).reshape(-1, 3)
+    violating, circular, valid = (int(x) for x in counts.sum(axis=0))
+    verdicts = [v for r in _dedupe_pairs(compare_records) if (v := _verdict(r, method)) is not None]
+    ci = bootstrap_ratio(counts[:, 0], counts[:, 2], bootstrap=bootstrap, seed=seed)
+    return NTRResult(k, method, violating, circular, violating - circular, valid, _rate(violating, valid),
+                     int((counts[:, 2] > 0).sum()), len(verdicts), verdicts.count("tie"), skipped, ci)
+
+
+# -- position and length bias --------------------------------------------------------------------
+
+
+def _order_probs(order: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    if order.get("unscored") is not None or all(order.get(label) is None for label in "ABC"):
+        return None
+    a, b, c = (float(order.get(label) or 0.0) for label in "ABC")  # a missing label counts as 0
+    return a, b, c
+
+
+def _order_verdict(record: Record, order: Mapping[str, Any]) -> str | None:
+    """The order's argmax verdict in pair terms (first / second / tie)."""
+    probs = _order_probs(order)
+    if probs is None:
+        return None
+    a, b, c = probs
+    return argmax_verdict(a, b, c) if str(order.get("shown_first")) == _ids(record)[1] else argmax_verdict(b, a, c)
+
+
+def swap_flip_rate(compare_records: Sequence[Record]) -> SwapFlip:
+    """Fraction of pairs whose two orders' argmax verdicts disagree, over pairs with both orders scored.
+
+    Args:
+        compare_records: Compare records.
+
+    Returns:
+        Flip count, pair count and rate.
+    """
+    verdicts = [[_order_verdict(r, o) for o in r.get("orders") or []] for r in _dedupe_pairs(compare_records)]
+    both = [v for v in verdicts if len(v) == 2 and None not in v]
+    flips = sum(v[0] != v[1] for v in both)
+    return SwapFlip(flips, len(both), _rate(flips, len(both)))
+
+
+def position_bias(compare_records: Sequence[Record]) -> PositionBias:
+    """How often the first-shown response wins (label A) and how often the judge ties, per order.
+
+    Each scored order counts on its own, even when the other order of its pair is unscored.
+
+    Args:
+        compare_records: Compare records.
+
+    Returns:
+        Order 1, order 2 and both pooled.
+    """
+    labels: list[list[str]] = [[], []]
+    for rec in _dedupe_pairs(compare_records):
+        for slot, order in enumerate((rec.get("orders") or [])[:2]):
+            probs = _order_probs(order)
+            if probs is not None:
+                labels[slot].append(argmax_verdict(*probs))  # "first" here means label A won
+
+    def bias(name: str, got: list[str]) -> OrderBias:
+        first, ties = got.count("first"), got.count("tie")
+        return OrderBias(name, len(got), first, ties, _rate(first, len(got)), _rate(ties, len(got)))
+
+    return PositionBias(bias("order 1", labels[0]), bias("order 2", labels[1]), bias("both", labels[0] + labels[1]))
+
+
+def _correlation(fn: Callable[..., Any], x: Sequence[float], y: Sequence[float]) -> float:
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return NAN  # undefined without variance; scipy would warn and return nan
+    return float(fn(x, y)[0])
+
+
+def length_bias(compare_records: Sequence[Record], lengths: Mapping[tuple[str, str], int], method: str) -> LengthBias:
+    """Correlate verdict sign (+1 first wins, -1 second wins, 0 tie) with ``len(first) - len(second)``.
+
+    Args:
+        compare_records: Compare records.
+        lengths: Characters per ``(item_id, response_id)``.
+        method: Aggregation method.
+
+    Returns:
+        Pearson and Spearman correlations over pairs with a verdict and both lengths, and how often
+        the longer response wins a strict verdict.
+    """
+    signs: list[float] = []
+    diffs: list[float] = []
+    for rec in _dedupe_pairs(compare_records):
+        item, first, second = _ids(rec)
+        verdict, lx, ly = _verdict(rec, method), lengths.get((item, first)), lengths.get((item, second))
+        if verdict is not None and lx is not None and ly is not None:
+            signs.append(_SIGN[verdict])
+            diffs.append(lx - ly)
+    strict = [s * d for s, d in zip(signs, diffs) if s != 0 and d != 0]
+    longer = sum(x > 0 for x in strict)
+    return LengthBias(method, len(signs), _correlation(stats.pearsonr, signs, diffs),
+                      _correlation(stats.spearmanr, signs, diffs), longer, len(strict), _rate(longer, len(strict)))
+
+
+# -- agreement with humans -----------------------------------------------------------------------
+
+
+def _kappa(conf: Floats) -> Floats:
+    """Cohen's kappa of (..., 3, 3) confusion matrices; nan without data or when chance agreement is 1."""
+    # Written with numpy: scikit-learn's cohen_kappa_score would be the only reason to depend on it.
+    total = conf.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.trace(conf, axis1=-2, axis2=-1) / total
+        chance = (conf.sum(axis=-1) * conf.sum(axis=-2)).sum(axis=-1) / total**2
+        kappa = (observed - chance) / (1.0 - chance)
+    return np.where(chance < 1.0, kappa, NAN)
+
+
+def _confusion(pairs: Iterable[tuple[str, str]]) -> Floats:
+    conf = np.zeros((3, 3), dtype=np.float64)
+    for truth, guess in pairs:
+        conf[VERDICTS.index(truth), VERDICTS.index(guess)] += 1
+    return conf
+
+
+def cohen_kappa(pairs: Iterable[tuple[str, str]]) -> float:
+    """Cohen's kappa over the three verdict classes.
+
+    Args:
+        pairs: ``(rater_1, rater_2)`` labels, each ``"first"``, ``"second"`` or ``"tie"``.
+
+    Returns:
+        Kappa; nan without data or when both raters always give one and the same label.
+    """
+    return float(_kappa(_confusion(pairs)))
+
+
+def _majority(labels: Sequence[str]) -> str:
+    ranked = Counter(labels).most_common()
+    return "tie" if len(ranked) > 1 and ranked[0][1] == ranked[1][1] else ranked[0][0]
+
+
+def annotator_agreement(compare_records: Sequence[Record]) -> AnnotatorAgreement | None:
+    """Agreement among annotators on pairs with two or more annotator labels.
+
+    Args:
+        compare_records: Compare records.
+
+    Returns:
+        Mean Cohen's kappa over annotator-position pairs, and the accuracy of each label against the
+        majority of the pair's other labels (a split majority is ``"tie"``); ``None`` without such pairs.
+    """
+    labelled = [[a for a in r.get("annotators") or [] if a in _SIGN] for r in _dedupe_pairs(compare_records)]
+    labelled = [labels for labels in labelled if len(labels) >= 2]
+    if not labelled:
+        return None
+    kappas = [cohen_kappa((x[a], x[b]) for x in labelled if len(x) > b)
+              for a, b in itertools.combinations(range(max(map(len, labelled))), 2)]
+    kappas = [k for k in kappas if not math.isnan(k)]
+    hits = [x[i] == _majority(x[:i] + x[i + 1:]) for x in labelled for i in range(len(x))]
+    return AnnotatorAgreement(len(labelled), float(np.mean(kappas)) if kappas else NAN, len(kappas),
+                              _rate(sum(hits), len(hits)), len(hits))
+
+
+def pairwise_agreement(compare_records: Sequence[Record], method: str, *, bootstrap: int = 0,
+                       seed: int = 0) -> PairwiseAgreement:
+    """Agreement of one aggregation's verdicts with each pair's ``human`` label.
+
+    Args:
+        compare_records: Compare records.
+        method: Aggregation method.
+        bootstrap: Resamples for the 95% intervals of accuracy and kappa (0: none).
+        seed: Bootstrap seed.
+
+    Returns:
+        Accuracy with ties, accuracy over pairs where neither side ties, 3-class Cohen's kappa, the
+        confusion matrix, and the annotators' own agreement as a ceiling.
+    """
+    records = _dedupe_pairs(compare_records)
+    per_item: dict[str, Floats] = {}
+    for rec in records:
+        human, verdict = rec.get("human"), _verdict(rec, method)
+        if human is None or verdict is None:
+            continue
+        if human not in _SIGN:
+            raise ValueError(f"unknown human label {human!r} in item {rec.get('item_id')!r}")
+        conf = per_item.setdefault(str(rec["item_id"]), np.zeros((3, 3), dtype=np.float64))
+        conf[VERDICTS.index(human), VERDICTS.index(verdict)] += 1
+    stacked = np.array(list(per_item.values()), dtype=np.float64).reshape(-1, 3, 3)
+    total = stacked.sum(axis=0)
+    n, strict = int(total.sum()), total[:2, :2]
+    hits = np.trace(stacked, axis1=1, axis2=2)
+    return PairwiseAgreement(
+        method, n, _rate(float(np.trace(total)), n), int(strict.sum()), _rate(float(np.trace(strict)), strict.sum()),
+        float(_kappa(total)), len(per_item), tuple((int(r[0]), int(r[1]), int(r[2])) for r in total),
+        annotator_agreement(records),
+        bootstrap_ratio(hits, stacked.sum(axis=(1, 2)), bootstrap=bootstrap, seed=seed),
+        _bootstrap_kappa(stacked, bootstrap=bootstrap, seed=seed))
+
+
+def score_agreement(score_records: Sequence[Record], method: str, *, bootstrap: int = 0,
+                    seed: int = 0) -> ScoreAgreement:
+    """Spearman and Kendall (tau-b) correlation between a method's scores and ``human_score``.
+
+    Args:
+        score_records: Score records of one scale.
+        method: Scoring method.
+        bootstrap: Resamples for the 95% interval of the mean within-item Spearman (0: none).
+        seed: Bootstrap seed.
+
+    Returns:
+        Correlations within each item averaged over items where both sides vary, and pooled over all
+        responses with both a score and a human score.
+    """
+    by_item: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for rec in _dedupe_scores(score_records):
+        score, human = _score(rec, method), _finite(rec.get("human_score"))
+        if score is not None and human is not None:
+            xs, ys = by_item[str(rec["item_id"])]
+            xs.append(score)
+            ys.append(human)
+    per_item = [(_correlation(stats.spearmanr, x, y), _correlation(stats.kendalltau, x, y)) for x, y in by_item.values()]
+    rhos = np.array([rho for rho, _ in per_item if not math.isnan(rho)], dtype=np.float64)
+    taus = [tau for rho, tau in per_item if not math.isnan(rho)]
+    all_x = [v for x, _ in by_item.values() for v in x]
+    all_y = [v for _, y in by_item.values() for v in y]
+    return ScoreAgreement(
+        method, float(rhos.mean()) if rhos.size else NAN, float(np.mean(taus)) if taus else NAN, int(rhos.size),
+        len(by_item), _correlation(stats.spearmanr, all_x, all_y), _correlation(stats.kendalltau, all_x, all_y),
+        len(all_x), bootstrap_ratio(rhos, np.ones_like(rhos), bootstrap=bootstrap, seed=seed))
+
+
+def unscored_counts(records: Iterable[Record]) -> dict[str, int]:
+    """Count unscored records per reason (score and compare records alike).
+
+    Args:
+        records: Records with an ``unscored`` field.
+
+    Returns:
+        ``{reason: count}``, most frequent first.
+    """
+    return dict(Counter(str(r["unscored"]) for r in records if r.get("unscored") is not None).most_common())
+
+
+# -- bootstrap -----------------------------------------------------------------------------------
+
+
+def _resample_counts(n: int, bootstrap: int, seed: int) -> Floats:
+    """How often each of n items is drawn in each resample, shape (bootstrap, n)."""
+    draws = np.random.default_rng(seed).integers(0, n, size=(bootstrap, n))
+    flat = (draws + n * np.arange(bootstrap)[:, None]).ravel()
+    return np.bincount(flat, minlength=bootstrap * n).reshape(bootstrap, n).astype(np.float64)
+
+
+def _percentile_ci(values: Floats) -> CI:
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return NO_CI
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def bootstrap_ratio(numerators: Floats, denominators: Floats, *, bootstrap: int = 1000, seed: int = 0) -> CI:
+    """Percentile 95% interval of ``sum(num) / sum(den)`` when items are resampled with replacement.
+
+    Args:
+        numerators: Per-item numerators.
+        denominators: Per-item denominators; items with 0 are not resampled.
+        bootstrap: Number of resamples (0: no interval).
+        seed: Seed; the same seed gives the same interval.
+
+    Returns:
+        ``(low, high)``; nan when there is nothing to resample.
+    """
+    keep = np.asarray(denominators) > 0
+    num, den = np.asarray(numerators, dtype=np.float64)[keep], np.asarray(denominators, dtype=np.float64)[keep]
+    if bootstrap <= 0 or den.size == 0:
+        return NO_CI
+    weights = _resample_counts(den.size, bootstrap, seed)
+    return _percentile_ci((weights @ num) / (weights @ den))
+
+
+def _bootstrap_kappa(confusions: Floats, *, bootstrap: int, seed: int) -> CI:
+    """Percentile 95% interval of Cohen's kappa, resampling per-item (items, 3, 3) confusions."""
+    confusions = confusions[confusions.sum(axis=(1, 2)) > 0]
+    if bootstrap <= 0 or len(confusions) == 0:
+        return NO_CI
+    weights = _resample_counts(len(confusions), bootstrap, seed)
+    return _percentile_ci(_kappa((weights @ confusions.reshape(-1, 9)).reshape(bootstrap, 3, 3)))
+
+
+# -- the whole audit -----------------------------------------------------------------------------
+
+
+def _present(records: Iterable[Record], field_name: str, known: Sequence[str]) -> list[str]:
+    """Method names with at least one value in ``record[field_name]``, known ones first."""
+    seen = {name for r in records for name, value in (r.get(field_name) or {}).items() if value is not None}
+    return [m for m in known if m in seen] + sorted(seen - set(known))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """Every audit number with the items, pairs or subsets it rests on.
+
+    ``conflict`` is keyed by (scale, scoring method, aggregation), ``ntr`` by (aggregation, k),
+    ``scores`` by (scale, scoring method); ``score_records`` counts score records per scale.
+    """
+
+    items: int
+    pairs: int
+    delta: float
+    bootstrap: int
+    seed: int
+    conflict: Mapping[tuple[int, str, str], CRResult]
+    ntr: Mapping[tuple[str, int], NTRResult]
+    swap: SwapFlip
+    position: PositionBias
+    length: Mapping[str, LengthBias]
+    pairwise: Mapping[str, PairwiseAgreement]
+    annotators: AnnotatorAgreement | None
+    scores: Mapping[tuple[int, str], ScoreAgreement]
+    unscored_scores: Mapping[int, Mapping[str, int]]
+    score_records: Mapping[int, int]
+    unscored_compare: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as JSON-serialisable data (nan and infinities become ``None``)."""
+        out = {
+            "items": self.items, "pairs": self.pairs, "delta": self.delta, "bootstrap": self.bootstrap,
+            "seed": self.seed,
+            "conflict": [{"scale": s, "score_method": m, "aggregation": a, **asdict(r)}
+                         for (s, m, a), r in self.conflict.items()],
+            "ntr": [{**asdict(r), "tie_rate": r.tie_rate} for r in self.ntr.values()],
+            "swap": asdict(self.swap),
+            "position": asdict(self.position),
+            "length": [asdict(r) for r in self.length.values()],
+            "pairwise": [{k: v for k, v in asdict(r).items() if k != "annotators"} for r in self.pairwise.values()],
+            "annotators": asdict(self.annotators) if self.annotators else None,
+            "scores": [{"scale": s, **asdict(r)} for (s, _), r in self.scores.items()],
+            "unscored": {"scores": dict(self.unscored_scores), "score_records": dict(self.score_records),
+                         "compare": dict(self.unscored_compare), "compare_records": self.pairs},
+        }
+        result: dict[str, Any] = _jsonable(out)
+        return result
+
+    def rows(self) -> list[Row]:
+        """Return flat ``(section, method, metric, value, ci_low, ci_high, n)`` rows for a table.
+
+        Rates are fractions in [0, 1]; ``n`` is the denominator the value rests on (pairs, subsets,
+        labels, responses or items, as the metric says); a missing interval is nan.
+        """
+        rows: list[Row] = []
+
+        def add(section: str, method: str, metric: str, value: float, n: int, ci: CI = NO_CI) -> None:
+            rows.append((section, method, metric, float(value), ci[0], ci[1], int(n)))
+
+        for (scale, method, agg), cr in self.conflict.items():
+            add("conflict", f"{scale}pt {method} x {agg}", "CR", cr.ratio, cr.counted, cr.ci)
+        for (agg, k), res in self.ntr.items():
+            add("transitivity", agg, f"NTR_{k}", res.ratio, res.valid_subsets, res.ci)
+            add("transitivity", agg, f"NTR_{k} tie_rate", res.tie_rate, res.judged)
+            add("transitivity", agg, f"NTR_{k} circular", _rate(res.circular, res.valid_subsets), res.valid_subsets)
+            add("transitivity", agg, f"NTR_{k} equivalence", _rate(res.equivalence, res.valid_subsets),
+                res.valid_subsets)
+        for bias in (self.position.order1, self.position.order2, self.position.overall):
+            add("position", bias.order, "first_shown_wins", bias.first_shown_rate, bias.judged)
+            add("position", bias.order, "tie_rate", bias.tie_rate, bias.judged)
+        add("position", "both orders", "swap_flip_rate", self.swap.rate, self.swap.pairs)
+        for agg, lb in self.length.items():
+            add("length", agg, "pearson", lb.pearson, lb.n)
+            add("length", agg, "spearman", lb.spearman, lb.n)
+            add("length", agg, "longer_wins", lb.longer_win_rate, lb.strict_unequal)
+        for agg, pa in self.pairwise.items():
+            add("human pairwise", agg, "accuracy", pa.accuracy, pa.n, pa.accuracy_ci)
+            add("human pairwise", agg, "accuracy_no_ties", pa.accuracy_no_ties, pa.n_no_ties)
+            add("human pairwise", agg, "kappa", pa.kappa, pa.n, pa.kappa_ci)
+        if self.annotators is not None:
+            add("human pairwise", "annotators", "mean_kappa", self.annotators.mean_kappa, self.annotators.pairs)
+            add("human pairwise", "annotators", "loo_accuracy", self.annotators.loo_accuracy, self.annotators.loo_n)
+        for (scale, method), sa in self.scores.items():
+            name = f"{scale}pt {method}"
+            add("human scores", name, "spearman_item_mean", sa.spearman_mean, sa.items, sa.spearman_ci)
+            add("human scores", name, "kendall_item_mean", sa.kendall_mean, sa.items)
+            add("human scores", name, "spearman_pooled", sa.spearman_pooled, sa.n)
+            add("human scores", name, "kendall_pooled", sa.kendall_pooled, sa.n)
+        for scale, reasons in self.unscored_scores.items():
+            for reason, count in reasons.items():
+                add("unscored", f"score {scale}pt", reason, count, self.score_records.get(scale, 0))
+        for reason, count in self.unscored_compare.items():
+            add("unscored", "compare", reason, count, self.pairs)
+        return rows
+
+
+def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_records: Sequence[Record], *,
+          delta: float = 0.0, ks: Sequence[int] = (3, 4, 5), lengths: Mapping[tuple[str, str], int] | None = None,
+          bootstrap: int = 1000, seed: int = 0) -> AuditReport:
+    """Run every consistency and agreement metric over stored judgments.
+
+    Args:
+        score_records_by_scale: Score records keyed by scale (5, 10, 100).
+        compare_records: Compare records.
+        delta: Score tolerance of the conflict ratio.
+        ks: Subset sizes for NTR_k.
+        lengths: Characters per ``(item_id, response_id)``; without them length bias is skipped.
+        bootstrap: Resamples over items for the 95% intervals (0: none).
+        seed: Bootstrap seed.
+
+    Returns:
+        CR for every scoring method x aggregation present, NTR_k and tie rate per aggregation,
+        position, swap and length bias, agreement with humans, and unscored counts.
+    """
+    pairs = _dedupe_pairs(compare_records)
+    by_scale = {scale: _dedupe_scores(records) for scale, records in sorted(score_records_by_scale.items())}
+    aggs = _present(pairs, "verdicts", AGGREGATIONS)
+    boot = {"bootstrap": bootstrap, "seed": seed}
+    conflict: dict[tuple[int, str, str], CRResult] = {}
+    scores: dict[tuple[int, str], ScoreAgreement] = {}
+    item_ids = {str(r["item_id"]) for r in pairs}
+    for scale, records in by_scale.items():
+        item_ids.update(str(r["item_id"]) for r in records)
+        for method in _present(records, "scores", SCORE_METHODS):
+            for agg in aggs:
+                conflict[(scale, method, agg)] = conflict_ratio(records, pairs, method, agg, delta, **boot)
+            if any(_finite(r.get("human_score")) is not None for r in records):
+                scores[(scale, method)] = score_agreement(records, method, **boot)
+    human = any(r.get("human") is not None for r in pairs)
+    return AuditReport(
+        items=len(item_ids), pairs=len(pairs), delta=delta, bootstrap=bootstrap, seed=seed, conflict=conflict,
+        ntr={(agg, k): ntr(pairs, agg, k, **boot) for agg in aggs for k in ks},
+        swap=swap_flip_rate(pairs), position=position_bias(pairs),
+        length={agg: length_bias(pairs, lengths, agg) for agg in aggs} if lengths is not None else {},
+        pairwise={agg: pairwise_agreement(pairs, agg, **boot) for agg in aggs} if human else {},
+        annotators=annotator_agreement(pairs), scores=scores,
+        unscored_scores={s: unscored_counts(r) for s, r in by_scale.items()},
+        score_records={s: len(r) for s, r in by_scale.items()},
+        unscored_compare=unscored_counts(pairs),
+    )

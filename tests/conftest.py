@@ -1,0 +1,42 @@
+"""Shared fixtures. Tests never read ../shared: they write their own small data."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Keep converted models in one cache folder across the test session (conversion takes ~20 s).
+os.environ.setdefault("TRUSTJUDGE_CACHE", str(Path.home() / ".cache" / "trustjudge-tests"))
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def small_items() -> list[dict[str, Any]]:
+    return [
+        {"id": "q1", "question": "What is 2 + 2?",
+         "responses": [{"id": "r1", "text": "4", "human_score": 5}, {"id": "r2", "text": "5", "human_score": 1},
+                       {"id": "r3", "text": "It is four.", "human_score": 4}]},
+        {"id": "q2", "question": "Name a primary colour.",
+         "responses": [{"id": "r1", "text": "Red."}, {"id": "r2", "text": "Green is a colour of grass."}]},
+    ]
+
+
+@pytest.fixture
+def items_file(tmp_path: Path) -> Path:
+    return write_jsonl(tmp_path / "items.jsonl", small_items())
+
+
+@pytest.fixture(scope="session")
+def smollm() -> Iterator[Any]:
+    from trustjudge.backends import get_backend
+
+    backend = get_backend("hf/smollm2-135m")
+    yield backend

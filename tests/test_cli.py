@@ -1,0 +1,125 @@
+"""The command line, end to end: real bundled judge, store reuse, dry run, bad input, kill and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import write_jsonl
+
+CLI = [sys.executable, "-m", "trustjudge.cli"]
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+
+
+def records(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.model
+def test_score_and_compare_on_the_bundled_judge(tmp_path: Path, items_file: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    out = tmp_path / "scores.jsonl"
+    first = run("score", items_file, "--store", store, "--out", out, "--scale", "10")
+    assert first.returncode == 0, first.stderr
+    assert "model calls: 5" in first.stderr
+    rows = records(out)
+    assert len(rows) == 5
+    for row in rows:
+        assert set(row["scores"]) == {"discrete", "geval", "expected", "trustjudge"}
+        assert row["judge"] == "hf/smollm2-135m" and row["protocol"] == "direct" and row["scale"] == 10
+        assert 1 <= row["scores"]["expected"] <= 10 and 0 < row["label_mass"] <= 1
+        assert row["scores"]["geval"] <= row["scores"]["expected"] + 1e-9
+    second = run("score", items_file, "--store", store, "--out", tmp_path / "again.jsonl", "--scale", "10")
+    assert "model calls: 0" in second.stderr and "from store: 5" in second.stderr
+    assert records(tmp_path / "again.jsonl") == rows
+
+    cmp_out = tmp_path / "verdicts.jsonl"
+    result = run("compare", items_file, "--store", store, "--out", cmp_out)
+    assert result.returncode == 0, result.stderr
+    pairs = records(cmp_out)
+    assert len(pairs) == 4  # 3 pairs in q1, 1 in q2
+    for p in pairs:
+        assert set(p["verdicts"]) == {"single", "two_pass", "likelihood", "ppl"}
+        assert abs(sum(p["probabilities"].values()) - 1) < 1e-9
+        assert [o["shown_first"] for o in p["orders"]] == [p["first_id"], p["second_id"]]
+        assert p["ppl_source"] == "verdict_probability"
+
+
+@pytest.mark.model
+def test_dry_run_counts_tokens_and_stored(tmp_path: Path, items_file: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    plan = run("score", items_file, "--store", store, "--dry-run", "--scale", "5")
+    assert plan.returncode == 0, plan.stderr
+    assert "model calls to make" in plan.stdout and "│                         5 │" not in plan.stderr
+    assert not store.exists() or sqlite3.connect(store).execute("SELECT COUNT(*) FROM outputs").fetchone()[0] == 0
+
+
+def test_bad_input_names_file_line_field_and_exits_2(tmp_path: Path, items_file: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(items_file.read_text() + '{"id": "q3", "responses": [{"id": "a", "text": "x"}]}\n')
+    result = run("score", bad, "--judge", "mock/hash", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "o.jsonl")
+    assert result.returncode == 2
+    assert f"{bad}:3: field 'question': is missing" in result.stderr
+    assert "Traceback" not in result.stderr
+    skipped = run("score", bad, "--judge", "mock/hash", "--store", tmp_path / "s.sqlite", "--out",
+                  tmp_path / "o.jsonl", "--skip-invalid")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "1 invalid line(s) skipped" in skipped.stderr
+    assert len(records(tmp_path / "o.jsonl")) == 5
+
+
+def test_unknown_judge_is_a_clear_error(tmp_path: Path, items_file: Path) -> None:
+    result = run("score", items_file, "--judge", "nope/x", "--store", tmp_path / "s.sqlite")
+    assert result.returncode == 2 and "unknown judge 'nope/x'" in result.stderr
+
+
+def test_sigkill_then_resume_loses_nothing(tmp_path: Path) -> None:
+    rows = [{"id": f"q{i}", "question": f"Question {i}?",
+             "responses": [{"id": str(k), "text": f"answer {i}.{k}"} for k in range(3)]} for i in range(40)]
+    items = write_jsonl(tmp_path / "items.jsonl", rows)
+    store, calls = tmp_path / "s.sqlite", tmp_path / "calls.txt"
+    env = {"TRUSTJUDGE_MOCK_CALLS": str(calls), "TRUSTJUDGE_MOCK_DELAY": "0.01"}
+    args = [*CLI, "score", str(items), "--judge", "mock/hash", "--store", str(store), "--batch-size", "4", "-q"]
+    proc = subprocess.Popen([*args, "--out", str(tmp_path / "partial.jsonl")], env={**os.environ, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and (not calls.exists() or len(calls.read_text().split()) < 30):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = len(calls.read_text().split())
+    assert 30 <= before < 120
+    result = subprocess.run([*args, "--out", str(tmp_path / "final.jsonl")], env={**os.environ, **env},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    total = len(calls.read_text().split())
+    assert total - 120 <= 4  # at most the batch in flight at the kill is repeated
+    assert sqlite3.connect(store).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    clean = subprocess.run([*CLI, "score", str(items), "--judge", "mock/hash", "--store", str(tmp_path / "c.sqlite"),
+                            "-q", "--out", str(tmp_path / "clean.jsonl")], capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0
+    assert sorted(records(tmp_path / "final.jsonl"), key=json.dumps) == sorted(records(tmp_path / "clean.jsonl"),
+                                                                              key=json.dumps)
+
+
+def test_public_api_is_pinned() -> None:
+    import trustjudge
+
+    assert sorted(trustjudge.__all__) == sorted([
+        "DEFAULT_JUDGE", "Backend", "BackendError", "CompareRecord", "ConfigError", "InputError", "Item", "Judge",
+        "MockBackend", "Pair", "PrerequisiteError", "Response", "ScoreRecord", "Store", "StoreError",
+        "TransientBackendError", "TrustJudgeError", "compare", "default_store_path", "get_backend",
+        "items_from_dicts", "iter_items", "load_items", "register_backend", "register_mock", "score",
+    ])
