@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
+from scipy import stats  # type: ignore[import-untyped, unused-ignore]
 
 from ._scoring import AGGREGATIONS, SCORE_METHODS, argmax_verdict
 
@@ -40,9 +40,6 @@ DEFAULT_MAX_SUBSETS = 200_000
 _RELATION: dict[str, Relation] = {"first": ">", "second": "<", "tie": "="}
 _FLIP: dict[Relation, Relation] = {">": "<", "<": ">", "=": "="}
 _SIGN = {"first": 1, "second": -1, "tie": 0}
-
-
-# -- results ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -192,17 +189,11 @@ class ScoreAgreement:
     spearman_ci: CI = NO_CI
 
 
-# -- relations and transitivity ------------------------------------------------------------------
-
-
 def relation(verdict: str) -> Relation:
-    """Map a verdict to the relation of the pair's first response to its second.
+    """Return the relation (``">"``, ``"<"``, ``"="``) of a pair's first response to its second.
 
     Args:
         verdict: ``"first"``, ``"second"`` or ``"tie"``.
-
-    Returns:
-        ``">"``, ``"<"`` or ``"="``.
     """
     try:
         return _RELATION[verdict]
@@ -219,16 +210,15 @@ def _compose(o1: Relation, o2: Relation) -> Relation | None:
 
 
 def triple_violation(o1: Relation, o2: Relation, o3: Relation) -> Violation | None:
-    """Whether the relations i?j (o1), j?l (o2) and i?l (o3) contradict every weak order, and how.
+    """Return how the relations i?j (o1), j?l (o2), i?l (o3) contradict every weak order, if they do.
+
+    ``"circular"`` when o3 is the strict opposite of the strict relation o1 and o2 imply,
+    ``"equivalence"`` for the other violations, ``None`` when consistent.
 
     Args:
         o1: Relation of i to j.
         o2: Relation of j to l.
         o3: Relation of i to l.
-
-    Returns:
-        ``None`` when consistent; ``"circular"`` when o3 is the strict opposite of the strict relation
-        o1 and o2 imply; ``"equivalence"`` for the other violations.
     """
     implied = _compose(o1, o2)
     if implied is None or o3 == implied:
@@ -245,9 +235,6 @@ def _triangle_kind(o1: Relation, o2: Relation, o3: Relation) -> Violation | None
     return "equivalence" if "=" in (o1, o2, o3) else "circular"
 
 
-# -- record access -------------------------------------------------------------------------------
-
-
 def _verdict(record: Record, method: str) -> str | None:
     if record.get("unscored") is not None:
         return None
@@ -257,13 +244,21 @@ def _verdict(record: Record, method: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _dedupe_pairs(compare_records: Iterable[Record]) -> list[Record]:
-    latest = {(str(r["item_id"]), frozenset((str(r["first_id"]), str(r["second_id"])))): r for r in compare_records}
-    return list(latest.values())
+class _Unique(list[Record]):
+    """Records already deduplicated: audit() dedupes once instead of once per metric."""
 
 
-def _dedupe_scores(score_records: Iterable[Record]) -> list[Record]:
-    return list({(str(r["item_id"]), str(r["response_id"])): r for r in score_records}.values())
+def _dedupe_pairs(compare_records: Iterable[Record]) -> _Unique:
+    if isinstance(compare_records, _Unique):
+        return compare_records
+    latest = {(str(r["item_id"]), *sorted((str(r["first_id"]), str(r["second_id"])))): r for r in compare_records}
+    return _Unique(latest.values())
+
+
+def _dedupe_scores(score_records: Iterable[Record]) -> _Unique:
+    if isinstance(score_records, _Unique):
+        return score_records
+    return _Unique({(str(r["item_id"]), str(r["response_id"])): r for r in score_records}.values())
 
 
 def _finite(value: Any) -> float | None:
@@ -285,35 +280,31 @@ def _ids(record: Record) -> tuple[str, str, str]:
     return str(record["item_id"]), str(record["first_id"]), str(record["second_id"])
 
 
-# -- conflict ratio ------------------------------------------------------------------------------
-
-
 def _cr_counts(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
-               agg_method: str, delta: float) -> tuple[dict[str, list[int]], int]:
-    """Per item ``[conflicts, counted, ties]`` and the number of excluded pairs."""
+               agg_method: str, delta: float) -> tuple[Floats, int]:
+    """Per item ``[conflicts, counted, ties]`` (items x 3) and the number of excluded pairs."""
     if len({r.get("scale") for r in score_records}) > 1:
         raise ValueError("score records mix scales; pass one scale at a time")
     scores = {(str(r["item_id"]), str(r["response_id"])): _score(r, score_method) for r in score_records}
-    per_item: dict[str, list[int]] = {}
-    excluded = 0
-    for rec in _dedupe_pairs(compare_records):
+    index: dict[str, int] = {}
+    rows: list[tuple[int, float, float, int]] = []
+    pairs = _dedupe_pairs(compare_records)
+    for rec in pairs:
         item, first, second = _ids(rec)
         verdict, sx, sy = _verdict(rec, agg_method), scores.get((item, first)), scores.get((item, second))
-        if verdict is None or sx is None or sy is None:
-            excluded += 1
-            continue
-        c = _SIGN[verdict]
-        conflict = (sx > sy + delta and c <= 0) or (sy > sx + delta and c >= 0) or (abs(sx - sy) <= delta and c != 0)
-        counts = per_item.setdefault(item, [0, 0, 0])
-        counts[0] += int(conflict)
-        counts[1] += 1
-        counts[2] += int(c == 0)
-    return per_item, excluded
+        if verdict is not None and sx is not None and sy is not None:
+            rows.append((index.setdefault(item, len(index)), sx, sy, _SIGN[verdict]))
+    codes, x, y, c = (np.array(col, dtype=np.float64) for col in zip(*rows)) if rows else (np.zeros(0),) * 4
+    conflict = ((x > y + delta) & (c <= 0)) | ((y > x + delta) & (c >= 0)) | ((np.abs(x - y) <= delta) & (c != 0))
+    columns = [np.bincount(codes.astype(np.intp), weights=w, minlength=len(index)) for w in (conflict, c == c, c == 0)]
+    return np.stack(columns, axis=1), len(pairs) - len(rows)
 
 
 def conflict_ratio(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
                    agg_method: str, delta: float = 0.0, *, bootstrap: int = 0, seed: int = 0) -> CRResult:
-    """Conflict ratio CR of pointwise scores against pairwise verdicts, pooled over items.
+    """Return the conflict ratio CR of pointwise scores against pairwise verdicts, pooled over items.
+
+    Pairs missing a verdict or either score are not counted; they are reported in ``excluded``.
 
     Args:
         score_records: Score records of ONE scale.
@@ -323,20 +314,16 @@ def conflict_ratio(score_records: Sequence[Record], compare_records: Sequence[Re
         delta: Score gaps ``|S_x - S_y| <= delta`` count as ties.
         bootstrap: Resamples for the 95% interval (0: none).
         seed: Bootstrap seed.
-
-    Returns:
-        The counts; pairs missing a verdict or either score are counted in ``excluded`` only.
     """
-    per_item, excluded = _cr_counts(score_records, compare_records, score_method, agg_method, delta)
-    counts = np.array(list(per_item.values()), dtype=np.float64).reshape(-1, 3)
+    counts, excluded = _cr_counts(score_records, compare_records, score_method, agg_method, delta)
     conflicts, counted, ties = (int(x) for x in counts.sum(axis=0))
     ci = bootstrap_ratio(counts[:, 0], counts[:, 1], bootstrap=bootstrap, seed=seed)
-    return CRResult(conflicts, counted, _rate(conflicts, counted), ties, len(per_item), excluded, delta, ci)
+    return CRResult(conflicts, counted, _rate(conflicts, counted), ties, len(counts), excluded, delta, ci)
 
 
 def delta_sweep(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
                 agg: str, deltas: Iterable[float]) -> list[CRResult]:
-    """Conflict ratio at each tolerance in ``deltas``, in order (no bootstrap).
+    """Return the conflict ratio at each tolerance in ``deltas``, in order (no bootstrap).
 
     Args:
         score_records: Score records of one scale.
@@ -344,14 +331,8 @@ def delta_sweep(score_records: Sequence[Record], compare_records: Sequence[Recor
         score_method: Scoring method.
         agg: Aggregation method.
         deltas: Tolerances to try.
-
-    Returns:
-        One result per delta.
     """
     return [conflict_ratio(score_records, compare_records, score_method, agg, d) for d in deltas]
-
-
-# -- non-transitivity ----------------------------------------------------------------------------
 
 
 @lru_cache(maxsize=256)
@@ -380,37 +361,48 @@ def _relation_matrix(records: Sequence[Record], method: str) -> NDArray[np.int8]
     return rel
 
 
-def _ntr_counts(compare_records: Sequence[Record], method: str, k: int,
-                max_subsets: int) -> tuple[dict[str, tuple[int, int, int]], int]:
-    """Per item ``(violating, circular, valid_subsets)`` and the number of skipped items."""
-    if k < 3:
-        raise ValueError(f"NTR needs k >= 3, got {k}")
+def _ntr_results(compare_records: Sequence[Record], method: str, ks: Sequence[int], *, max_subsets: int,
+                 bootstrap: int, seed: int) -> list[NTRResult]:
+    """NTR for several k at once, reading each item's relations and triangles only once."""
+    if min(ks, default=3) < 3:
+        raise ValueError(f"NTR needs k >= 3, got {min(ks)}")
+    records = _dedupe_pairs(compare_records)
     by_item: dict[str, list[Record]] = defaultdict(list)
-    for rec in _dedupe_pairs(compare_records):
+    for rec in records:
         by_item[str(rec["item_id"])].append(rec)
-    out: dict[str, tuple[int, int, int]] = {}
-    skipped = 0
-    for item, records in by_item.items():
-        rel = _relation_matrix(records, method)
+    counts: dict[int, list[tuple[int, int, int]]] = {k: [] for k in ks}  # violating, circular, valid
+    skipped = dict.fromkeys(ks, 0)
+    for item_records in by_item.values():
+        rel = _relation_matrix(item_records, method)
         n = len(rel)
-        if n < k or math.comb(n, k) > max_subsets:
-            skipped += int(n >= k)
-            continue
         kinds = np.zeros((n, n, n), dtype=np.int8)
         for i, j, l in itertools.combinations(range(n), 3):
             if rel[i, j] and rel[j, l] and rel[i, l]:
                 kind = _triangle_kind(_CODE_REL[rel[i, j]], _CODE_REL[rel[j, l]], _CODE_REL[rel[i, l]])
                 kinds[i, j, l] = _KIND_CODE[kind]
-        subsets, pairs, triples = _combos(n, k), _combos(k, 2), _combos(k, 3)
-        valid = (rel[subsets[:, pairs[:, 0]], subsets[:, pairs[:, 1]]] > 0).all(axis=1)
-        worst = kinds[subsets[:, triples[:, 0]], subsets[:, triples[:, 1]], subsets[:, triples[:, 2]]].max(axis=1)
-        out[item] = (int((valid & (worst > 0)).sum()), int((valid & (worst == 2)).sum()), int(valid.sum()))
-    return out, skipped
+        for k in ks:
+            if n < k or math.comb(n, k) > max_subsets:
+                skipped[k] += int(n >= k)
+                continue
+            subsets, pairs, triples = _combos(n, k), _combos(k, 2), _combos(k, 3)
+            judged = (rel[subsets[:, pairs[:, 0]], subsets[:, pairs[:, 1]]] > 0).all(axis=1)
+            worst = kinds[subsets[:, triples[:, 0]], subsets[:, triples[:, 1]], subsets[:, triples[:, 2]]].max(axis=1)
+            counts[k].append((int((judged & (worst > 0)).sum()), int((judged & (worst == 2)).sum()), int(judged.sum())))
+    verdicts = [v for r in records if (v := _verdict(r, method)) is not None]
+    results = []
+    for k in ks:
+        per_item = np.array(counts[k], dtype=np.float64).reshape(-1, 3)
+        violating, circular, valid = (int(x) for x in per_item.sum(axis=0))
+        results.append(NTRResult(
+            k, method, violating, circular, violating - circular, valid, _rate(violating, valid),
+            int((per_item[:, 2] > 0).sum()), len(verdicts), verdicts.count("tie"), skipped[k],
+            bootstrap_ratio(per_item[:, 0], per_item[:, 2], bootstrap=bootstrap, seed=seed)))
+    return results
 
 
 def ntr(compare_records: Sequence[Record], method: str, k: int, *, max_subsets: int = DEFAULT_MAX_SUBSETS,
         bootstrap: int = 0, seed: int = 0) -> NTRResult:
-    """Non-transitivity NTR_k: violating k-subsets over k-subsets whose pairs are all judged.
+    """Return NTR_k: violating k-subsets over k-subsets whose pairs are all judged, pooled over items.
 
     A subset violates when any triangle in it contradicts every weak order (:func:`triple_violation`;
     this does not depend on the triangle's orientation, and pairs stored as (b, a) are flipped). It
@@ -424,20 +416,8 @@ def ntr(compare_records: Sequence[Record], method: str, k: int, *, max_subsets: 
         max_subsets: Items with more k-subsets than this are skipped and counted in ``skipped_items``.
         bootstrap: Resamples for the 95% interval (0: none).
         seed: Bootstrap seed.
-
-    Returns:
-        Subset counts pooled over items.
     """
-    per_item, skipped = _ntr_counts(compare_records, method, k, max_subsets)
-    counts = np.array(list(per_item.values()), dtype=np.float64).reshape(-1, 3)
-    violating, circular, valid = (int(x) for x in counts.sum(axis=0))
-    verdicts = [v for r in _dedupe_pairs(compare_records) if (v := _verdict(r, method)) is not None]
-    ci = bootstrap_ratio(counts[:, 0], counts[:, 2], bootstrap=bootstrap, seed=seed)
-    return NTRResult(k, method, violating, circular, violating - circular, valid, _rate(violating, valid),
-                     int((counts[:, 2] > 0).sum()), len(verdicts), verdicts.count("tie"), skipped, ci)
-
-
-# -- position and length bias --------------------------------------------------------------------
+    return _ntr_results(compare_records, method, [k], max_subsets=max_subsets, bootstrap=bootstrap, seed=seed)[0]
 
 
 def _order_probs(order: Mapping[str, Any]) -> tuple[float, float, float] | None:
@@ -457,14 +437,7 @@ def _order_verdict(record: Record, order: Mapping[str, Any]) -> str | None:
 
 
 def swap_flip_rate(compare_records: Sequence[Record]) -> SwapFlip:
-    """Fraction of pairs whose two orders' argmax verdicts disagree, over pairs with both orders scored.
-
-    Args:
-        compare_records: Compare records.
-
-    Returns:
-        Flip count, pair count and rate.
-    """
+    """Return how often a pair's two orders give different argmax verdicts (pairs with both orders scored)."""
     verdicts = [[_order_verdict(r, o) for o in r.get("orders") or []] for r in _dedupe_pairs(compare_records)]
     both = [v for v in verdicts if len(v) == 2 and None not in v]
     flips = sum(v[0] != v[1] for v in both)
@@ -472,21 +445,17 @@ def swap_flip_rate(compare_records: Sequence[Record]) -> SwapFlip:
 
 
 def position_bias(compare_records: Sequence[Record]) -> PositionBias:
-    """How often the first-shown response wins (label A) and how often the judge ties, per order.
+    """Return, per order and pooled, how often the first-shown response wins (label A) and how often C wins.
 
-    Each scored order counts on its own, even when the other order of its pair is unscored.
-
-    Args:
-        compare_records: Compare records.
-
-    Returns:
-        Order 1, order 2 and both pooled.
+    Order 1 shows the pair's first response first. Each scored order counts on its own, even when the
+    other order of its pair is unscored.
     """
     labels: list[list[str]] = [[], []]
     for rec in _dedupe_pairs(compare_records):
-        for slot, order in enumerate((rec.get("orders") or [])[:2]):
+        for order in rec.get("orders") or []:
             probs = _order_probs(order)
             if probs is not None:
+                slot = 0 if str(order.get("shown_first")) == _ids(rec)[1] else 1
                 labels[slot].append(argmax_verdict(*probs))  # "first" here means label A won
 
     def bias(name: str, got: list[str]) -> OrderBias:
@@ -502,17 +471,29 @@ def _correlation(fn: Callable[..., Any], x: Sequence[float], y: Sequence[float])
     return float(fn(x, y)[0])
 
 
+def _small_rank_correlations(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Spearman rho and Kendall tau-b of one item's few responses, by O(n^2) pair comparisons."""
+    # Same values as scipy.stats.spearmanr / kendalltau, but scipy's ~1 ms per call dominated audits
+    # of thousands of items with a handful of responses each.
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return NAN, NAN
+    sx, sy = (np.sign(np.subtract.outer(v, v)) for v in (np.asarray(x, float), np.asarray(y, float)))
+    rx, ry = ((s > 0).sum(axis=1) + ((s == 0).sum(axis=1) + 1) / 2 - (len(x) + 1) / 2 for s in (sx, sy))
+    rho = float(rx @ ry / math.sqrt((rx @ rx) * (ry @ ry)))  # Pearson of centred average ranks
+    upper = np.triu_indices(len(x), 1)
+    untied_x, untied_y = (np.count_nonzero(s[upper]) for s in (sx, sy))
+    return rho, float((sx[upper] * sy[upper]).sum() / math.sqrt(untied_x * untied_y))
+
+
 def length_bias(compare_records: Sequence[Record], lengths: Mapping[tuple[str, str], int], method: str) -> LengthBias:
-    """Correlate verdict sign (+1 first wins, -1 second wins, 0 tie) with ``len(first) - len(second)``.
+    """Return the correlation of verdict sign (+1 / -1 / 0) with ``len(first) - len(second)``.
+
+    Over pairs with a verdict and both lengths; also how often the longer response wins a strict verdict.
 
     Args:
         compare_records: Compare records.
         lengths: Characters per ``(item_id, response_id)``.
         method: Aggregation method.
-
-    Returns:
-        Pearson and Spearman correlations over pairs with a verdict and both lengths, and how often
-        the longer response wins a strict verdict.
     """
     signs: list[float] = []
     diffs: list[float] = []
@@ -526,9 +507,6 @@ def length_bias(compare_records: Sequence[Record], lengths: Mapping[tuple[str, s
     longer = sum(x > 0 for x in strict)
     return LengthBias(method, len(signs), _correlation(stats.pearsonr, signs, diffs),
                       _correlation(stats.spearmanr, signs, diffs), longer, len(strict), _rate(longer, len(strict)))
-
-
-# -- agreement with humans -----------------------------------------------------------------------
 
 
 def _kappa(conf: Floats) -> Floats:
@@ -550,13 +528,10 @@ def _confusion(pairs: Iterable[tuple[str, str]]) -> Floats:
 
 
 def cohen_kappa(pairs: Iterable[tuple[str, str]]) -> float:
-    """Cohen's kappa over the three verdict classes.
+    """Return Cohen's kappa over the three verdict classes (nan without data or without chance disagreement).
 
     Args:
         pairs: ``(rater_1, rater_2)`` labels, each ``"first"``, ``"second"`` or ``"tie"``.
-
-    Returns:
-        Kappa; nan without data or when both raters always give one and the same label.
     """
     return float(_kappa(_confusion(pairs)))
 
@@ -567,14 +542,10 @@ def _majority(labels: Sequence[str]) -> str:
 
 
 def annotator_agreement(compare_records: Sequence[Record]) -> AnnotatorAgreement | None:
-    """Agreement among annotators on pairs with two or more annotator labels.
+    """Return the annotators' agreement on pairs with two or more labels (``None`` without such pairs).
 
-    Args:
-        compare_records: Compare records.
-
-    Returns:
-        Mean Cohen's kappa over annotator-position pairs, and the accuracy of each label against the
-        majority of the pair's other labels (a split majority is ``"tie"``); ``None`` without such pairs.
+    Mean Cohen's kappa over annotator-position pairs, and the accuracy of each label against the
+    majority of the pair's other labels (a split majority is ``"tie"``).
     """
     labelled = [[a for a in r.get("annotators") or [] if a in _SIGN] for r in _dedupe_pairs(compare_records)]
     labelled = [labels for labels in labelled if len(labels) >= 2]
@@ -590,17 +561,16 @@ def annotator_agreement(compare_records: Sequence[Record]) -> AnnotatorAgreement
 
 def pairwise_agreement(compare_records: Sequence[Record], method: str, *, bootstrap: int = 0,
                        seed: int = 0) -> PairwiseAgreement:
-    """Agreement of one aggregation's verdicts with each pair's ``human`` label.
+    """Return the agreement of one aggregation's verdicts with each pair's ``human`` label.
+
+    Accuracy with ties, accuracy over pairs where neither side ties, 3-class Cohen's kappa, the
+    confusion matrix, and the annotators' own agreement as a ceiling.
 
     Args:
         compare_records: Compare records.
         method: Aggregation method.
         bootstrap: Resamples for the 95% intervals of accuracy and kappa (0: none).
         seed: Bootstrap seed.
-
-    Returns:
-        Accuracy with ties, accuracy over pairs where neither side ties, 3-class Cohen's kappa, the
-        confusion matrix, and the annotators' own agreement as a ceiling.
     """
     records = _dedupe_pairs(compare_records)
     per_item: dict[str, Floats] = {}
@@ -626,17 +596,16 @@ def pairwise_agreement(compare_records: Sequence[Record], method: str, *, bootst
 
 def score_agreement(score_records: Sequence[Record], method: str, *, bootstrap: int = 0,
                     seed: int = 0) -> ScoreAgreement:
-    """Spearman and Kendall (tau-b) correlation between a method's scores and ``human_score``.
+    """Return Spearman and Kendall (tau-b) correlations of a method's scores with ``human_score``.
+
+    Within each item, averaged over items where both sides vary, and pooled over all responses with
+    both a score and a human score.
 
     Args:
         score_records: Score records of one scale.
         method: Scoring method.
         bootstrap: Resamples for the 95% interval of the mean within-item Spearman (0: none).
         seed: Bootstrap seed.
-
-    Returns:
-        Correlations within each item averaged over items where both sides vary, and pooled over all
-        responses with both a score and a human score.
     """
     by_item: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     for rec in _dedupe_scores(score_records):
@@ -645,7 +614,7 @@ def score_agreement(score_records: Sequence[Record], method: str, *, bootstrap: 
             xs, ys = by_item[str(rec["item_id"])]
             xs.append(score)
             ys.append(human)
-    per_item = [(_correlation(stats.spearmanr, x, y), _correlation(stats.kendalltau, x, y)) for x, y in by_item.values()]
+    per_item = [_small_rank_correlations(x, y) for x, y in by_item.values()]
     rhos = np.array([rho for rho, _ in per_item if not math.isnan(rho)], dtype=np.float64)
     taus = [tau for rho, tau in per_item if not math.isnan(rho)]
     all_x = [v for x, _ in by_item.values() for v in x]
@@ -657,25 +626,18 @@ def score_agreement(score_records: Sequence[Record], method: str, *, bootstrap: 
 
 
 def unscored_counts(records: Iterable[Record]) -> dict[str, int]:
-    """Count unscored records per reason (score and compare records alike).
-
-    Args:
-        records: Records with an ``unscored`` field.
-
-    Returns:
-        ``{reason: count}``, most frequent first.
-    """
+    """Return ``{reason: count}`` of unscored records, most frequent first (score or compare records)."""
     return dict(Counter(str(r["unscored"]) for r in records if r.get("unscored") is not None).most_common())
 
 
-# -- bootstrap -----------------------------------------------------------------------------------
-
-
+@lru_cache(maxsize=4)
 def _resample_counts(n: int, bootstrap: int, seed: int) -> Floats:
-    """How often each of n items is drawn in each resample, shape (bootstrap, n)."""
-    draws = np.random.default_rng(seed).integers(0, n, size=(bootstrap, n))
+    """How often each of n items is drawn in each resample, shape (bootstrap, n); read-only, cached."""
+    draws = np.random.default_rng().integers(0, n, size=(bootstrap, n))
     flat = (draws + n * np.arange(bootstrap)[:, None]).ravel()
-    return np.bincount(flat, minlength=bootstrap * n).reshape(bootstrap, n).astype(np.float64)
+    weights = np.bincount(flat, minlength=bootstrap * n).reshape(bootstrap, n).astype(np.float64)
+    weights.flags.writeable = False
+    return weights
 
 
 def _percentile_ci(values: Floats) -> CI:
@@ -687,16 +649,15 @@ def _percentile_ci(values: Floats) -> CI:
 
 
 def bootstrap_ratio(numerators: Floats, denominators: Floats, *, bootstrap: int = 1000, seed: int = 0) -> CI:
-    """Percentile 95% interval of ``sum(num) / sum(den)`` when items are resampled with replacement.
+    """Return the percentile 95% interval of ``sum(num) / sum(den)`` over items resampled with replacement.
+
+    Nan when there is nothing to resample; the same seed always gives the same interval.
 
     Args:
         numerators: Per-item numerators.
         denominators: Per-item denominators; items with 0 are not resampled.
         bootstrap: Number of resamples (0: no interval).
-        seed: Seed; the same seed gives the same interval.
-
-    Returns:
-        ``(low, high)``; nan when there is nothing to resample.
+        seed: Bootstrap seed.
     """
     keep = np.asarray(denominators) > 0
     num, den = np.asarray(numerators, dtype=np.float64)[keep], np.asarray(denominators, dtype=np.float64)[keep]
@@ -713,9 +674,6 @@ def _bootstrap_kappa(confusions: Floats, *, bootstrap: int, seed: int) -> CI:
         return NO_CI
     weights = _resample_counts(len(confusions), bootstrap, seed)
     return _percentile_ci(_kappa((weights @ confusions.reshape(-1, 9)).reshape(bootstrap, 3, 3)))
-
-
-# -- the whole audit -----------------------------------------------------------------------------
 
 
 def _present(records: Iterable[Record], field_name: str, known: Sequence[str]) -> list[str]:
@@ -830,7 +788,10 @@ class AuditReport:
 def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_records: Sequence[Record], *,
           delta: float = 0.0, ks: Sequence[int] = (3, 4, 5), lengths: Mapping[tuple[str, str], int] | None = None,
           bootstrap: int = 1000, seed: int = 0) -> AuditReport:
-    """Run every consistency and agreement metric over stored judgments.
+    """Return every consistency and agreement metric over stored judgments.
+
+    CR for every scoring method x aggregation present, NTR_k with the tie rate per aggregation,
+    position, swap and length bias, agreement with humans, and unscored counts.
 
     Args:
         score_records_by_scale: Score records keyed by scale (5, 10, 100).
@@ -840,10 +801,6 @@ def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_record
         lengths: Characters per ``(item_id, response_id)``; without them length bias is skipped.
         bootstrap: Resamples over items for the 95% intervals (0: none).
         seed: Bootstrap seed.
-
-    Returns:
-        CR for every scoring method x aggregation present, NTR_k and tie rate per aggregation,
-        position, swap and length bias, agreement with humans, and unscored counts.
     """
     pairs = _dedupe_pairs(compare_records)
     by_scale = {scale: _dedupe_scores(records) for scale, records in sorted(score_records_by_scale.items())}
@@ -862,7 +819,8 @@ def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_record
     human = any(r.get("human") is not None for r in pairs)
     return AuditReport(
         items=len(item_ids), pairs=len(pairs), delta=delta, bootstrap=bootstrap, seed=seed, conflict=conflict,
-        ntr={(agg, k): ntr(pairs, agg, k, **boot) for agg in aggs for k in ks},
+        ntr={(agg, r.k): r for agg in aggs
+             for r in _ntr_results(pairs, agg, ks, max_subsets=DEFAULT_MAX_SUBSETS, **boot)},
         swap=swap_flip_rate(pairs), position=position_bias(pairs),
         length={agg: length_bias(pairs, lengths, agg) for agg in aggs} if lengths is not None else {},
         pairwise={agg: pairwise_agreement(pairs, agg, **boot) for agg in aggs} if human else {},

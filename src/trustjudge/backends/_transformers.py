@@ -83,6 +83,7 @@ class TransformersBackend(Backend):
         self._cache: Any = None
         self._cached_ids: list[int] = []
         self._label_cache: dict[str, tuple[int, ...]] = {}
+        self._tree_blocks: dict[_Trie, Any] = {}
         fmt = spec.prompt_format
         if fmt == "auto":
             fmt = "chat" if getattr(self.tokenizer, "chat_template", None) else "plain"
@@ -184,21 +185,25 @@ class TransformersBackend(Backend):
         return out.logits[0, -1].float()
 
     def _tree_mask(self, trie: _Trie, prompt_len: int) -> Any:
+        """Additive mask: every node sees the whole prompt and its own ancestors (itself included)."""
         n = len(trie.node_tokens)
         neg = torch.finfo(self.dtype).min
-        full = torch.full((n, prompt_len + n), neg, dtype=self.dtype)
-        full[:, :prompt_len] = 0.0
-        for i, anc in enumerate(trie.node_ancestors):
-            full[i, [prompt_len + a for a in anc]] = 0.0
-        full = full.to(self.device)[None, None]
-        window = getattr(self.config.get_text_config(), "sliding_window", None)
-        layer_types = getattr(self.config.get_text_config(), "layer_types", None) or []
-        if not window or "sliding_attention" not in layer_types:
+        tree = self._tree_blocks.get(trie)
+        if tree is None:
+            tree = torch.full((n, n), neg, dtype=self.dtype)
+            for i, anc in enumerate(trie.node_ancestors):
+                tree[i, list(anc)] = 0.0
+            tree = tree.to(self.device)
+            self._tree_blocks[trie] = tree
+        full = torch.cat([torch.zeros((n, prompt_len), dtype=self.dtype, device=self.device), tree], dim=1)[None, None]
+        text_config = self.config.get_text_config()
+        window = getattr(text_config, "sliding_window", None)
+        if not window or "sliding_attention" not in (getattr(text_config, "layer_types", None) or []):
             return full
+        # Sliding-window layers (Gemma 3): a node at position p sees prompt tokens j with p - j < window.
         slide = full.clone()
         positions = torch.tensor([prompt_len + d - 1 for d in trie.node_depth], device=self.device)
-        key_pos = torch.arange(prompt_len, device=self.device)
-        too_far = (positions[:, None] - key_pos[None, :]) >= window
+        too_far = (positions[:, None] - torch.arange(prompt_len, device=self.device)[None, :]) >= window
         slide[0, 0, :, :prompt_len] = slide[0, 0, :, :prompt_len].masked_fill(too_far, neg)
         return {"full_attention": full, "sliding_attention": slide}
 

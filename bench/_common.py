@@ -1,0 +1,53 @@
+"""Helpers shared by the benchmarks: synthetic judge prompts of a chosen length, machine facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+
+WORDS = ("the model answer explains why water expands when it freezes because hydrogen bonds hold molecules "
+         "in an open hexagonal lattice which is less dense than liquid water so ice floats and lakes freeze from "
+         "the top down protecting fish during winter this property is unusual among common substances most of "
+         "which are denser as solids than as liquids").split()
+
+
+def synthetic_items(n_questions: int, per_question: int, response_words: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Items whose responses are ~``response_words`` words of shuffled text (deterministic)."""
+    rng = random.Random(seed)
+    rows = []
+    for q in range(n_questions):
+        responses = []
+        for r in range(per_question):
+            words = [rng.choice(WORDS) for _ in range(response_words)]
+            responses.append({"id": f"r{r}", "text": " ".join(words).capitalize() + "."})
+        rows.append({"id": f"q{q}", "question": f"Question {q}: why does ice float on water? Explain the physics "
+                     "in a short paragraph suitable for a curious high-school student.", "responses": responses})
+    return rows
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
+            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                     cwd=Path(__file__).parent).stdout.strip()}
+
+
+def write_results(name: str, payload: dict[str, Any], markdown: str) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown)
