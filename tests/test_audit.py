@@ -21,7 +21,7 @@ METHODS = ("discrete", "geval", "expected", "trustjudge")
 def cmp(item: str, first: str, second: str, verdict: str | None = None, *, method: str = "likelihood",
         verdicts: dict[str, str | None] | None = None, human: str | None = None, annotators: list[str] | None = None,
         orders: list[dict[str, Any]] | None = None, unscored: str | None = None) -> dict[str, Any]:
-    """A compare record; ``verdict`` fills ``method`` unless ``verdicts`` gives them all."""
+    """Build a compare record; ``verdict`` fills ``method`` unless ``verdicts`` gives them all."""
     all_verdicts: dict[str, str | None] = dict.fromkeys(AGGS)
     if unscored is None:
         all_verdicts.update(verdicts if verdicts is not None else {method: verdict})
@@ -38,7 +38,7 @@ def order(shown_first: str, a: float, b: float, c: float, unscored: str | None =
 
 def sc(item: str, rid: str, value: float | None, *, scale: int = 5, method: str = "expected",
        human: float | None = None, unscored: str | None = None) -> dict[str, Any]:
-    """A score record with one method's score (every method's when ``method`` is ``"all"``)."""
+    """Build a score record with one method's score (every method's when ``method`` is ``"all"``)."""
     scores: dict[str, float | None] = dict.fromkeys(METHODS)
     if unscored is None:
         scores.update(dict.fromkeys(METHODS, value) if method == "all" else {method: value})
@@ -128,7 +128,7 @@ def test_subset_kind_does_not_depend_on_response_order() -> None:
     tie_cycle = {("x", "y"): "tie", ("y", "z"): "first", ("z", "x"): "first"}
     strict_cycle = {("x", "y"): "first", ("y", "z"): "first", ("z", "x"): "first"}
     for perm in itertools.permutations("xyz"):
-        rename = dict(zip("xyz", perm))
+        rename = dict(zip("xyz", perm, strict=True))
         for rels, kind in ((tie_cycle, "equivalence"), (strict_cycle, "circular")):
             renamed = {(rename[a], rename[b]): v for (a, b), v in rels.items()}
             records = sorted(chain("q", renamed), key=lambda r: (r["first_id"], r["second_id"]))
@@ -207,22 +207,24 @@ def bias_pairs() -> list[dict[str, Any]]:
         cmp("q", "e", "f", "tie", orders=[order("e", .3, .2, .5), order("f", .5, .3, .2)]),
         # order 2 failed: no swap verdict, but order 1 (A) still shows position.
         cmp("q", "g", "h", unscored="truncated", orders=[order("g", .9, .05, .05), order("h", 0, 0, 0, "truncated")]),
+        # order 1: A (i wins); order 2 shows j first: B (i wins). No flip, though the labels differ.
+        cmp("q", "i", "j", "first", orders=[order("i", .6, .3, .1), order("j", .2, .7, .1)]),
     ]
 
 
 def test_swap_flip_rate_on_hand_made_pairs() -> None:
     res = A.swap_flip_rate(bias_pairs())
-    assert (res.flips, res.pairs) == (2, 3)
-    assert res.rate == pytest.approx(2 / 3)
+    assert (res.flips, res.pairs) == (2, 4)
+    assert res.rate == pytest.approx(0.5)
 
 
 def test_position_bias_per_order_and_pooled() -> None:
     res = A.position_bias(bias_pairs())
-    # Order 1 labels: A, B, C, A. Order 2 labels: A, A, A.
-    assert (res.order1.judged, res.order1.first_shown_wins, res.order1.ties) == (4, 2, 1)
-    assert (res.order2.judged, res.order2.first_shown_wins, res.order2.ties) == (3, 3, 0)
-    assert res.overall.first_shown_rate == pytest.approx(5 / 7)
-    assert res.overall.tie_rate == pytest.approx(1 / 7)
+    # Order 1 labels: A, B, C, A, A. Order 2 labels: A, A, A, B.
+    assert (res.order1.judged, res.order1.first_shown_wins, res.order1.ties) == (5, 3, 1)
+    assert (res.order2.judged, res.order2.first_shown_wins, res.order2.ties) == (4, 3, 0)
+    assert res.overall.first_shown_rate == pytest.approx(6 / 9)
+    assert res.overall.tie_rate == pytest.approx(1 / 9)
 
 
 def test_length_bias_against_scipy_and_by_hand() -> None:
@@ -316,7 +318,7 @@ def test_within_item_correlations_match_scipy_with_ties() -> None:
     for q in range(30):
         n = int(rng.integers(2, 9))
         xs, ys = rng.integers(1, 4, size=n), rng.integers(1, 6, size=n)  # few values: many ties
-        records += [sc(f"q{q}", f"r{i}", float(x), human=float(y)) for i, (x, y) in enumerate(zip(xs, ys))]
+        records += [sc(f"q{q}", f"r{i}", float(x), human=float(y)) for i, (x, y) in enumerate(zip(xs, ys, strict=True))]
         if np.ptp(xs) > 0 and np.ptp(ys) > 0:
             rhos.append(stats.spearmanr(xs, ys)[0])
             taus.append(stats.kendalltau(xs, ys)[0])
@@ -331,6 +333,9 @@ def test_unscored_records_are_counted_by_reason() -> None:
                sc("q", "c", None, unscored="truncated"), sc("q", "d", 3.0)]
     assert A.unscored_counts(records) == {"no_label_mass": 2, "truncated": 1}
     assert A.unscored_counts(cr_case()[1]) == {"truncated": 1}
+    # A record marked unscored never counts, even if it carries (stale) verdicts.
+    stale = cmp("q", "a", "b", "first") | {"unscored": "backend_error"}
+    assert A.ntr(chain("q", {("b", "c"): "first", ("a", "c"): "first"}) + [stale], "likelihood", 3).valid_subsets == 0
 
 
 # -- bootstrap and the whole audit ------------------------------------------------------------------
@@ -363,6 +368,7 @@ def synthetic(n_items: int, seed: int, *, identical: bool = False) -> tuple[dict
 def test_bootstrap_is_seeded_and_contains_the_estimate() -> None:
     scores, pairs = synthetic(40, seed=3)
     one = A.audit(scores, pairs, bootstrap=500, seed=7)
+    A._resample_counts.cache_clear()  # recompute the resamples rather than reuse the cached ones
     two = A.audit(scores, pairs, bootstrap=500, seed=7)
     other = A.audit(scores, pairs, bootstrap=500, seed=8)
     assert one.to_dict() == two.to_dict()
@@ -423,7 +429,10 @@ def test_audit_report_covers_every_method_and_serialises() -> None:
     assert report.unscored_compare == {"context_overflow": 1}
     assert report.conflict[(5, "expected", "likelihood")].excluded == 1
     text = json.dumps(report.to_dict(), allow_nan=False)
-    assert json.loads(text)["unscored"]["compare"] == {"context_overflow": 1}
+    data = json.loads(text)
+    assert data["unscored_compare"] == {"context_overflow": 1}
+    assert data["conflict"]["5/expected/likelihood"]["excluded"] == 1
+    assert data["ntr"]["likelihood/4"]["k"] == 4
     rows = report.rows()
     assert all(len(row) == 7 and isinstance(row[6], int) for row in rows)
     cr_rows = [row for row in rows if row[0] == "conflict"]

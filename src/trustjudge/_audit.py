@@ -44,11 +44,7 @@ _SIGN = {"first": 1, "second": -1, "tie": 0}
 
 @dataclass(frozen=True)
 class CRResult:
-    """Conflict ratio of one scoring method against one aggregation.
-
-    ``ties_in_verdicts`` counts counted pairs whose verdict is a tie; ``excluded`` counts pairs left out
-    because the verdict or a score is missing; ``items`` is the number of items with a counted pair.
-    """
+    """Conflict ratio of one scoring method against one aggregation (``excluded``: pairs lacking data)."""
 
     conflicts: int
     counted: int
@@ -62,11 +58,7 @@ class CRResult:
 
 @dataclass(frozen=True)
 class NTRResult:
-    """Non-transitivity NTR_k of one aggregation.
-
-    ``ties`` of the method's ``judged`` pairs are ties (read every NTR next to its tie rate);
-    ``skipped_items`` had too many k-subsets to enumerate.
-    """
+    """NTR_k of one aggregation, with the tie count of its ``judged`` pairs (read NTR next to it)."""
 
     k: int
     method: str
@@ -119,11 +111,7 @@ class PositionBias:
 
 @dataclass(frozen=True)
 class LengthBias:
-    """Correlation of verdict sign with len(first) - len(second).
-
-    ``longer_wins`` of the ``strict_unequal`` strict verdicts on pairs of unequal length went to the
-    longer response.
-    """
+    """Correlation of verdict sign with len(first) - len(second), and wins of the longer response."""
 
     method: str
     n: int
@@ -136,12 +124,7 @@ class LengthBias:
 
 @dataclass(frozen=True)
 class AnnotatorAgreement:
-    """Annotators' agreement with each other over ``pairs`` pairs: a ceiling for the judge.
-
-    Annotators are identified by their position in ``annotators`` (as in PandaLM's three columns);
-    ``mean_kappa`` averages ``annotator_pairs`` position pairs; ``loo_accuracy`` is each label against
-    the majority of the others, over ``loo_n`` labels.
-    """
+    """Annotators' agreement with each other (a ceiling for the judge); annotators are list positions."""
 
     pairs: int
     mean_kappa: float
@@ -152,10 +135,7 @@ class AnnotatorAgreement:
 
 @dataclass(frozen=True)
 class PairwiseAgreement:
-    """One aggregation's agreement with the pairs' human labels.
-
-    ``confusion`` rows are the human label and columns the verdict, both in first/second/tie order.
-    """
+    """One aggregation's agreement with human labels; ``confusion`` rows: human, columns: verdict."""
 
     method: str
     n: int
@@ -172,11 +152,7 @@ class PairwiseAgreement:
 
 @dataclass(frozen=True)
 class ScoreAgreement:
-    """Rank correlation of one scoring method with human scores.
-
-    The means are over the ``items`` items where both sides vary (of ``items_total`` with any pair);
-    the pooled values are over all ``n`` responses with both a score and a human score.
-    """
+    """Rank correlation with human scores: mean over ``items`` varying items, and pooled over ``n``."""
 
     method: str
     spearman_mean: float
@@ -262,10 +238,8 @@ def _dedupe_scores(score_records: Iterable[Record]) -> _Unique:
 
 
 def _finite(value: Any) -> float | None:
-    if value is None:
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+    number = None if value is None else float(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _score(record: Record, method: str) -> float | None:
@@ -294,7 +268,7 @@ def _cr_counts(score_records: Sequence[Record], compare_records: Sequence[Record
         verdict, sx, sy = _verdict(rec, agg_method), scores.get((item, first)), scores.get((item, second))
         if verdict is not None and sx is not None and sy is not None:
             rows.append((index.setdefault(item, len(index)), sx, sy, _SIGN[verdict]))
-    codes, x, y, c = (np.array(col, dtype=np.float64) for col in zip(*rows)) if rows else (np.zeros(0),) * 4
+    codes, x, y, c = np.array(rows, dtype=np.float64).reshape(-1, 4).T
     conflict = ((x > y + delta) & (c <= 0)) | ((y > x + delta) & (c >= 0)) | ((np.abs(x - y) <= delta) & (c != 0))
     columns = [np.bincount(codes.astype(np.intp), weights=w, minlength=len(index)) for w in (conflict, c == c, c == 0)]
     return np.stack(columns, axis=1), len(pairs) - len(rows)
@@ -375,15 +349,17 @@ def _ntr_results(compare_records: Sequence[Record], method: str, ks: Sequence[in
     for item_records in by_item.values():
         rel = _relation_matrix(item_records, method)
         n = len(rel)
-        kinds = np.zeros((n, n, n), dtype=np.int8)
-        for i, j, l in itertools.combinations(range(n), 3):
-            if rel[i, j] and rel[j, l] and rel[i, l]:
-                kind = _triangle_kind(_CODE_REL[rel[i, j]], _CODE_REL[rel[j, l]], _CODE_REL[rel[i, l]])
-                kinds[i, j, l] = _KIND_CODE[kind]
+        todo = [k for k in ks if n >= k and math.comb(n, k) <= max_subsets]
         for k in ks:
-            if n < k or math.comb(n, k) > max_subsets:
-                skipped[k] += int(n >= k)
-                continue
+            skipped[k] += int(n >= k and k not in todo)
+        if not todo:
+            continue
+        kinds = np.zeros((n, n, n), dtype=np.int8)
+        for i, j, m in itertools.combinations(range(n), 3):
+            if rel[i, j] and rel[j, m] and rel[i, m]:
+                kind = _triangle_kind(_CODE_REL[rel[i, j]], _CODE_REL[rel[j, m]], _CODE_REL[rel[i, m]])
+                kinds[i, j, m] = _KIND_CODE[kind]
+        for k in todo:
             subsets, pairs, triples = _combos(n, k), _combos(k, 2), _combos(k, 3)
             judged = (rel[subsets[:, pairs[:, 0]], subsets[:, pairs[:, 1]]] > 0).all(axis=1)
             worst = kinds[subsets[:, triples[:, 0]], subsets[:, triples[:, 1]], subsets[:, triples[:, 2]]].max(axis=1)
@@ -428,7 +404,7 @@ def _order_probs(order: Mapping[str, Any]) -> tuple[float, float, float] | None:
 
 
 def _order_verdict(record: Record, order: Mapping[str, Any]) -> str | None:
-    """The order's argmax verdict in pair terms (first / second / tie)."""
+    """Return the order's argmax verdict in pair terms (first / second / tie)."""
     probs = _order_probs(order)
     if probs is None:
         return None
@@ -503,7 +479,7 @@ def length_bias(compare_records: Sequence[Record], lengths: Mapping[tuple[str, s
         if verdict is not None and lx is not None and ly is not None:
             signs.append(_SIGN[verdict])
             diffs.append(lx - ly)
-    strict = [s * d for s, d in zip(signs, diffs) if s != 0 and d != 0]
+    strict = [s * d for s, d in zip(signs, diffs, strict=True) if s != 0 and d != 0]
     longer = sum(x > 0 for x in strict)
     return LengthBias(method, len(signs), _correlation(stats.pearsonr, signs, diffs),
                       _correlation(stats.spearmanr, signs, diffs), longer, len(strict), _rate(longer, len(strict)))
@@ -520,20 +496,16 @@ def _kappa(conf: Floats) -> Floats:
     return np.where(chance < 1.0, kappa, NAN)
 
 
-def _confusion(pairs: Iterable[tuple[str, str]]) -> Floats:
-    conf = np.zeros((3, 3), dtype=np.float64)
-    for truth, guess in pairs:
-        conf[VERDICTS.index(truth), VERDICTS.index(guess)] += 1
-    return conf
-
-
 def cohen_kappa(pairs: Iterable[tuple[str, str]]) -> float:
-    """Return Cohen's kappa over the three verdict classes (nan without data or without chance disagreement).
+    """Return Cohen's kappa over the three verdict classes (nan without data or if chance agreement is 1).
 
     Args:
         pairs: ``(rater_1, rater_2)`` labels, each ``"first"``, ``"second"`` or ``"tie"``.
     """
-    return float(_kappa(_confusion(pairs)))
+    conf = np.zeros((3, 3), dtype=np.float64)
+    for one, two in pairs:
+        conf[VERDICTS.index(one), VERDICTS.index(two)] += 1
+    return float(_kappa(conf))
 
 
 def _majority(labels: Sequence[str]) -> str:
@@ -630,10 +602,10 @@ def unscored_counts(records: Iterable[Record]) -> dict[str, int]:
     return dict(Counter(str(r["unscored"]) for r in records if r.get("unscored") is not None).most_common())
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=2)
 def _resample_counts(n: int, bootstrap: int, seed: int) -> Floats:
     """How often each of n items is drawn in each resample, shape (bootstrap, n); read-only, cached."""
-    draws = np.random.default_rng().integers(0, n, size=(bootstrap, n))
+    draws = np.random.default_rng(seed).integers(0, n, size=(bootstrap, n))
     flat = (draws + n * np.arange(bootstrap)[:, None]).ravel()
     weights = np.bincount(flat, minlength=bootstrap * n).reshape(bootstrap, n).astype(np.float64)
     weights.flags.writeable = False
@@ -677,7 +649,7 @@ def _bootstrap_kappa(confusions: Floats, *, bootstrap: int, seed: int) -> CI:
 
 
 def _present(records: Iterable[Record], field_name: str, known: Sequence[str]) -> list[str]:
-    """Method names with at least one value in ``record[field_name]``, known ones first."""
+    """Return the method names with a value in some ``record[field_name]``, known ones first."""
     seen = {name for r in records for name, value in (r.get(field_name) or {}).items() if value is not None}
     return [m for m in known if m in seen] + sorted(seen - set(known))
 
@@ -686,7 +658,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {"/".join(map(str, k)) if isinstance(k, tuple) else str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value
@@ -718,23 +690,8 @@ class AuditReport:
     unscored_compare: Mapping[str, int]
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the report as JSON-serialisable data (nan and infinities become ``None``)."""
-        out = {
-            "items": self.items, "pairs": self.pairs, "delta": self.delta, "bootstrap": self.bootstrap,
-            "seed": self.seed,
-            "conflict": [{"scale": s, "score_method": m, "aggregation": a, **asdict(r)}
-                         for (s, m, a), r in self.conflict.items()],
-            "ntr": [{**asdict(r), "tie_rate": r.tie_rate} for r in self.ntr.values()],
-            "swap": asdict(self.swap),
-            "position": asdict(self.position),
-            "length": [asdict(r) for r in self.length.values()],
-            "pairwise": [{k: v for k, v in asdict(r).items() if k != "annotators"} for r in self.pairwise.values()],
-            "annotators": asdict(self.annotators) if self.annotators else None,
-            "scores": [{"scale": s, **asdict(r)} for (s, _), r in self.scores.items()],
-            "unscored": {"scores": dict(self.unscored_scores), "score_records": dict(self.score_records),
-                         "compare": dict(self.unscored_compare), "compare_records": self.pairs},
-        }
-        result: dict[str, Any] = _jsonable(out)
+        """Return the report as JSON-serialisable data: tuple keys joined with "/", nan as ``None``."""
+        result: dict[str, Any] = _jsonable(asdict(self))
         return result
 
     def rows(self) -> list[Row]:
@@ -751,8 +708,9 @@ class AuditReport:
         for (scale, method, agg), cr in self.conflict.items():
             add("conflict", f"{scale}pt {method} x {agg}", "CR", cr.ratio, cr.counted, cr.ci)
         for (agg, k), res in self.ntr.items():
+            if agg not in {row[1] for row in rows if row[0] == "transitivity"}:
+                add("transitivity", agg, "verdict_tie_rate", res.tie_rate, res.judged)
             add("transitivity", agg, f"NTR_{k}", res.ratio, res.valid_subsets, res.ci)
-            add("transitivity", agg, f"NTR_{k} tie_rate", res.tie_rate, res.judged)
             add("transitivity", agg, f"NTR_{k} circular", _rate(res.circular, res.valid_subsets), res.valid_subsets)
             add("transitivity", agg, f"NTR_{k} equivalence", _rate(res.equivalence, res.valid_subsets),
                 res.valid_subsets)

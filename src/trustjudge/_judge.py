@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from . import _scoring as S
+from ._audit import AuditReport
+from ._audit import audit as run_audit
 from ._engine import EMPTY_RESPONSE, Engine, EngineStats, Job, Outcome, PlanSummary, ProgressFn
 from ._items import Item, Pair
 from ._prompts import SCORE_MARKER, SYSTEM, VERDICT_LABELS, VERDICT_MARKER, Prompts, Protocol
@@ -61,6 +63,15 @@ class CompareRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class AuditRun:
+    """An audit report with the records it was computed from."""
+
+    report: AuditReport
+    score_records: dict[int, list[dict[str, Any]]]
+    compare_records: list[dict[str, Any]]
 
 
 class Judge:
@@ -211,6 +222,33 @@ class Judge:
         r1, r2 = item.response(pair.first), item.response(pair.second)
         return CompareRecord(item.id, pair.first, pair.second, self.name, self.protocol, verdicts, probabilities,
                              orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system)
+
+    # -- audit ------------------------------------------------------------------------------------
+    def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
+              ks: Sequence[int] = (3, 4, 5), bootstrap: int = 1000, seed: int = 0,
+              progress: ProgressFn | None = None) -> AuditRun:
+        """Judge what the store lacks (pointwise on each scale, pairwise in both orders), then audit.
+
+        Items with one response are scored but not compared. Everything already stored is reused, so
+        re-running with another delta, k or method makes no model call.
+        """
+        by_scale: dict[int, list[dict[str, Any]]] = {}
+        original = self.scale
+        try:
+            for points in scales:
+                self.scale = make_scale(points)
+                by_scale[points] = [r.to_dict() for r in self.score(items, progress=progress)]
+        finally:
+            self.scale = original
+        pairs = [r.to_dict() for r in self.compare([it for it in items if len(it.responses) >= 2], progress=progress)]
+        lengths = {(it.id, r.id): len(r.text) for it in items for r in it.responses}
+        report = run_audit(by_scale, pairs, delta=delta, ks=ks, lengths=lengths, bootstrap=bootstrap, seed=seed)
+        return AuditRun(report, by_scale, pairs)
+
+    def audit_judgments(self, items: Sequence[Item], scales: Sequence[int] = (5, 100)) -> int:
+        """How many judgments :meth:`audit` needs (for progress bars)."""
+        per_scale = sum(len(it.responses) for it in items)
+        return len(scales) * per_scale + sum(2 * len(it.all_pairs()) for it in items if len(it.responses) >= 2)
 
     # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: Sequence[Item], kind: str) -> PlanSummary:

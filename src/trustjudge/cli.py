@@ -15,7 +15,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ._items import Item, iter_items
+from . import _audit
+from ._adapters import FORMATS, iter_dataset
+from ._items import Item
+from ._prompts import scale as make_scale
 from ._judge import CompareRecord, Judge, ScoreRecord
 from ._scoring import AGGREGATIONS, SCORE_METHODS
 from ._store import default_store_path
@@ -47,17 +50,19 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--template", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="Your own prompt template (string.Template fields, see README)."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary."),
+        click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+                     help="Input format: trustjudge items (JSONL/CSV) or a dataset's own format (see README)."),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def _read_items(path: Path, skip_invalid: bool, min_responses: int) -> list[Item]:
+def _read_items(path: Path, skip_invalid: bool, min_responses: int, fmt: str = "auto") -> list[Item]:
     """Validate the whole file before any model call; report every problem."""
     items: list[Item] = []
     problems: list[InputError] = []
-    for value in iter_items(path, min_responses=min_responses):
+    for value in iter_dataset(path, fmt, min_responses=min_responses):
         if isinstance(value, InputError):
             problems.append(value)
         else:
@@ -116,8 +121,8 @@ def _print_plan(j: Judge, items: list[Item], kind: str) -> None:
 
 
 def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool,
-         j_factory: Callable[[], Judge]) -> None:
-    items = _read_items(items_path, skip_invalid, 2 if kind == "compare" else 1)
+         j_factory: Callable[[], Judge], fmt: str = "auto") -> None:
+    items = _read_items(items_path, skip_invalid, 2 if kind == "compare" else 1, fmt)
     j = j_factory()
     try:
         if dry_run:
@@ -184,22 +189,113 @@ def cli() -> None:
               help="Rating scale 1..N.")
 @click.option("--distribution", is_flag=True, help="Include each response's full label distribution.")
 def score_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
-              skip_invalid: bool, template: Path | None, quiet: bool, scale: str, distribution: bool,
+              skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scale: str, distribution: bool,
               **run: Any) -> None:
     """Score every response under every method (discrete, geval, expected, trustjudge)."""
     _run("score", items, out, dry_run, skip_invalid, quiet,
          lambda: _make_judge(judge, store, protocol, scale=int(scale), pointwise_template=template,
-                             keep_distribution=distribution, **run))
+                             keep_distribution=distribution, **run), fmt)
 
 
 @cli.command("compare")
 @_judge_options
 @click.option("--delta", default=0.0, show_default=True, help="Tie margin for likelihood and ppl aggregation.")
 def compare_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
-                skip_invalid: bool, template: Path | None, quiet: bool, delta: float, **run: Any) -> None:
+                skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, delta: float, **run: Any) -> None:
     """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
     _run("compare", items, out, dry_run, skip_invalid, quiet,
-         lambda: _make_judge(judge, store, protocol, delta=delta, pairwise_template=template, **run))
+         lambda: _make_judge(judge, store, protocol, delta=delta, pairwise_template=template, **run), fmt)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _fmt(value: float) -> str:
+    return "-" if value != value else f"{value:.3f}"
+
+
+@cli.command("audit")
+@_judge_options
+@click.option("--scales", default="5,100", show_default=True, help="Pointwise scales to judge and audit.")
+@click.option("--delta", default=0.0, show_default=True, help="Score tolerance of the conflict ratio.")
+@click.option("--delta-sweep", default="", help="Comma-separated deltas: CR for each (e.g. 0,1,2,5).")
+@click.option("--ks", default="3,4,5", show_default=True, help="Subset sizes k for NTR_k.")
+@click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples over items (0: no intervals).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the audit as JSON here.")
+def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
+              skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scales: str, delta: float,
+              delta_sweep: str, ks: str, bootstrap: int, json_out: Path | None, **run: Any) -> None:
+    """Judge what the store lacks, then audit consistency and agreement with human labels.
+
+    One table, a row per method: conflict ratio of every scoring method against every aggregation,
+    NTR_k with circular/equivalence splits and tie rates, swap flips, position and length bias,
+    agreement with human labels (with bootstrap intervals over items), and unscored counts.
+    """
+    scale_list = _int_list(scales)
+    ks_list = _int_list(ks)
+    loaded = _read_items(items, skip_invalid, 1, fmt)
+    j = _make_judge(judge, store, protocol, pointwise_template=template, **run)
+    try:
+        if dry_run:
+            for points in scale_list:
+                j.scale = make_scale(points)
+                _print_plan(j, loaded, f"score ({points}-point)")
+            _print_plan(j, [it for it in loaded if len(it.responses) >= 2], "compare")
+            return
+        with _progress(quiet) as bar:
+            task = bar.add_task(f"audit ({j.name}, {j.protocol})", total=j.audit_judgments(loaded, scale_list))
+            result = j.audit(loaded, scales=scale_list, delta=delta, ks=ks_list, bootstrap=bootstrap,
+                             progress=lambda n: bar.advance(task, n))
+        report = result.report
+        table = Table(title=f"Audit of {j.name} (protocol {j.protocol}) on {items}: {report.items} items, "
+                            f"{report.pairs} pairs, delta {delta}, 95% bootstrap CI over items (B={bootstrap})")
+        for col in ("section", "method", "metric", "value", "95% CI", "n"):
+            table.add_column(col, justify="right" if col in ("value", "95% CI", "n") else "left")
+        for section, method, metric, value, lo, hi, n in report.rows():
+            ci = f"{lo:.3f}-{hi:.3f}" if lo == lo and hi == hi else ""
+            shown = f"{value:.0f}" if section == "unscored" else _fmt(value)
+            table.add_row(section, method, metric, shown, ci, f"{n:,}")
+        wide = Console(width=max(Console().width, 120))
+        wide.print(table)
+        payload = report.to_dict()
+        deltas = [float(x) for x in delta_sweep.split(",") if x.strip()]
+        if deltas:
+            sweep = Table(title="Conflict ratio by tolerance delta")
+            sweep.add_column("scores x verdicts")
+            for d in deltas:
+                sweep.add_column(f"delta={d:g}", justify="right")
+            payload["delta_sweep"] = {}
+            for points, records in result.score_records.items():
+                for method in ("discrete", "geval", "expected", "trustjudge"):
+                    for agg in ("two_pass", "likelihood"):
+                        res = _audit.delta_sweep(records, result.compare_records, method, agg, deltas)
+                        sweep.add_row(f"{points}pt {method} x {agg}", *(_fmt(r.ratio) for r in res))
+                        payload["delta_sweep"][f"{points}/{method}/{agg}"] = [
+                            {"delta": r.delta, "ratio": None if r.ratio != r.ratio else r.ratio,
+                             "conflicts": r.conflicts, "counted": r.counted} for r in res]
+            wide.print(sweep)
+        payload.update(judge=j.name, protocol=j.protocol, input=str(items), scales=scale_list)
+        if json_out is not None:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(payload, indent=2) + "\n")
+        if out is not None:
+            with _open_out(out) as fh:
+                for points, records in result.score_records.items():
+                    for rec in records:
+                        fh.write(json.dumps({"kind": "score", **rec}) + "\n")
+                for rec in result.compare_records:
+                    fh.write(json.dumps({"kind": "compare", **rec}) + "\n")
+        if not quiet:
+            s = j.stats
+            err.print(f"model calls: {s.model_calls}; from store: {s.from_store}; store: {j.store.path}",
+                      highlight=False)
+    finally:
+        j.close()
 
 
 def main() -> None:
