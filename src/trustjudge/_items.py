@@ -152,11 +152,10 @@ def parse_record(record: Any, file: str, line: int) -> Item:
         a = f.text("response_a", allow_empty=True)
         b = f.text("response_b", allow_empty=True)
         assert a is not None and b is not None
-        item_id = f.text("id", required=False) or f"line-{line}"
-        responses = (Response("a", a, f.text("system_a", required=False)),
-                     Response("b", b, f.text("system_b", required=False)))
-        return Item(item_id, question, responses, context, reference,
-                    (Pair("a", "b", f.human("label")),), line)
+        flat_id = f.text("id", required=False) or f"line-{line}"
+        flat = (Response("a", a, f.text("system_a", required=False)),
+                Response("b", b, f.text("system_b", required=False)))
+        return Item(flat_id, question, flat, context, reference, (Pair("a", "b", f.human("label")),), line)
     item_id = f.text("id")
     assert item_id is not None
     raw_responses = record.get("responses")

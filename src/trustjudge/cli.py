@@ -58,24 +58,41 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _read_items(path: Path, skip_invalid: bool, min_responses: int, fmt: str = "auto") -> list[Item]:
-    """Validate the whole file before any model call; report every problem."""
-    items: list[Item] = []
+def _report_problems(path: Path, problems: list[InputError], count: int, skip_invalid: bool) -> None:
+    if not count:
+        return
+    for p in problems:
+        err.print(f"[red]{'skipped' if skip_invalid else 'error'}:[/] {p}", highlight=False)
+    if count > len(problems):
+        err.print(f"... and {count - len(problems)} more")
+    if not skip_invalid:
+        raise SystemExit(_fail(f"{count} invalid line(s) in {path}; fix them or pass --skip-invalid"))
+    err.print(f"[yellow]{count} invalid line(s) skipped[/]")
+
+
+def _scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item: Callable[[Item], int]) -> int:
+    """Validate the whole file before any model call (keeping nothing in memory); return the judgments."""
     problems: list[InputError] = []
+    count = total = 0
     for value in iter_dataset(path, fmt, min_responses=min_responses):
         if isinstance(value, InputError):
-            problems.append(value)
+            count += 1
+            if len(problems) < 20:
+                problems.append(value)
         else:
-            items.append(value)
-    if problems:
-        for p in problems[:20]:
-            err.print(f"[red]{'skipped' if skip_invalid else 'error'}:[/] {p}", highlight=False)
-        if len(problems) > 20:
-            err.print(f"... and {len(problems) - 20} more")
-        if not skip_invalid:
-            raise SystemExit(_fail(f"{len(problems)} invalid line(s) in {path}; fix them or pass --skip-invalid"))
-        err.print(f"[yellow]{len(problems)} invalid line(s) skipped[/]")
-    return items
+            total += per_item(value)
+    _report_problems(path, problems, count, skip_invalid)
+    return total
+
+
+def _stream_items(path: Path, min_responses: int, fmt: str) -> Iterator[Item]:
+    return (v for v in iter_dataset(path, fmt, min_responses=min_responses) if not isinstance(v, InputError))
+
+
+def _read_items(path: Path, skip_invalid: bool, min_responses: int, fmt: str = "auto") -> list[Item]:
+    """Validate the whole file before any model call; report every problem; return the valid items."""
+    _scan(path, skip_invalid, min_responses, fmt, lambda it: 0)
+    return list(_stream_items(path, min_responses, fmt))
 
 
 def _fail(message: str) -> int:
@@ -122,59 +139,90 @@ def _print_plan(j: Judge, items: list[Item], kind: str) -> None:
 
 def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool,
          j_factory: Callable[[], Judge], fmt: str = "auto") -> None:
-    items = _read_items(items_path, skip_invalid, 2 if kind == "compare" else 1, fmt)
-    j = j_factory()
-    try:
-        if dry_run:
+    """Judge a file, streaming: items are read, judged and written chunk by chunk."""
+    min_responses = 2 if kind == "compare" else 1
+    per_item: Callable[[Item], int] = (lambda it: len(it.responses)) if kind == "score" \
+        else (lambda it: 2 * len(it.all_pairs()))
+    if dry_run:
+        items = _read_items(items_path, skip_invalid, min_responses, fmt)
+        j = j_factory()
+        try:
             _print_plan(j, items, kind)
-            return
-        total = sum(len(it.responses) if kind == "score" else 2 * len(it.all_pairs()) for it in items)
-        records: list[dict[str, Any]] = []
+        finally:
+            j.close()
+        return
+    total = _scan(items_path, skip_invalid, min_responses, fmt, per_item)
+    j = j_factory()
+    summary = _Summary(kind)
+    try:
         stream = _open_out(out)
         try:
             with _progress(quiet) as bar:
                 task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
+                items = _stream_items(items_path, min_responses, fmt)
                 gen: Iterator[ScoreRecord | CompareRecord] = (
                     j.score(items, progress=lambda n: bar.advance(task, n)) if kind == "score"
                     else j.compare(items, progress=lambda n: bar.advance(task, n)))
                 for record in gen:
                     row = record.to_dict()
                     stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    summary.add(row)
                     stream.flush()
-                    records.append({"scores": row.get("scores"), "verdicts": row.get("verdicts"),
-                                    "unscored": row["unscored"]})
         finally:
             if stream is not sys.stdout:
                 stream.close()
         if not quiet:
-            _summary(kind, j, records)
+            summary.show(j)
     finally:
         j.close()
 
 
-def _summary(kind: str, j: Judge, records: list[dict[str, Any]]) -> None:
-    unscored = Counter(r["unscored"] for r in records if r["unscored"])
-    if kind == "score":
-        table = Table(title=f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})")
-        for col in ("method", "mean", "scored", "unscored"):
-            table.add_column(col, justify="right" if col != "method" else "left")
-        for m in SCORE_METHODS:
-            vals = [r["scores"][m] for r in records if r["scores"][m] is not None]
-            mean = f"{sum(vals) / len(vals):.2f}" if vals else "-"
-            table.add_row(m, mean, str(len(vals)), str(len(records) - len(vals)))
-    else:
-        table = Table(title=f"Verdicts ({j.name}, protocol {j.protocol}, both orders)")
-        for col in ("method", "first wins", "second wins", "tie", "unscored"):
-            table.add_column(col, justify="right" if col != "method" else "left")
-        for m in AGGREGATIONS:
-            c = Counter(r["verdicts"][m] for r in records)
-            table.add_row(m, str(c["first"]), str(c["second"]), str(c["tie"]), str(c[None]))
-    err.print(table)
-    s = j.stats
-    err.print(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
-              f"from store: {s.from_store}; store: {j.store.path}", highlight=False)
-    if unscored:
-        err.print("unscored: " + ", ".join(f"{k} {v}" for k, v in sorted(unscored.items())), highlight=False)
+class _Summary:
+    """Running totals for the end-of-run table (constant memory, whatever the input size)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.records = 0
+        self.unscored: Counter[str] = Counter()
+        self.sums: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self.verdicts: dict[str, Counter[str | None]] = {m: Counter() for m in AGGREGATIONS}
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.records += 1
+        if row["unscored"]:
+            self.unscored[row["unscored"]] += 1
+        if self.kind == "score":
+            for m in SCORE_METHODS:
+                value = row["scores"][m]
+                if value is not None:
+                    self.sums[m] += value
+                    self.counts[m] += 1
+        else:
+            for m in AGGREGATIONS:
+                self.verdicts[m][row["verdicts"][m]] += 1
+
+    def show(self, j: Judge) -> None:
+        if self.kind == "score":
+            table = Table(title=f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})")
+            for col in ("method", "mean", "scored", "unscored"):
+                table.add_column(col, justify="right" if col != "method" else "left")
+            for m in SCORE_METHODS:
+                n = self.counts[m]
+                table.add_row(m, f"{self.sums[m] / n:.2f}" if n else "-", str(n), str(self.records - n))
+        else:
+            table = Table(title=f"Verdicts ({j.name}, protocol {j.protocol}, both orders)")
+            for col in ("method", "first wins", "second wins", "tie", "unscored"):
+                table.add_column(col, justify="right" if col != "method" else "left")
+            for m in AGGREGATIONS:
+                c = self.verdicts[m]
+                table.add_row(m, str(c["first"]), str(c["second"]), str(c["tie"]), str(c[None]))
+        err.print(table)
+        s = j.stats
+        err.print(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
+                  f"from store: {s.from_store}; store: {j.store.path}", highlight=False)
+        if self.unscored:
+            err.print("unscored: " + ", ".join(f"{k} {v}" for k, v in sorted(self.unscored.items())), highlight=False)
 
 
 @click.group()
@@ -285,7 +333,7 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
             json_out.write_text(json.dumps(payload, indent=2) + "\n")
         if out is not None:
             with _open_out(out) as fh:
-                for points, records in result.score_records.items():
+                for records in result.score_records.values():
                     for rec in records:
                         fh.write(json.dumps({"kind": "score", **rec}) + "\n")
                 for rec in result.compare_records:
