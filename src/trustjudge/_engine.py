@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ._prompts import CLOSE, Protocol
 from ._store import Store, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
@@ -239,8 +241,8 @@ class Engine:
             else:
                 label_prompts[i] = (job.prompt, None, None)
         if gen_wanted:
-            requests = {key: (self._gen_key(req)[1], req) for key, req in gen_wanted.values()}
-            gens = self._fetch("generate", requests, progress)
+            gen_requests = {key: (self._gen_key(req)[1], req) for key, req in gen_wanted.values()}
+            gens = self._fetch("generate", gen_requests, progress)
             for i, (key, _) in gen_wanted.items():
                 job = jobs[i]
                 assert isinstance(job, Job)
@@ -256,12 +258,14 @@ class Engine:
                 if outcomes[i] is not None and progress:
                     progress(1)
         label_reqs: dict[int, tuple[str, LabelRequest]] = {}
+        requests = {}
         for i, (prompt, _, _) in label_prompts.items():
             job = jobs[i]
             assert isinstance(job, Job)
             req = LabelRequest(prompt, tuple(lab + CLOSE for lab in job.labels))
-            label_reqs[i] = (self._label_key(req)[0], req)
-        requests = {key: (self._label_key(req)[1], req) for key, req in label_reqs.values()}
+            key, request = self._label_key(req)
+            label_reqs[i] = (key, req)
+            requests[key] = (request, req)
         results = self._fetch("labels", requests, progress)
         for i, (key, _) in label_reqs.items():
             res = results[key]
@@ -269,7 +273,7 @@ class Engine:
             if isinstance(res, BackendError):
                 outcomes[i] = self._unscored(BACKEND_ERROR)
                 continue
-            probs = tuple(math.exp(lp) for lp in res.logprobs)
+            probs = tuple(np.exp(np.asarray(res.logprobs, dtype=np.float64)).tolist())
             reason = NO_LABEL_MASS if sum(probs) < self.min_label_mass else None
             if reason:
                 self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1

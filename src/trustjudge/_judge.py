@@ -38,7 +38,18 @@ class ScoreRecord:
     distribution: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if not (k in ("critique", "distribution") and v is None)}
+        # Built by hand: dataclasses.asdict deep-copies every value, which dominated re-aggregation time.
+        out = {f: getattr(self, f) for f in _SCORE_FIELDS}
+        out["scores"] = dict(self.scores)
+        if self.critique is not None:
+            out["critique"] = self.critique
+        if self.distribution is not None:
+            out["distribution"] = dict(self.distribution)
+        return out
+
+
+_SCORE_FIELDS = ("item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
+                 "unscored", "human_score")
 
 
 @dataclass
@@ -166,19 +177,24 @@ class Judge:
         """Score every response of every item; records come out in input order, item by item."""
         for chunk in self._chunks(items, lambda it: len(it.responses)):
             jobs = [self._score_job(item, r.text) for item in chunk for r in item.responses]
-            outcomes = iter(self.engine.run(jobs, progress))
+            outcomes = self.engine.run(jobs, progress)
+            scored = [i for i, o in enumerate(outcomes) if o.probs is not None and o.unscored is None]
+            matrix = S.score_matrix(self.scale.values, [outcomes[i].probs for i in scored]) if scored else {}
+            row_of = {i: n for n, i in enumerate(scored)}
+            k = 0
             for item in chunk:
                 for r in item.responses:
-                    yield self._score_record(item, r.id, r.system, r.human_score, next(outcomes))
+                    yield self._score_record(item, r.id, r.system, r.human_score, outcomes[k], matrix, row_of.get(k))
+                    k += 1
 
-    def _score_record(self, item: Item, rid: str, system: str | None, human: float | None,
-                      out: Outcome) -> ScoreRecord:
+    def _score_record(self, item: Item, rid: str, system: str | None, human: float | None, out: Outcome,
+                      matrix: dict[str, Any], row: int | None) -> ScoreRecord:
         scores: dict[str, float | None] = dict.fromkeys(S.SCORE_METHODS)
         entropy = None
         dist = None
-        if out.probs is not None and out.unscored is None:
-            scores = dict(S.score_all(self.scale.values, out.probs))
-            entropy = S.entropy_bits(out.probs)
+        if row is not None:
+            scores = {m: float(matrix[m][row]) for m in S.SCORE_METHODS}
+            entropy = float(matrix["entropy"][row])
         if out.probs is not None and self.keep_distribution:
             dist = {lab: p for lab, p in zip(self.scale.labels, out.probs)}
         return ScoreRecord(item.id, rid, system, self.name, self.protocol, self.scale.points, scores, entropy,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal
@@ -39,11 +40,21 @@ class Scale:
 
     @property
     def values(self) -> tuple[int, ...]:
-        return tuple(range(1, self.points + 1))
+        return _values(self.points)
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return tuple(str(v) for v in self.values)
+        return _labels(self.points)
+
+
+@lru_cache(maxsize=None)
+def _values(points: int) -> tuple[int, ...]:
+    return tuple(range(1, points + 1))
+
+
+@lru_cache(maxsize=None)
+def _labels(points: int) -> tuple[str, ...]:
+    return tuple(str(v) for v in _values(points))
 
 
 def scale(points: int) -> Scale:

@@ -235,6 +235,8 @@ def _fit(outcomes: Sequence[Outcome], systems: Sequence[str] | None, ties: TieMo
         raise ValueError(f"prior must be >= 0, got {prior}")
     if systems is None:
         systems = sorted({s for o in outcomes if o.weights(soft) is not None for s in (o.first, o.second)})
+        if not systems:
+            raise ValueError(f"no scored pairs: no outcome has {'probabilities' if soft else 'a verdict'}")
     if len(set(systems)) < 2:
         raise ValueError(f"ranking needs at least 2 systems, got {len(set(systems))}: {sorted(set(systems))}")
     d = _design(outcomes, systems, soft)
@@ -351,9 +353,10 @@ def elo(outcomes: Iterable[Outcome], *, soft: bool = False, k: float = 4.0, base
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     games = _games(outcomes, soft)
-    systems = sorted({s for g in games for s in g[:2]})
+    systems = sorted({g[0] for g in games} | {g[1] for g in games})
     index = {s: i for i, s in enumerate(systems)}
-    first, second = (np.array([index[g[n]] for g in games], dtype=np.intp) for n in (0, 1))
+    first = np.array([index[g[0]] for g in games], dtype=np.intp)
+    second = np.array([index[g[1]] for g in games], dtype=np.intp)
     score = np.array([g[2][0] + g[2][2] / 2 for g in games])
     rng = np.random.default_rng(seed)
     order = np.array([rng.permutation(len(games)) for _ in range(rounds)], dtype=np.intp).reshape(rounds, -1)
@@ -434,12 +437,13 @@ def mean_scores(score_records: Iterable[Record], *, method: str = "trustjudge", 
     skipped = {"unscored": 0, "no_system": 0, "no_score": 0}
     per_item: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in (r for r in records if scale is None or r.get("scale") == scale):
-        value = (r.get("scores") or {}).get(method)
+        raw = (r.get("scores") or {}).get(method)
+        value = None if raw is None or not math.isfinite(float(raw)) else float(raw)
         reason = ("unscored" if r.get("unscored") else "no_system" if r.get("system") is None
-                  else "no_score" if value is None or not math.isfinite(float(value)) else None)
+                  else "no_score" if value is None else None)
         if reason:
             skipped[reason] += 1
-        else:
+        elif value is not None:
             per_item[str(r["system"])][str(r["item_id"])].append(float(value))
     names = sorted(per_item) if systems is None else list(systems)
     scored = [set(per_item[s]) for s in names if s in per_item]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 SCORE_METHODS = ("discrete", "geval", "expected", "trustjudge")
 AGGREGATIONS = ("single", "two_pass", "likelihood", "ppl")
@@ -159,3 +159,28 @@ def aggregate_all(o1: PairDistribution, o2: PairDistribution, *, delta: float = 
         "likelihood": likelihood(o1, o2, delta=delta),
         "ppl": ppl(o1, o2, delta=delta),
     }
+
+
+def score_matrix(values: Sequence[float], probs: Any) -> dict[str, Any]:
+    """Every scoring method and the entropy for many distributions at once (rows of ``probs``).
+
+    Equal to :func:`score_all` and :func:`entropy_bits` row by row; used when thousands of stored
+    judgments are re-aggregated.
+    """
+    import numpy as np
+
+    p = np.asarray(probs, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    mass = p.sum(axis=1)
+    norm = p / mass[:, None]
+    # discrete: the first most probable label
+    out: dict[str, Any] = {"discrete": v[np.argmax(p, axis=1)], "geval": p @ v, "expected": norm @ v}
+    logits = np.log((norm + TRUSTJUDGE_EPS) / (1.0 - norm + TRUSTJUDGE_EPS)) / TRUSTJUDGE_TEMPERATURE
+    logits -= logits.max(axis=1, keepdims=True)
+    w = np.exp(logits)
+    out["trustjudge"] = (w @ v) / w.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(norm > 0, norm * np.log2(np.where(norm > 0, norm, 1.0)), 0.0)
+    out["entropy"] = -terms.sum(axis=1)
+    out["mass"] = mass
+    return out

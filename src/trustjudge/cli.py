@@ -346,6 +346,18 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
         j.close()
 
 
+def _register_extra_commands() -> None:
+    # Each lives in its own module and imports its heavy dependencies (FastAPI, matplotlib) on use.
+    from ._cli_report import command as report_command
+    from ._cli_serve import serve
+
+    cli.add_command(report_command)
+    cli.add_command(serve)
+
+
+_register_extra_commands()
+
+
 def main() -> None:
     """Entry point: turns trustjudge errors into one clear line and exit status 2."""
     try:

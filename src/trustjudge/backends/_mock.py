@@ -40,11 +40,13 @@ class MockBackend(Backend):
     """A backend whose outputs come from Python callables."""
 
     def __init__(self, name: str = "mock", script: LabelScript = hashed_probs,
-                 generate_script: GenerateScript = _default_generation, context_length: int = 100_000) -> None:
+                 generate_script: GenerateScript = _default_generation, context_length: int = 100_000,
+                 keep_history: bool = True) -> None:
         self.name = name
         self.script = script
         self.generate_script = generate_script
         self._context_length = context_length
+        self.keep_history = keep_history
         self.history: list[LabelRequest | GenerateRequest] = []
         self.calls = 0
         # Cross-process call counting for subprocess tests: one line per call appended to this file.
@@ -80,7 +82,8 @@ class MockBackend(Backend):
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
         out = []
         for req in requests:
-            self.history.append(req)
+            if self.keep_history:
+                self.history.append(req)
             probs = list(self.script(req))
             out.append(LabelResult(tuple(math.log(p) if p > 0 else -math.inf for p in probs),
                                    self.count_tokens(req.prompt)))
@@ -90,7 +93,8 @@ class MockBackend(Backend):
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         out = []
         for req in requests:
-            self.history.append(req)
+            if self.keep_history:
+                self.history.append(req)
             out.append(self.generate_script(req))
         self._count(len(requests))
         return out

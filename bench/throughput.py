@@ -1,0 +1,232 @@
+"""Judging at the speed of the hardware: the engine against plain-torch limits, and at scale.
+
+Parts (all by default; --parts to choose):
+- pointwise: direct pointwise 100-point judgments vs (1) every prompt in full and (2) an ideal
+  prefix-reuse loop, on exactly the token sequences the engine sends, same process and run.
+- pairwise: direct pairwise, both orders, all pairs of 6 responses per question, same limits.
+- cot: the reference protocol (sampled critique, then the score distribution) vs direct on the same
+  items: seconds per judgment and the Spearman correlation of their scores.
+- scale: 100k stored judgments (mock judge): re-aggregation time from the store, audit time, and peak
+  memory of `trustjudge score` on a 100k-response file vs a 1k one (input and output stream).
+Writes bench/results/throughput.{md,json}.
+
+Run: .venv/bin/python bench/throughput.py [--parts pointwise,pairwise,cot,scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from scipy.stats import spearmanr
+
+from _common import machine, synthetic_items, write_results
+from trustjudge import Judge, items_from_dicts
+from trustjudge._audit import audit
+from trustjudge._engine import Job
+
+
+def limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float]:
+    """Seconds for (1) every sequence in full and (2) an ideal prefix-reuse loop, plain torch."""
+    from transformers import DynamicCache
+
+    model, kw = backend.model, backend._cache_kw
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        for s in seqs:
+            model(torch.tensor([s]), logits_to_keep=1)
+        full = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        prev: list[int] = []
+        cache = None
+        for s in sorted(seqs):
+            keep = 0
+            if cache is not None:
+                while keep < min(len(prev), len(s) - 1) and prev[keep] == s[keep]:
+                    keep += 1
+            if cache is None or keep == 0:
+                cache, keep = DynamicCache(), 0
+            elif cache.get_seq_length() > keep:
+                cache.crop(keep - cache.get_seq_length())
+            model(torch.tensor([s[keep:]]), position_ids=torch.arange(keep, len(s)).unsqueeze(0), use_cache=True,
+                  logits_to_keep=1, **{kw: cache})
+            prev = s
+        reuse = time.perf_counter() - t0
+    return full, reuse
+
+
+def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp: Path) -> dict[str, Any]:
+    items = items_from_dicts(rows)
+    judge = Judge(judge_name, store=tmp / f"{kind}.sqlite", scale=100)
+    backend = judge.backend
+    jobs: list[Job] = []
+    for item in items:
+        if kind == "pointwise":
+            jobs += [j for j in (judge._score_job(item, r.text) for r in item.responses) if isinstance(j, Job)]
+        else:
+            for pair in item.all_pairs():
+                jobs += [j for j in judge._compare_jobs(item, pair) if isinstance(j, Job)]
+    seqs = [backend._encode(job.prompt) for job in jobs]  # type: ignore[attr-defined]
+    tokens = sum(map(len, seqs))
+    warm = Judge(backend, store=tmp / "warm.sqlite")
+    list(warm.score(items_from_dicts(synthetic_items(1, 2, 20, seed=7))))
+    t0 = time.perf_counter()
+    records = list(judge.score(items) if kind == "pointwise" else judge.compare(items))
+    engine = time.perf_counter() - t0
+    assert all(r.unscored is None for r in records)
+    full, reuse = limits(backend, seqs)
+    return {"judgments": len(seqs), "prompt_tokens": tokens, "engine_s": engine, "limit1_s": full, "limit2_s": reuse,
+            "engine_tok_s": tokens / engine, "limit1_tok_s": tokens / full, "limit2_tok_s": tokens / reuse,
+            "vs_limit1": full / engine, "vs_limit2": reuse / engine}
+
+
+def cot_vs_direct(judge_name: str, rows: list[dict[str, Any]], tmp: Path) -> dict[str, Any]:
+    items = items_from_dicts(rows)
+    out: dict[str, Any] = {}
+    scores: dict[str, list[float]] = {}
+    for protocol, temperature in (("direct", 0.0), ("cot", 1.0)):
+        judge = Judge(judge_name, store=tmp / f"cot-{protocol}.sqlite", protocol=protocol,  # type: ignore[arg-type]
+                      scale=100, temperature=temperature, seed=0, max_new_tokens=128)
+        t0 = time.perf_counter()
+        records = list(judge.score(items))
+        elapsed = time.perf_counter() - t0
+        out[f"{protocol}_s_per_judgment"] = elapsed / len(records)
+        out[f"{protocol}_unscored"] = sum(r.unscored is not None for r in records)
+        scores[protocol] = [r.scores["trustjudge"] if r.scores["trustjudge"] is not None else float("nan")
+                            for r in records]
+    pairs = [(a, b) for a, b in zip(scores["direct"], scores["cot"]) if a == a and b == b]
+    out["spearman_direct_vs_cot"] = float(spearmanr([a for a, _ in pairs], [b for _, b in pairs])[0]) \
+        if len(pairs) > 2 else float("nan")
+    out["cot_over_direct"] = out["cot_s_per_judgment"] / out["direct_s_per_judgment"]
+    out["judgments"] = len(scores["direct"])
+    return out
+
+
+def peak_rss_mb(args: list[str]) -> tuple[float, float]:
+    """Peak RSS (MB) and wall time of a child process."""
+    code = ("import resource, subprocess, sys, time; t=time.perf_counter(); "
+            "r=subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, time.perf_counter()-t, r.returncode)")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout.split()
+    assert out[2] == "0", "the command failed"
+    return float(out[0]), float(out[1])
+
+
+def scale_part(tmp: Path, n: int) -> dict[str, Any]:
+    res: dict[str, Any] = {"responses": n}
+    rows = [{"id": f"q{i}", "question": f"Question {i}?",
+             "responses": [{"id": f"r{k}", "text": f"answer {i}-{k}", "human_score": (i * 7 + k) % 5 + 1}
+                           for k in range(5)]} for i in range(n // 5)]
+    big, small = tmp / "big.jsonl", tmp / "small.jsonl"
+    big.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    small.write_text("".join(json.dumps(r) + "\n" for r in rows[: 1000 // 5]))
+    cli = [sys.executable, "-m", "trustjudge.cli"]
+    store = tmp / "scale.sqlite"
+    rss_small, t_small = peak_rss_mb([*cli, "score", str(small), "--judge", "mock/hash", "--store",
+                                      str(tmp / "small.sqlite"), "-q", "--out", str(tmp / "small.out")])
+    rss_big, t_big = peak_rss_mb([*cli, "score", str(big), "--judge", "mock/hash", "--store", str(store), "-q",
+                                  "--out", str(tmp / "big.out")])
+    res.update(peak_rss_1k_mb=rss_small, peak_rss_100k_mb=rss_big, rss_ratio=rss_big / rss_small,
+               first_run_100k_s=t_big)
+    # Pairwise judgments to audit: 2 pairs per question in both orders on top of the pointwise ones.
+    items = items_from_dicts(rows)
+    judge = Judge("mock/hash", store=store, scale=100)
+    t0 = time.perf_counter()
+    scores = [r.to_dict() for r in judge.score(items)]
+    res["reaggregate_100k_scores_s"] = time.perf_counter() - t0
+    assert judge.stats.model_calls == 0
+    pair_rows = [dict(r, pairs=[{"first": "r0", "second": "r1"}, {"first": "r1", "second": "r2"},
+                                {"first": "r0", "second": "r2"}]) for r in rows]
+    pitems = items_from_dicts(pair_rows)
+    list(Judge("mock/hash", store=store).compare(pitems))  # store them (mock calls, not timed)
+    j2 = Judge("mock/hash", store=store)
+    t0 = time.perf_counter()
+    pairs = [r.to_dict() for r in j2.compare(pitems)]
+    res["reaggregate_pairs"] = len(pairs)
+    res["reaggregate_pairs_s"] = time.perf_counter() - t0
+    assert j2.stats.model_calls == 0
+    t0 = time.perf_counter()
+    audit({100: scores}, pairs, bootstrap=1000)
+    res["audit_s"] = time.perf_counter() - t0
+    res["stored_judgments"] = len(scores) + 2 * len(pairs)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--judge", default="hf/smollm2-135m")
+    ap.add_argument("--parts", default="pointwise,pairwise,cot,scale")
+    ap.add_argument("--scale-n", type=int, default=100_000)
+    args = ap.parse_args()
+    parts = args.parts.split(",")
+    results: dict[str, Any] = {"judge": args.judge, "machine": machine()}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        if "pointwise" in parts:
+            results["pointwise"] = engine_vs_limits(args.judge, synthetic_items(10, 5, 190), "pointwise", tmp)
+            print("pointwise", results["pointwise"], flush=True)
+        if "pairwise" in parts:
+            results["pairwise"] = engine_vs_limits(args.judge, synthetic_items(2, 6, 90, seed=3), "pairwise", tmp)
+            print("pairwise", results["pairwise"], flush=True)
+        if "cot" in parts:
+            results["cot"] = cot_vs_direct(args.judge, synthetic_items(4, 5, 80, seed=5), tmp)
+            print("cot", results["cot"], flush=True)
+        if "scale" in parts:
+            results["scale"] = scale_part(tmp, args.scale_n)
+            print("scale", results["scale"], flush=True)
+    write_results("throughput", results, markdown(results))
+    print(markdown(results))
+
+
+def markdown(r: dict[str, Any]) -> str:
+    m = r["machine"]
+    lines = ["# Throughput (bench/throughput.py)", "",
+             f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
+             f"commit {m['commit']}. Judge `{r['judge']}`. Ratios are measured in one run, same process.", ""]
+    for part, target1, target2 in (("pointwise", 1.5, 0.9), ("pairwise", 2.0, 0.9)):
+        if part not in r:
+            continue
+        p = r[part]
+        lines += [f"## Direct {part} ({p['judgments']} judgments, {p['prompt_tokens'] / p['judgments']:.0f} prompt "
+                  "tokens each)", "",
+                  "| what | prompt tokens/s |", "|---|---|",
+                  f"| engine (store + label trie + KV reuse) | {p['engine_tok_s']:,.0f} |",
+                  f"| limit (1): every prompt in full | {p['limit1_tok_s']:,.0f} |",
+                  f"| limit (2): ideal prefix reuse | {p['limit2_tok_s']:,.0f} |", "",
+                  f"- engine / limit (1) = **{p['vs_limit1']:.2f}x** (target >= {target1}x: "
+                  f"{'met' if p['vs_limit1'] >= target1 else 'not met'})",
+                  f"- engine / limit (2) = **{p['vs_limit2']:.2f}x** (target >= {target2}x: "
+                  f"{'met' if p['vs_limit2'] >= target2 else 'not met'})", ""]
+    if "cot" in r:
+        c = r["cot"]
+        lines += ["## Reference protocol (sampled critique, T = 1) vs direct", "",
+                  f"- {c['judgments']} pointwise judgments: direct {c['direct_s_per_judgment']:.2f} s/judgment, "
+                  f"cot {c['cot_s_per_judgment']:.2f} s/judgment: cot costs **{c['cot_over_direct']:.1f}x**",
+                  f"- Spearman of trustjudge-100 scores, direct vs cot: {c['spearman_direct_vs_cot']:.2f}; "
+                  f"unscored: direct {c['direct_unscored']}, cot {c['cot_unscored']}", ""]
+    if "scale" in r:
+        s = r["scale"]
+        lines += ["## Scale (mock judge: the engine, store and methods without model time)", "",
+                  f"- re-aggregating {s['responses']:,} stored pointwise judgments under every scoring method: "
+                  f"{s['reaggregate_100k_scores_s']:.1f} s (target < 5 s: "
+                  f"{'met' if s['reaggregate_100k_scores_s'] < 5 else 'not met'})",
+                  f"- re-aggregating {s['reaggregate_pairs']:,} stored pairs (both orders) under every aggregation: "
+                  f"{s['reaggregate_pairs_s']:.1f} s",
+                  f"- audit over {s['stored_judgments']:,} stored judgments: {s['audit_s']:.1f} s (target < 30 s: "
+                  f"{'met' if s['audit_s'] < 30 else 'not met'})",
+                  f"- peak memory of `trustjudge score`: {s['peak_rss_1k_mb']:.0f} MB on 1k responses, "
+                  f"{s['peak_rss_100k_mb']:.0f} MB on {s['responses']:,} (ratio {s['rss_ratio']:.2f}; target <= 1.2: "
+                  f"{'met' if s['rss_ratio'] <= 1.2 else 'not met'})", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,784 @@
+"""``trustjudge serve``: an HTTP API (FastAPI) over one :class:`~trustjudge.Judge`.
+
+Endpoints (JSON in, JSON out)::
+
+    GET  /healthz      judge name and store path (never needs a key)
+    POST /v1/score     {"items": [...], "scale": 100, "protocol": null}      -> {"records": [score records]}
+    POST /v1/compare   {"items": [...], "delta": 0.0, "protocol": null}      -> {"records": [compare records]}
+    POST /v1/audit     {"items": [...], "scales": [5, 100], "delta", "ks", "bootstrap", "seed"} -> audit report
+    POST /v1/rank      {"items": [...], "scale", "method", "bootstrap", ...}  -> ranking of the systems
+    GET  /v1/stats     request, batch and model-call counters
+
+Items have the schema of one JSONL line (README, "Input") and are validated by the library
+(:func:`trustjudge.items_from_dicts`). Records are exactly the dicts the CLI writes.
+
+Errors: every error body has a ``detail``. A 422 lists problems as
+``{"type", "loc", "msg", "item", "field"}``: ``loc`` is the JSON path in the request
+(``["body", "items", 3, "responses", 0, "text"]``; list indexes 0-based), ``item`` the 0-based index
+of the bad item (``null`` when the problem is not one item's) and ``field`` the library's field name
+(``responses[0].text``). Request-schema problems (``"scale": 7``) use the same shape with ``item``
+and ``field`` null. Other errors are ``{"detail": "message"}``: 400 bad option, 401 missing or
+wrong key, 413 body or item count over the limit, 501 ranking unavailable, 503 backend failure,
+500 anything unexpected (the traceback goes to the server log only).
+
+Batching: the judge runs in one worker thread (torch models are not thread-safe). Requests wait in
+a queue; each time the worker is free it takes every request waiting at that moment (after an
+optional ``batch_wait_s`` pause) and merges those of the same kind and options into one judge call
+(one engine run, sharing prompt batches and the store), then hands each request its own slice of the
+records. Slices are cut by position (the judge emits records in input order), so concurrent
+requests may reuse item ids freely.
+
+Run ``python -m trustjudge._server --write-openapi docs/openapi.json`` to regenerate the committed
+OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import hmac
+import importlib
+import json
+import logging
+import queue
+import re
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._items import Item, items_from_dicts
+from ._judge import Judge
+from ._prompts import Protocol
+from ._store import Store
+from .backends import Backend
+from .errors import (
+    BackendError,
+    ConfigError,
+    InputError,
+    PrerequisiteError,
+    StoreError,
+    TrustJudgeError,
+)
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "JudgeWorker", "WorkerStats", "create_app"]
+
+log = logging.getLogger("trustjudge.server")
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_ITEMS = 1000
+API_VERSION = "1.0.0"
+OPEN_PATHS = frozenset({"/healthz"})
+MAX_BOOTSTRAP = 10_000
+
+Scale = Literal[5, 10, 100]
+Kind = Literal["score", "compare", "audit"]
+
+
+# -- request and response bodies --------------------------------------------------------------------
+# The item models only document the schema (SkipValidation below): the library validates items, so
+# the HTTP API accepts exactly what a JSONL file accepts and reports problems the same way.
+
+
+class ResponseIn(BaseModel):
+    """One response to judge."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str | None = Field(None, description="Unique within the item; default: the response's 0-based index.")
+    text: str = Field(description="The response text (may be empty: then it is unscored, `empty_response`).")
+    system: str | None = Field(None, description="The system that wrote it (used by /v1/rank).")
+    human_score: float | None = Field(None, description="Optional human score, for the audit.")
+
+
+class PairIn(BaseModel):
+    """Two responses of an item to compare."""
+
+    model_config = ConfigDict(extra="allow")
+    first: str = Field(description="Response id shown first.")
+    second: str = Field(description="Response id shown second.")
+    human: str | None = Field(None, description="Human preference: first/second/tie (also A/B/C, 1/2/0).")
+    annotators: list[str] | None = Field(None, description="Each annotator's preference.")
+
+
+class ItemIn(BaseModel):
+    """A question with its responses: the schema of one JSONL line (nested or flat pairwise form)."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str | None = Field(None, description="Item id (required in the nested form).")
+    question: str
+    context: str | None = Field(None, description="Optional input or context (`input` is a synonym).")
+    input: str | None = None
+    reference: str | None = Field(None, description="Optional reference answer.")
+    responses: list[ResponseIn] | None = Field(None, description="Nested form: one or more responses.")
+    pairs: list[PairIn] | None = Field(None, description="Pairs to compare; default: every pair of responses.")
+    response_a: str | None = Field(None, description="Flat pairwise form: first response.")
+    response_b: str | None = Field(None, description="Flat pairwise form: second response.")
+    system_a: str | None = None
+    system_b: str | None = None
+    label: str | None = Field(None, description="Flat pairwise form: human preference (A/B/C, ...).")
+
+
+Items = SkipValidation[list[ItemIn]]
+_ITEMS_DOC = "Items with the schema of one JSONL line; validated by the library (422 names item and field)."
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScoreRequest(_Body):
+    """Score every response of every item."""
+
+    items: Items = Field(description=_ITEMS_DOC)
+    scale: Scale = Field(100, description="Rating scale 1..N.")
+    protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
+
+
+class CompareRequest(_Body):
+    """Compare pairs of responses in both presentation orders."""
+
+    items: Items = Field(description=_ITEMS_DOC + " Each needs two or more responses.")
+    delta: float = Field(0.0, ge=0.0, description="Tie margin for likelihood and ppl aggregation.")
+    protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
+
+
+class AuditRequest(_Body):
+    """Judge what the store lacks, then audit consistency and agreement with human labels."""
+
+    items: Items = Field(description=_ITEMS_DOC)
+    scales: list[Scale] = Field([5, 100], min_length=1, description="Pointwise scales to judge and audit.")
+    delta: float = Field(0.0, ge=0.0, description="Score tolerance of the conflict ratio.")
+    ks: list[int] = Field([3, 4, 5], min_length=1, description="Subset sizes k (>= 3) for NTR_k.")
+    bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="Bootstrap resamples (0: no intervals).")
+    seed: int = Field(0, description="Bootstrap seed.")
+    protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
+
+
+class RankRequest(_Body):
+    """Judge the items (pairwise and pointwise) and rank the systems behind the responses."""
+
+    items: Items = Field(description=_ITEMS_DOC + " Responses need `system`; items need two or more responses.")
+    scale: Scale = Field(100, description="Scale of the mean-score ranking.")
+    delta: float = Field(0.0, ge=0.0, description="Tie margin of the pairwise verdicts.")
+    method: Literal["single", "two_pass", "likelihood", "ppl"] = Field(
+        "likelihood", description="Aggregation whose verdicts give the hard fit, Elo and win rates.")
+    score_method: Literal["discrete", "geval", "expected", "trustjudge"] = "trustjudge"
+    ties: Literal["davidson", "rao-kupper"] = "davidson"
+    bootstrap: int = Field(200, ge=0, le=MAX_BOOTSTRAP, description="Bootstrap replicates over items (0: none).")
+    seed: int = 0
+    protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
+
+
+class ScoreRecordOut(BaseModel):
+    """One response's scores (``ScoreRecord.to_dict()``); every score null when unscored."""
+
+    item_id: str
+    response_id: str
+    system: str | None
+    judge: str
+    protocol: str
+    scale: int
+    scores: dict[str, float | None]
+    entropy: float | None
+    label_mass: float | None
+    unscored: str | None
+    human_score: float | None = None
+    critique: str | None = None
+    distribution: dict[str, float] | None = None
+
+
+class CompareRecordOut(BaseModel):
+    """One pair's verdicts under every aggregation (``CompareRecord.to_dict()``)."""
+
+    item_id: str
+    first_id: str
+    second_id: str
+    judge: str
+    protocol: str
+    verdicts: dict[str, str | None]
+    probabilities: dict[str, float] | None
+    orders: list[dict[str, Any]]
+    unscored: str | None
+    ppl_source: str
+    human: str | None = None
+    annotators: list[str] = []
+    first_system: str | None = None
+    second_system: str | None = None
+
+
+class ScoreResponse(BaseModel):
+    """Score records in input order, item by item."""
+
+    records: list[ScoreRecordOut]
+
+
+class CompareResponse(BaseModel):
+    """Compare records in input order."""
+
+    records: list[CompareRecordOut]
+
+
+class Health(BaseModel):
+    """Liveness and what the server judges with."""
+
+    status: Literal["ok"]
+    judge: str
+    store: str
+
+
+class Stats(BaseModel):
+    """Counters since the server started."""
+
+    requests: int = Field(description="Score/compare/audit requests the worker ran.")
+    engine_runs: int = Field(description="Judge calls made (one per merged batch of requests).")
+    merged_requests: int = Field(description="Requests that shared a judge call with another request.")
+    judgments: int = Field(description="Records returned.")
+    model_calls: int
+    from_store: int
+
+
+class ProblemOut(BaseModel):
+    """One validation problem."""
+
+    type: str
+    loc: list[str | int] = Field(description='JSON path in the request, e.g. ["body", "items", 3, "responses", 0, "text"].')
+    msg: str
+    item: int | None = Field(None, description="0-based index of the bad item, if one item is at fault.")
+    field: str | None = Field(None, description="The library's field name, e.g. `responses[0].text`.")
+
+
+class ValidationErrorOut(BaseModel):
+    """422: what is wrong with the request."""
+
+    detail: list[ProblemOut]
+
+
+class ErrorOut(BaseModel):
+    """Any other error."""
+
+    detail: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "Bad option"},
+    401: {"model": ErrorOut, "description": "Missing or wrong API key (when the server has keys)"},
+    413: {"model": ErrorOut, "description": "Body or item count over the server's limit"},
+    422: {"model": ValidationErrorOut, "description": "Invalid request or item"},
+    503: {"model": ErrorOut, "description": "The judge backend failed"},
+}
+
+
+# -- the judge worker ---------------------------------------------------------------------------------
+
+
+@dataclass
+class WorkerStats:
+    """Counters of a :class:`JudgeWorker` (written by the worker thread only)."""
+
+    requests: int = 0
+    engine_runs: int = 0
+    merged_requests: int = 0
+    judgments: int = 0
+
+
+@dataclass
+class _Task:
+    kind: Kind
+    protocol: Protocol
+    scale: int
+    delta: float
+    items: list[Item]
+    options: dict[str, Any]
+    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+
+    @property
+    def group(self) -> tuple[Any, ...]:
+        if self.kind == "audit":  # an audit is an aggregate over its own items: never merged
+            return ("audit", id(self))
+        return (self.kind, self.protocol, self.scale, self.delta)
+
+
+class JudgeWorker:
+    """Runs every judgment of a server in one thread, merging concurrent requests into one judge call.
+
+    Args:
+        judge: The server's judge; judges for other scales, protocols or deltas are built around the
+            same backend and store.
+        judge_options: The options ``judge`` was built with (besides scale, protocol and delta).
+        batch_wait_s: How long the worker waits after the first request of a batch for others to
+            arrive (0: merge only what is already waiting).
+    """
+
+    def __init__(self, judge: Judge, judge_options: dict[str, Any], batch_wait_s: float = 0.0) -> None:
+        self._base = judge
+        self._options = judge_options
+        self._judges: dict[tuple[str, int, float], Judge] = {(judge.protocol, judge.scale.points, judge.delta): judge}
+        self._wait = max(0.0, batch_wait_s)
+        self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.stats = WorkerStats()
+
+    @property
+    def judges(self) -> list[Judge]:
+        """Every judge built so far (they share one backend and one store)."""
+        return list(self._judges.values())
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the judge worker is stopped")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="trustjudge-judge", daemon=True)
+                self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Finish the requests already queued, then end the thread."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)
+
+    async def submit(self, kind: Kind, items: list[Item], *, protocol: Protocol, scale: int = 100,
+                     delta: float = 0.0, audit: dict[str, Any] | None = None) -> Any:
+        """Queue one request and wait for its result.
+
+        Args:
+            kind: ``score`` or ``compare`` (mergeable), or ``audit``.
+            items: Validated items.
+            protocol: Judge protocol.
+            scale: Points of the pointwise scale (``score``).
+            delta: Tie margin of the pairwise verdicts (``compare``).
+            audit: :meth:`Judge.audit` keyword arguments (scales, delta, ks, bootstrap, seed).
+
+        Returns:
+            The request's records as dicts (``score``, ``compare``) or the audit report dict.
+        """
+        self._start()
+        if kind == "score":
+            delta = 0.0  # a score does not depend on delta: let such requests merge
+        else:
+            scale = 100  # the pointwise scale is per request (score) or an audit option
+            if kind == "audit":
+                delta = 0.0  # audit's delta is the conflict-ratio tolerance, not the judge's tie margin
+        task = _Task(kind, protocol, scale, delta, items, audit or {})
+        self._queue.put(task)
+        return await asyncio.wrap_future(task.future)
+
+    def _judge(self, protocol: Protocol, scale: int, delta: float) -> Judge:
+        key = (protocol, scale, delta)
+        if key not in self._judges:
+            base = self._base
+            judge = Judge(base.backend, store=base.store, protocol=protocol, scale=scale, delta=delta,
+                          **self._options)
+            judge.name = base.name  # records name the judge as the server was started with
+            self._judges[key] = judge
+        return self._judges[key]
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                return
+            if self._wait:
+                time.sleep(self._wait)
+            tasks = [first]
+            while True:
+                try:
+                    task = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if task is None:
+                    stopping = True
+                    break
+                tasks.append(task)
+            groups: dict[tuple[Any, ...], list[_Task]] = {}
+            for task in tasks:
+                if task.future.set_running_or_notify_cancel():  # False: the client went away
+                    groups.setdefault(task.group, []).append(task)
+            for group in groups.values():
+                self._run_group(group)
+
+    def _run_group(self, group: list[_Task]) -> None:
+        try:
+            results = self._run(group)
+        except Exception as exc:  # noqa: BLE001 - handed to every waiting request; the handlers map it to a status
+            for task in group:
+                task.future.set_exception(exc)
+            return
+        for task, result in zip(group, results):
+            task.future.set_result(result)
+
+    def _run(self, group: list[_Task]) -> list[Any]:
+        head = group[0]
+        judge = self._judge(head.protocol, head.scale, head.delta)
+        self.stats.requests += len(group)
+        self.stats.engine_runs += 1
+        if len(group) > 1:
+            self.stats.merged_requests += len(group)
+        if head.kind == "audit":
+            return [judge.audit(head.items, **head.options).report.to_dict()]
+        merged = [item for task in group for item in task.items]
+        expected: list[tuple[str, ...]]
+        got: list[tuple[str, ...]]
+        if head.kind == "score":
+            expected = [(it.id, r.id) for it in merged for r in it.responses]
+            records = [r.to_dict() for r in judge.score(merged)]
+            got = [(r["item_id"], r["response_id"]) for r in records]
+        else:
+            expected = [(it.id, p.first, p.second) for it in merged for p in it.all_pairs()]
+            records = [r.to_dict() for r in judge.compare(merged)]
+            got = [(r["item_id"], r["first_id"], r["second_id"]) for r in records]
+        if got != expected:  # slicing by position relies on input order: never hand out someone else's records
+            raise RuntimeError("judge records are not in input order; cannot split a merged batch")
+        self.stats.judgments += len(records)
+        results: list[Any] = []
+        start = 0
+        for task in group:
+            n = sum(len(it.responses) if head.kind == "score" else len(it.all_pairs()) for it in task.items)
+            results.append(records[start:start + n])
+            start += n
+        return results
+
+
+# -- security and size limits ---------------------------------------------------------------------
+
+
+class _Guard:
+    """ASGI middleware: API keys, then the body size limit, before any route reads the body.
+
+    The body is read here (so that a chunked body over the limit is refused as it streams) and
+    replayed to the app.
+    """
+
+    def __init__(self, app: ASGIApp, *, keys: Sequence[str], max_body_bytes: int) -> None:
+        self.app = app
+        self.keys = tuple(k.encode() for k in keys)
+        self.max_body = max_body_bytes
+
+    def _authorised(self, scope: Scope) -> bool:
+        given: list[bytes] = []
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, token = value.partition(b" ")
+                if scheme.lower() == b"bearer":
+                    given.append(token.strip())
+            elif name == b"x-api-key":
+                given.append(value.strip())
+        ok = False
+        for token in given:
+            for key in self.keys:  # no early exit: timing does not tell which key nearly matched
+                ok |= hmac.compare_digest(token, key)
+        return ok
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.keys and scope["path"] not in OPEN_PATHS and not self._authorised(scope):
+            await JSONResponse({"detail": "missing or wrong API key: send 'Authorization: Bearer <key>' "
+                                          "or 'X-API-Key: <key>'"}, status_code=401,
+                               headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        too_big = JSONResponse({"detail": f"request body over the limit of {self.max_body:,} bytes"},
+                               status_code=413)
+        length = dict(scope.get("headers", ())).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                await JSONResponse({"detail": "invalid Content-Length"}, status_code=400)(scope, receive, send)
+                return
+            if declared > self.max_body:
+                await too_big(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                await too_big(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal body
+            if body is not None:
+                message, body = body, None
+                return message
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+# -- errors -----------------------------------------------------------------------------------------
+
+_FIELD_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+# The one place where library errors become HTTP statuses (InputError: 422, handled on its own).
+_STATUS: tuple[tuple[type[TrustJudgeError], int], ...] = (
+    (ConfigError, 400),
+    (BackendError, 503),
+    (PrerequisiteError, 503),
+    (StoreError, 503),
+    (TrustJudgeError, 500),
+)
+
+
+def _field_path(name: str | None) -> list[str | int]:
+    if not name:
+        return []
+    return [int(index) if index else part for part, index in _FIELD_PART.findall(name)]
+
+
+def _problem(exc: InputError) -> dict[str, Any]:
+    item = exc.line - 1 if exc.line is not None else None
+    loc: list[str | int] = ["body", "items"]
+    if item is not None:
+        loc += [item, *_field_path(exc.field)]
+    return {"type": "invalid_item", "loc": loc, "msg": exc.reason, "item": item, "field": exc.field}
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def on_input_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, InputError)
+        return JSONResponse({"detail": [_problem(exc)]}, status_code=422)
+
+    async def on_request_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = [{"type": str(e.get("type", "value_error")), "loc": list(e.get("loc", ())),
+                     "msg": str(e.get("msg", "")), "item": None, "field": None} for e in exc.errors()]
+        return JSONResponse({"detail": problems}, status_code=422)
+
+    async def on_trustjudge_error(request: Request, exc: Exception) -> JSONResponse:
+        status = next(code for cls, code in _STATUS if isinstance(exc, cls))
+        if status >= 500:
+            log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises after this handler, so the traceback reaches the server log, not the client.
+        return JSONResponse({"detail": "internal server error (see the server log)"}, status_code=500)
+
+    app.add_exception_handler(InputError, on_input_error)
+    app.add_exception_handler(RequestValidationError, on_request_validation)
+    app.add_exception_handler(TrustJudgeError, on_trustjudge_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+# -- the app ----------------------------------------------------------------------------------------
+
+
+def _validate(raw: Any, max_items: int, min_responses: int = 1) -> list[Item]:
+    if not isinstance(raw, list):
+        raise InputError(f"items must be a list of item objects, got {type(raw).__name__}")
+    if len(raw) > max_items:
+        raise HTTPException(413, f"{len(raw):,} items is over the limit of {max_items:,} per request")
+    if not raw:
+        raise InputError("items must hold at least one item")
+    items = items_from_dicts(raw, source="request")
+    seen: set[str] = set()
+    for index, item in enumerate(items, start=1):
+        if len(item.responses) < min_responses:
+            raise InputError(f"needs at least {min_responses} responses, has {len(item.responses)}",
+                             line=index, field="responses")
+        if item.id in seen:
+            raise InputError(f"duplicate item id {item.id!r}", line=index, field="id")
+        seen.add(item.id)
+    return items
+
+
+def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | None = None,
+               api_keys: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               max_items: int = DEFAULT_MAX_ITEMS, protocol: Protocol = "direct", batch_wait_s: float = 0.0,
+               preload: bool = True, **judge_options: Any) -> FastAPI:
+    """Build the HTTP API around one judge.
+
+    Args:
+        judge_name: A judge name (``hf/smollm2-135m``, ``mock/hash``, ...) or a backend instance.
+        store_path: The judgment store (path, :class:`Store`, or ``None`` for the default file).
+        api_keys: When non-empty, every request but ``/healthz`` needs one of these keys.
+        max_body_bytes: Largest request body accepted (413 above).
+        max_items: Most items accepted in one request (413 above).
+        protocol: Default protocol; a request may ask for the other.
+        batch_wait_s: Pause of the worker after the first request of a batch, to merge more requests.
+        preload: Load the judge's backend now (a bad judge fails here, not on the first request).
+        **judge_options: Further :class:`Judge` options (batch_size, temperature, seed, ...).
+
+    Returns:
+        The FastAPI app; ``app.state.worker`` is its :class:`JudgeWorker` (``.stats`` counts requests
+        and judge calls), ``app.state.judge`` its judge.
+
+    Raises:
+        ConfigError: A bad option, limit or judge name.
+    """
+    if max_body_bytes < 1 or max_items < 1:
+        raise ConfigError("max_body_bytes and max_items must be positive")
+    reserved = {"scale", "delta", "store"} & set(judge_options)
+    if reserved:
+        raise ConfigError(f"{', '.join(sorted(reserved))}: set per request or with store_path, not as judge options")
+    judge = Judge(judge_name, store=store_path, protocol=protocol, **judge_options)
+    if preload:
+        try:
+            _ = judge.backend
+        except BaseException:
+            judge.close()
+            raise
+    worker = JudgeWorker(judge, judge_options, batch_wait_s)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(worker.stop)
+            judge.close()
+
+    app = FastAPI(title="trustjudge", version=API_VERSION, lifespan=lifespan,
+                  description="LLM-as-a-judge with distribution-sensitive scores and likelihood-aware verdicts. "
+                              "Items use the JSONL schema of the README; records are the CLI's records.")
+    app.state.judge = judge
+    app.state.worker = worker
+    app.state.max_items = max_items
+    app.add_middleware(_Guard, keys=tuple(api_keys), max_body_bytes=max_body_bytes)
+    _install_error_handlers(app)
+    default_protocol = protocol
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    async def healthz() -> dict[str, Any]:
+        """Liveness; needs no API key."""
+        return {"status": "ok", "judge": judge.name, "store": str(judge.store.path)}
+
+    @app.get("/v1/stats", response_model=Stats, responses={401: _ERRORS[401]}, tags=["service"])
+    async def stats() -> dict[str, Any]:
+        """Request, batch and model-call counters since the server started."""
+        engines = [j.stats for j in worker.judges if j._engine is not None]
+        return {**asdict(worker.stats), "model_calls": sum(s.model_calls for s in engines),
+                "from_store": sum(s.from_store for s in engines)}
+
+    @app.post("/v1/score", response_model=ScoreResponse, response_model_exclude_unset=True,
+              responses=_ERRORS, tags=["judge"])
+    async def score(body: ScoreRequest) -> dict[str, Any]:
+        """Score every response under every method (discrete, geval, expected, trustjudge)."""
+        items = _validate(body.items, max_items)
+        records = await worker.submit("score", items, protocol=body.protocol or default_protocol, scale=body.scale)
+        return {"records": records}
+
+    @app.post("/v1/compare", response_model=CompareResponse, response_model_exclude_unset=True,
+              responses=_ERRORS, tags=["judge"])
+    async def compare(body: CompareRequest) -> dict[str, Any]:
+        """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
+        items = _validate(body.items, max_items, min_responses=2)
+        records = await worker.submit("compare", items, protocol=body.protocol or default_protocol,
+                                      delta=body.delta)
+        return {"records": records}
+
+    @app.post("/v1/audit", response_model=dict[str, Any], responses=_ERRORS, tags=["judge"])
+    async def audit(body: AuditRequest) -> dict[str, Any]:
+        """Judge what the store lacks, then audit consistency and agreement (``AuditReport.to_dict()``)."""
+        if min(body.ks) < 3:
+            raise InputError(f"ks must be >= 3, got {min(body.ks)}")
+        items = _validate(body.items, max_items)
+        options = {"scales": list(dict.fromkeys(body.scales)), "delta": body.delta, "ks": body.ks,
+                   "bootstrap": body.bootstrap, "seed": body.seed}
+        report: dict[str, Any] = await worker.submit("audit", items, protocol=body.protocol or default_protocol,
+                                                     audit=options)
+        return report
+
+    @app.post("/v1/rank", response_model=dict[str, Any],
+              responses={**_ERRORS, 501: {"model": ErrorOut, "description": "Ranking not available"}},
+              tags=["judge"])
+    async def rank(body: RankRequest) -> dict[str, Any]:
+        """Rank the systems behind the responses (Bradley-Terry, Elo, win rate, mean score)."""
+        try:
+            ranking = importlib.import_module("trustjudge._ranking")
+        except ImportError as exc:
+            raise HTTPException(501, f"ranking is not available in this trustjudge build ({exc})") from None
+        items = _validate(body.items, max_items, min_responses=2)
+        use = body.protocol or default_protocol
+        compared, scored = await asyncio.gather(
+            worker.submit("compare", items, protocol=use, delta=body.delta),
+            worker.submit("score", items, protocol=use, scale=body.scale))
+
+        def fit() -> dict[str, Any]:
+            result = ranking.rank(compared, scored, method=body.method, bootstrap=body.bootstrap, seed=body.seed,
+                                  score_method=body.score_method, score_scale=body.scale, ties=body.ties)
+            out: dict[str, Any] = result.to_dict()
+            return out
+
+        try:
+            # pure numpy/scipy: off the event loop, and off the judge thread so judging goes on
+            return await asyncio.to_thread(fit)
+        except ValueError as exc:
+            raise InputError(f"cannot rank these items: {exc}") from None
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            schema.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "Needed only when the server was started with API keys."},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key",
+                           "description": "Same keys as bearer."},
+            }
+            for path, operations in schema.get("paths", {}).items():
+                if path not in OPEN_PATHS:
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}, {"apiKey": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def openapi_json() -> str:
+    """The OpenAPI schema of the API (for a ``mock/hash`` judge), as committed in ``docs/openapi.json``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        app = create_app("mock/hash", store_path=Path(tmp) / "openapi.sqlite")
+        try:
+            return json.dumps(app.openapi(), indent=2, sort_keys=True) + "\n"
+        finally:
+            app.state.judge.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m trustjudge._server --write-openapi PATH``: write (or print) the OpenAPI schema."""
+    parser = argparse.ArgumentParser(prog="python -m trustjudge._server", description=main.__doc__)
+    parser.add_argument("--write-openapi", metavar="PATH", help="write the schema here (default: print it)")
+    args = parser.parse_args(argv)
+    text = openapi_json()
+    if args.write_openapi:
+        Path(args.write_openapi).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.write_openapi).write_text(text, encoding="utf-8")
+        print(f"wrote {args.write_openapi}")
+    else:
+        print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
