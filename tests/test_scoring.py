@@ -121,3 +121,16 @@ def test_vectorised_scores_equal_the_definitions(probs: list[float]) -> None:
         assert m[name][0] == pytest.approx(value, rel=1e-9, abs=1e-9)
     assert m["entropy"][0] == pytest.approx(S.entropy_bits(probs), abs=1e-9)
     assert m["mass"][0] == pytest.approx(sum(probs))
+
+
+def test_vectorised_scores_do_not_depend_on_how_many_rows() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    probs = rng.random((300, 100))
+    values = list(range(1, 101))
+    whole = S.score_matrix(values, probs)
+    for n in (1, 7, 64):
+        part = S.score_matrix(values, probs[:n])
+        for name in ("geval", "expected", "trustjudge", "entropy"):
+            assert part[name].tolist() == whole[name][:n].tolist(), name

@@ -173,12 +173,14 @@ def score_matrix(values: Sequence[float], probs: Any) -> dict[str, Any]:
     v = np.asarray(values, dtype=np.float64)
     mass = p.sum(axis=1)
     norm = p / mass[:, None]
-    # discrete: the first most probable label
-    out: dict[str, Any] = {"discrete": v[np.argmax(p, axis=1)], "geval": p @ v, "expected": norm @ v}
+    # Row sums, not matrix products: BLAS blocks a product by the matrix's size, which would make the
+    # last bits of a score depend on how many judgments were aggregated together.
+    out: dict[str, Any] = {"discrete": v[np.argmax(p, axis=1)], "geval": (p * v).sum(axis=1),
+                           "expected": (norm * v).sum(axis=1)}
     logits = np.log((norm + TRUSTJUDGE_EPS) / (1.0 - norm + TRUSTJUDGE_EPS)) / TRUSTJUDGE_TEMPERATURE
     logits -= logits.max(axis=1, keepdims=True)
     w = np.exp(logits)
-    out["trustjudge"] = (w @ v) / w.sum(axis=1)
+    out["trustjudge"] = (w * v).sum(axis=1) / w.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(norm > 0, norm * np.log2(np.where(norm > 0, norm, 1.0)), 0.0)
     out["entropy"] = -terms.sum(axis=1)
