@@ -90,7 +90,7 @@ def test_analytic_gradient_matches_finite_differences(ties: Any, prior: float) -
 def test_simulated_davidson_recovers_order_strengths_and_nu() -> None:
     outcomes, skipped = pair_outcomes(simulate(), method="likelihood")
     assert len(outcomes) == 800 and sum(skipped.values()) == 0
-    boot = bootstrap_bt(outcomes, SYSTEMS, soft=False, samples=200, seed=1)
+    boot = bootstrap_bt(outcomes, SYSTEMS, soft=False, samples=100, seed=1)
     fit = boot.fit
     assert fit.converged and fit.items == 200
     assert np.argsort(fit.strengths).tolist() == [0, 1, 2, 3, 4]
