@@ -123,3 +123,19 @@ def test_public_api_is_pinned() -> None:
         "TransientBackendError", "TrustJudgeError", "compare", "default_store_path", "get_backend",
         "items_from_dicts", "iter_items", "load_items", "register_backend", "register_mock", "score",
     ])
+
+
+def test_rank_is_reproducible_and_writes_json(tmp_path: Path) -> None:
+    rows = [{"id": f"q{i}", "question": f"Question {i}?",
+             "responses": [{"id": s, "text": f"{s} says {i}", "system": s} for s in ("alpha", "beta", "gamma")]}
+            for i in range(6)]
+    items = write_jsonl(tmp_path / "items.jsonl", rows)
+    outs = []
+    for n in (1, 2):
+        result = run("rank", items, "--judge", "mock/hash", "--store", tmp_path / "s.sqlite", "-q",
+                     "--bootstrap", "50", "--json", tmp_path / f"r{n}.json")
+        assert result.returncode == 0, result.stderr
+        assert "UserWarning" not in result.stderr
+        outs.append(json.loads((tmp_path / f"r{n}.json").read_text()))
+    assert outs[0] == outs[1]
+    assert sorted(s["system"] for s in outs[0]["systems"]) == ["alpha", "beta", "gamma"]

@@ -346,6 +346,66 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
         j.close()
 
 
+@cli.command("rank")
+@_judge_options
+@click.option("--scale", type=click.Choice(["5", "10", "100"]), default="100", show_default=True,
+              help="Scale of the pointwise scores whose means are ranked too.")
+@click.option("--method", type=click.Choice(["single", "two_pass", "likelihood", "ppl"]), default="likelihood",
+              show_default=True, help="Verdicts for the hard Bradley-Terry fit, Elo and win rates.")
+@click.option("--bootstrap", default=200, show_default=True, help="Bootstrap resamples over questions.")
+@click.option("--rank-seed", default=0, show_default=True, help="Bootstrap and Elo seed.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the ranking as JSON here.")
+def rank_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
+             skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scale: str, method: str,
+             bootstrap: int, rank_seed: int, json_out: Path | None, **run: Any) -> None:
+    """Rank the systems that wrote the responses (the `system` field).
+
+    Bradley-Terry with Davidson ties on the soft likelihood probabilities and on hard verdicts, with
+    bootstrap intervals over questions, Elo, win rates and mean pointwise scores, and Kendall tau
+    between these rankings. The same seed gives the same numbers.
+    """
+    from ._ranking import rank
+
+    loaded = _read_items(items, skip_invalid, 1, fmt)
+    j = _make_judge(judge, store, protocol, scale=int(scale), pointwise_template=template, **run)
+    try:
+        if dry_run:
+            _print_plan(j, loaded, "score")
+            _print_plan(j, [it for it in loaded if len(it.responses) >= 2], "compare")
+            return
+        with _progress(quiet) as bar:
+            total = sum(len(it.responses) + 2 * len(it.all_pairs()) for it in loaded)
+            task = bar.add_task(f"rank ({j.name}, {j.protocol})", total=total)
+            scores = [r.to_dict() for r in j.score(loaded, progress=lambda n: bar.advance(task, n))]
+            pairs = [r.to_dict() for r in j.compare([it for it in loaded if len(it.responses) >= 2],
+                                                    progress=lambda n: bar.advance(task, n))]
+        try:
+            ranking = rank(pairs, scores, method=method, bootstrap=bootstrap, seed=rank_seed)
+        except ValueError as exc:
+            raise SystemExit(_fail(str(exc))) from None
+        table = Table(title=f"Ranking of systems by {j.name} ({j.protocol}); BT strengths are log-strengths, "
+                            f"95% CI over questions (B={bootstrap})")
+        for col in ranking.COLUMNS:
+            table.add_column(col, justify="left" if col == "system" else "right")
+        for row in ranking.rows():
+            table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+        wide = Console(width=max(Console().width, 120))
+        wide.print(table)
+        data = ranking.to_dict()
+        agree = Table(title="Agreement between rankings (Kendall tau)")
+        for col in ("ranking", "vs", "tau", "n"):
+            agree.add_column(col)
+        for a in data.get("agreements", []):
+            tau = a.get("tau")
+            agree.add_row(str(a.get("first")), str(a.get("second")), "-" if tau is None else f"{tau:.2f}", str(a.get("n")))
+        wide.print(agree)
+        if json_out is not None:
+            json_out.write_text(json.dumps({"judge": j.name, "protocol": j.protocol, **data}, indent=2) + "\n")
+    finally:
+        j.close()
+
+
 def _register_extra_commands() -> None:
     # Each lives in its own module and imports its heavy dependencies (FastAPI, matplotlib) on use.
     from ._cli_report import command as report_command
