@@ -139,3 +139,16 @@ def test_rank_is_reproducible_and_writes_json(tmp_path: Path) -> None:
         outs.append(json.loads((tmp_path / f"r{n}.json").read_text()))
     assert outs[0] == outs[1]
     assert sorted(s["system"] for s in outs[0]["systems"]) == ["alpha", "beta", "gamma"]
+
+
+def test_audit_json_is_identical_across_processes(tmp_path: Path, items_file: Path) -> None:
+    # Separate processes have separate string-hash seeds: nothing may depend on set iteration order.
+    outs = []
+    for n in (1, 2):
+        result = run("audit", items_file, "--judge", "mock/hash", "--store", tmp_path / "s.sqlite", "-q",
+                     "--bootstrap", "200", "--json", tmp_path / f"a{n}.json")
+        assert result.returncode == 0, result.stderr
+        outs.append((tmp_path / f"a{n}.json").read_text())
+    assert outs[0] == outs[1]
+    data = json.loads(outs[0])
+    assert data["pairs"] == 4 and "conflict" in data and "ntr" in data

@@ -448,7 +448,9 @@ def mean_scores(score_records: Iterable[Record], *, method: str = "trustjudge", 
     names = sorted(per_item) if systems is None else list(systems)
     scored = [set(per_item[s]) for s in names if s in per_item]
     common: set[str] = set.intersection(*scored) if scored else set()
-    means = {s: float(np.mean([np.mean(per_item[s][i]) for i in (common or per_item[s])])) if s in per_item
+    # Sorted item ids: iterating a set of strings follows the per-process hash seed, which would move
+    # the last bits of a mean from one run to the next.
+    means = {s: float(np.mean([np.mean(per_item[s][i]) for i in sorted(common or per_item[s])])) if s in per_item
              else NAN for s in names}
     return MeanScores(means, method, scale, len(common or set().union(*scored)), bool(common), skipped)
 
