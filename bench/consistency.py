@@ -163,6 +163,8 @@ def main() -> None:
                     continue
                 items = load(args.data, ds)
                 subset = items if args.full else budget_subset(items, int(budget * factor), judgments, seed=0)
+                if not subset:  # the budget is smaller than one question
+                    subset = budget_subset(items, min(judgments(it) for it in items), judgments, seed=0)
                 began = time.perf_counter()
                 calls_before = judge.stats.model_calls
                 run = judge.audit(subset, scales=(5, 100), bootstrap=args.bootstrap)

@@ -50,6 +50,9 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--template", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="Your own prompt template (string.Template fields, see README)."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary."),
+        click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
+                     help="Run the judgments on Ray Data actors (`--ray` starts a local Ray; `--ray ADDRESS` joins "
+                          "a cluster). Results and store are those of a local run."),
         click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
                      help="Input format: trustjudge items (JSONL/CSV) or a dataset's own format (see README)."),
     ]
@@ -113,8 +116,15 @@ def _open_out(path: Path | None) -> TextIO:
 
 
 def _make_judge(judge: str, store: Path | None, protocol: str, batch_size: int, temperature: float, seed: int,
-                max_new_tokens: int, min_label_mass: float, **extra: Any) -> Judge:
-    return Judge(judge, store=store, protocol=protocol, batch_size=batch_size,  # type: ignore[arg-type]
+                max_new_tokens: int, min_label_mass: float, ray_address: str | None = None, **extra: Any) -> Judge:
+    backend: Any = judge
+    if ray_address is not None:
+        from .backends._ray import ray_backend
+
+        backend = ray_backend(judge, None if ray_address == "local" else ray_address)
+        # Each engine batch is one Ray Data job (actors start and load the model): send whole chunks.
+        batch_size = max(batch_size, 256)
+    return Judge(backend, store=store, protocol=protocol, batch_size=batch_size,  # type: ignore[arg-type]
                  temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                  min_label_mass=min_label_mass, **extra)
 
