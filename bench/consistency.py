@@ -7,7 +7,8 @@ and NTR_5 for two_pass, likelihood and ppl (with the verdicts' tie rate), and ag
 A smaller `cot` run follows. Everything is stored in bench/results/work/study.sqlite, so a rerun (or a
 larger run) only judges what is missing.
 
-Run: .venv/bin/python bench/consistency.py                 # the recorded subsets (~1 h per judge here)
+Run: .venv/bin/python bench/consistency.py --scale-budget 0.5 --cot-judges hf/smollm2-135m   # as recorded
+     .venv/bin/python bench/consistency.py                 # the planned subsets (~1 h per judge here)
      .venv/bin/python bench/consistency.py --scale-budget 10   # ten times larger subsets
      .venv/bin/python bench/consistency.py --full              # every question of every dataset
 Data: ../shared/data (or --data DIR). Results: bench/results/consistency.{md,json}.
@@ -144,6 +145,7 @@ def main() -> None:
     ap.add_argument("--scale-budget", type=float, default=1.0, help="multiply every subset budget")
     ap.add_argument("--full", action="store_true", help="every question of every dataset")
     ap.add_argument("--no-cot", action="store_true")
+    ap.add_argument("--cot-judges", default=None, help="comma-separated judges that also run cot (default: all)")
     ap.add_argument("--bootstrap", type=int, default=1000)
     args = ap.parse_args()
     args.store.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +156,8 @@ def main() -> None:
     for judge_name in args.judges.split(","):
         factor = JUDGES.get(judge_name, 1.0) * args.scale_budget
         for protocol in ("direct", "cot"):
-            if protocol == "cot" and args.no_cot:
+            if protocol == "cot" and (args.no_cot or (args.cot_judges is not None
+                                                      and judge_name not in args.cot_judges.split(","))):
                 continue
             judge = Judge(judge_name, store=args.store, protocol=protocol, max_new_tokens=128)
             for ds in wanted:
