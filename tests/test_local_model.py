@@ -46,8 +46,12 @@ def test_local_folder_judge_on_cpu(tiny_model: Path, tmp_path: Path) -> None:
     backend = get_backend(f"hf/{tiny_model}")
     assert isinstance(backend, TransformersBackend) and backend.prompt_format == "chat"
     _exactness(backend, 1e-5)
-    records = list(Judge(backend, store=tmp_path / "s.sqlite", scale=10).score(items_from_dicts(small_items())))
+    # A random model spreads its probability over the whole vocabulary: almost none lands on the labels,
+    # so the default --min-label-mass would (rightly) leave these unscored.
+    judge = Judge(backend, store=tmp_path / "s.sqlite", scale=10, min_label_mass=0.0)
+    records = list(judge.score(items_from_dicts(small_items())))
     assert all(r.unscored is None and 1 <= r.scores["expected"] <= 10 for r in records)  # type: ignore[operator]
+    assert all(0 < r.label_mass < 1e-2 for r in records)  # type: ignore[operator]
 
 
 @pytest.mark.gpu
