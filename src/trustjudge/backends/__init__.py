@@ -2,6 +2,9 @@
 
 - ``hf/smollm2-135m`` (default), ``hf/gemma3-270m``, ``hf//path/to/model-or.gguf``: transformers in-process.
 - ``mock/<name>``: a scripted fake (``mock/hash`` is built in); tests register their own.
+- ``llamacpp/smollm2-135m``, ``llamacpp/gemma3-270m``, ``llamacpp//path/to/model.gguf``: llama-cpp-python in-process.
+- ``openai/<model>``, ``vllm/<model>@http://host:port``, ``llamacpp-server/<model>@URL``, ``ollama/<model>@URL``,
+  ``http/<model>@URL``: an OpenAI-compatible HTTP server (see ``_openai.py``).
 
 New backends register a factory for their prefix with :func:`register_backend`; heavy imports happen
 inside the factory, on first use.
@@ -51,12 +54,30 @@ def _mock(rest: str) -> Backend:
     if rest in _MOCKS:
         return _MOCKS[rest]
     if rest == "hash":
-        return MockBackend("hash")
+        return MockBackend("hash", keep_history=False)
     raise ConfigError(f"unknown mock judge 'mock/{rest}': register it with register_mock() or use mock/hash")
+
+
+def _llamacpp(rest: str) -> Backend:
+    from ._llamacpp import load
+
+    return load(rest)
+
+
+def _http(prefix: str) -> BackendFactory:
+    def factory(rest: str) -> Backend:
+        from ._openai import build
+
+        return build(prefix, rest)
+
+    return factory
 
 
 register_backend("hf", _hf)
 register_backend("mock", _mock)
+register_backend("llamacpp", _llamacpp)
+for _prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http"):
+    register_backend(_prefix, _http(_prefix))
 
 
 def get_backend(name: str) -> Backend:
