@@ -26,7 +26,8 @@ def entropy_bits(probs: Sequence[float]) -> float:
     mass = sum(probs)
     if mass <= 0:
         return float("nan")
-    return -sum((p / mass) * math.log2(p / mass) for p in probs if p > 0)
+    # q, not p, is tested: a subnormal p can divide to exactly 0 (log2(0) would raise).
+    return -sum(q * math.log2(q) for q in (p / mass for p in probs) if q > 0)
 
 
 def discrete(values: Sequence[float], probs: Sequence[float]) -> float:
