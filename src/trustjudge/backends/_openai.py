@@ -268,7 +268,6 @@ class OpenAICompatibleBackend(Backend):
     """
 
     default_tokens_per_s = 2000.0
-    exact_labels = True
 
     def __init__(self, model: str, base_url: str, *, preset: str = "http", api_key: str | None = None,
                  labels: LabelMode = "auto", top_k: int | None = None, context_length: int | None = None,
@@ -320,6 +319,11 @@ class OpenAICompatibleBackend(Backend):
         self.requests = 0
 
     # -- identity -------------------------------------------------------------------------------
+    @property
+    def exact_labels(self) -> bool:  # type: ignore[override]
+        """False once the probe found no exact path (labels then come from the top-k)."""
+        return self.capabilities.exact is not False
+
     @staticmethod
     def _load_template(spec: str | None) -> tuple[str, Any]:
         if spec in (None, "", "plain"):
