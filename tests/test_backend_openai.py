@@ -237,6 +237,43 @@ def test_engine_retries_a_429_then_scores(tmp_path: Path) -> None:
     assert state["n"] > 2
 
 
+def test_faults_in_the_probe_and_exact_path_are_retried_not_taken_for_no_echo() -> None:
+    """Every other completions request fails (500, no logprobs, truncated JSON, 429 in turn): the probe
+    still finds the exact path and every label is read exactly, each request retried by the policy."""
+    from trustjudge._retry import RetryPolicy
+
+    faults = iter([_respond(500, {"error": "boom"}), None, _respond(200, {"choices": [{"text": "x"}]}), None,
+                   _respond(200, raw=b'{"choices": [{"te'), None, _respond(429, {}, {"Retry-After": "0"})] * 40)
+
+    def fail(request: httpx.Request) -> httpx.Response | None:
+        if request.url.path != "/v1/completions":
+            return None
+        fault = next(faults)
+        return fault(request) if fault is not None else None
+
+    server = FakeServer(lists=False, fail=fail)
+    backend = fake_backend(server)
+    policy = RetryPolicy(max_retries=3, base_s=0.0, sleep=lambda s: None)
+    assert backend.use_retry_policy(policy)
+    res = backend.label_logprobs([LabelRequest("Rate it. Score: [", LABELS)])[0]
+    assert backend.capabilities.exact is True and res.method == "exact"
+    for label, lp in zip(LABELS, res.logprobs):
+        assert lp == pytest.approx(char_lp(label[0]) + char_lp("]"))
+    assert policy.retries >= 6
+
+
+def test_a_fault_that_never_stops_fails_after_the_policys_retries() -> None:
+    from trustjudge._retry import RetryPolicy
+
+    waits: list[float] = []
+    backend = fake_backend(FakeServer(fail=_respond(503, {"error": "down"})))
+    backend.use_retry_policy(RetryPolicy(max_retries=3, base_s=0.5, sleep=waits.append))
+    with pytest.raises(TransientBackendError, match="503"):
+        _gen(backend)
+    assert len(waits) == 3 and waits[0] < waits[1] < waits[2]  # exponential backoff with bounded jitter
+    assert all(0.5 * 2**i <= w <= 0.5 * 2**i * 1.25 for i, w in enumerate(waits))
+
+
 def test_generate_parses_text_logprobs_and_finish_reason() -> None:
     backend = fake_backend(FakeServer())
     gen = _gen(backend)[0]

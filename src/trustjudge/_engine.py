@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from ._prompts import CLOSE, Protocol
-from ._store import Store, content_key
+from ._retry import RetryPolicy
+from ._store import Store, StoredOutput, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
-from .errors import BackendError, TransientBackendError
+from .errors import BackendError
 
 ProgressFn = Callable[[int], None]
 
@@ -113,7 +113,11 @@ class Engine:
         self.max_retries = max_retries
         self.retry_base_s = retry_base_s
         self.stats = EngineStats()
-        self._rng = random.Random(seed)
+        self.retry = RetryPolicy(max_retries=max_retries, base_s=retry_base_s, seed=seed)
+        self._backend_retries = backend.use_retry_policy(self.retry)
+        self._owner = store.new_owner()
+        self.poll_s = 0.2
+        """Seconds between looks at work another process has claimed."""
 
     # -- keys -------------------------------------------------------------------------------------
     def _label_key(self, req: LabelRequest) -> tuple[str, dict[str, Any]]:
@@ -141,19 +145,17 @@ class Engine:
 
     # -- calls ------------------------------------------------------------------------------------
     def _call(self, fn: Callable[[Sequence[Any]], list[Any]], batch: Sequence[Any]) -> list[Any | BackendError]:
-        """Call the backend with retries; a batch that keeps failing is retried item by item."""
-        for attempt in range(self.max_retries + 1):
-            try:
+        """Call the backend with retries; a batch that keeps failing is retried item by item.
+
+        Where the backend retries its own requests with the engine's policy, a failed batch is not
+        retried whole (that would multiply the waits), only item by item.
+        """
+        try:
+            if self._backend_retries:
                 return fn(batch)
-            except TransientBackendError as exc:
-                if attempt == self.max_retries:
-                    last: BackendError = exc
-                    break
-                wait = exc.retry_after if exc.retry_after is not None else self.retry_base_s * 2**attempt
-                time.sleep(min(60.0, wait * (1.0 + 0.25 * self._rng.random())))
-            except BackendError as exc:
-                last = exc
-                break
+            return self.retry.call(lambda: fn(batch))
+        except BackendError as exc:
+            last = exc
         if len(batch) == 1:
             return [last]
         out: list[Any | BackendError] = []
@@ -163,53 +165,91 @@ class Engine:
 
     def _run_batches(self, kind: str, todo: list[tuple[str, dict[str, Any], Any]],
                      progress: ProgressFn | None) -> dict[str, Any]:
-        """Run missing requests in prompt order, storing each batch; return results by key."""
+        """Run missing requests in prompt order, storing each batch; return results by key.
+
+        Each batch is claimed in the store first: keys another live process is already computing are
+        not computed again here, but waited for (and taken over if that process dies).
+        """
         results: dict[str, Any] = {}
         todo.sort(key=lambda t: t[2].prompt)  # neighbours share prefixes: the backend reuses KV state
-        fn = self.backend.label_logprobs if kind == "labels" else self.backend.generate
+        waiting: list[tuple[str, dict[str, Any], Any]] = []
         for start in range(0, len(todo), self.batch_size):
-            batch = todo[start : start + self.batch_size]
-            began = time.perf_counter()
-            outputs = self._call(fn, [t[2] for t in batch])
-            elapsed = time.perf_counter() - began
-            rows = []
-            tokens = 0
-            for (key, request, _), out in zip(batch, outputs):
-                results[key] = out
-                if isinstance(out, BackendError):
-                    continue
-                tokens += out.prompt_tokens
-                if kind == "labels":
-                    payload = {"logprobs": list(out.logprobs), "method": out.method}
-                    rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens, 0, out.latency_s))
-                else:
-                    payload = {"text": out.text, "token_logprobs": list(out.token_logprobs),
-                               "finish_reason": out.finish_reason}
-                    rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens,
-                                 out.completion_tokens, out.latency_s))
-            self.store.put_many(rows)
-            if kind == "labels":
-                self.stats.label_calls += len(batch)
-                self.store.record_speed(self.backend.fingerprint, tokens, elapsed)
-            else:
-                self.stats.generate_calls += len(batch)
-            self.stats.prompt_tokens += tokens
-            self.stats.seconds += elapsed
-            if progress is not None and kind == "labels":
-                progress(len(batch))
+            chunk = todo[start : start + self.batch_size]
+            mine = self.store.claim([t[0] for t in chunk], self._owner)
+            waiting.extend(t for t in chunk if t[0] not in mine)
+            self._run_batch(kind, [t for t in chunk if t[0] in mine], results, progress)
+        while waiting:
+            stored = self.store.get_many([t[0] for t in waiting])
+            for key, row in stored.items():
+                results[key] = self._from_row(kind, row)
+            self.stats.from_store += len(stored)
+            if progress is not None and kind == "labels" and stored:
+                progress(len(stored))
+            waiting = [t for t in waiting if t[0] not in stored]
+            mine = self.store.claim([t[0] for t in waiting], self._owner)
+            taken = [t for t in waiting if t[0] in mine]
+            for start in range(0, len(taken), self.batch_size):
+                self._run_batch(kind, taken[start : start + self.batch_size], results, progress)
+            waiting = [t for t in waiting if t[0] not in mine]
+            if waiting:
+                time.sleep(self.poll_s)
         return results
+
+    def _run_batch(self, kind: str, batch: list[tuple[str, dict[str, Any], Any]], results: dict[str, Any],
+                   progress: ProgressFn | None) -> None:
+        """Call the backend on one claimed batch, store what it returned and release the rest."""
+        if not batch:
+            return
+        fn = self.backend.label_logprobs if kind == "labels" else self.backend.generate
+        began = time.perf_counter()
+        try:
+            outputs = self._call(fn, [t[2] for t in batch])
+        except BaseException:
+            self.store.release([t[0] for t in batch], self._owner)
+            raise
+        elapsed = time.perf_counter() - began
+        rows = []
+        failed = []
+        tokens = 0
+        for (key, request, _), out in zip(batch, outputs):
+            results[key] = out
+            if isinstance(out, BackendError):
+                failed.append(key)
+                continue
+            tokens += out.prompt_tokens
+            if kind == "labels":
+                payload = {"logprobs": list(out.logprobs), "method": out.method}
+                rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens, 0, out.latency_s))
+            else:
+                payload = {"text": out.text, "token_logprobs": list(out.token_logprobs),
+                           "finish_reason": out.finish_reason}
+                rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens,
+                             out.completion_tokens, out.latency_s))
+        self.store.put_many(rows, owner=self._owner)
+        if failed:
+            self.store.release(failed, self._owner)
+        if kind == "labels":
+            self.stats.label_calls += len(batch)
+            self.store.record_speed(self.backend.fingerprint, tokens, elapsed)
+        else:
+            self.stats.generate_calls += len(batch)
+        self.stats.prompt_tokens += tokens
+        self.stats.seconds += elapsed
+        if progress is not None and kind == "labels":
+            progress(len(batch))
+
+    @staticmethod
+    def _from_row(kind: str, row: StoredOutput) -> LabelResult | Generation:
+        if kind == "labels":
+            return LabelResult(tuple(row.result["logprobs"]), row.prompt_tokens, row.latency_s,
+                               row.result.get("method", "exact"))
+        return Generation(row.result["text"], tuple(row.result["token_logprobs"]), row.result["finish_reason"],
+                          row.prompt_tokens, row.latency_s)
 
     def _fetch(self, kind: str, requests: dict[str, tuple[dict[str, Any], Any]],
                progress: ProgressFn | None) -> dict[str, Any]:
         stored = self.store.get_many(list(requests))
-        results: dict[str, Any] = {}
-        for key, row in stored.items():
-            if kind == "labels":
-                results[key] = LabelResult(tuple(row.result["logprobs"]), row.prompt_tokens, row.latency_s,
-                                           row.result.get("method", "exact"))
-            else:
-                results[key] = Generation(row.result["text"], tuple(row.result["token_logprobs"]),
-                                          row.result["finish_reason"], row.prompt_tokens, row.latency_s)
+        results: dict[str, Any] = {key: self._from_row(kind, row) for key, row in stored.items()}
         self.stats.from_store += len(stored)
         if progress is not None and kind == "labels" and stored:
             progress(len(stored))

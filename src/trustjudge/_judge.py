@@ -94,13 +94,17 @@ class Judge:
         store: a :class:`Store`, a path, or ``None`` for the default store file.
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
         scale: 5, 10 or 100 points for ``score``.
+        max_retries, retry_base_s: transient backend failures (timeouts, HTTP 429/5xx) are retried
+            this many times, waiting ``retry_base_s * 2**attempt`` (with jitter) or the server's
+            ``Retry-After``.
     """
 
     def __init__(self, judge: str | Backend = DEFAULT_JUDGE, *, store: Store | str | Path | None = None,
                  protocol: Protocol = "direct", scale: int = 100, temperature: float = 0.0, seed: int = 0,
                  max_new_tokens: int = 256, min_label_mass: float = 1e-3, batch_size: int = 8,
                  chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
-                 pairwise_template: str | Path | None = None, keep_distribution: bool = False) -> None:
+                 pairwise_template: str | Path | None = None, keep_distribution: bool = False,
+                 max_retries: int = 4, retry_base_s: float = 0.5) -> None:
         if protocol not in ("direct", "cot"):
             raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
@@ -114,7 +118,7 @@ class Judge:
         self.keep_distribution = keep_distribution
         self._engine_args = dict(protocol=protocol, temperature=temperature, seed=seed,
                                  max_new_tokens=max_new_tokens, min_label_mass=min_label_mass,
-                                 batch_size=batch_size)
+                                 batch_size=batch_size, max_retries=max_retries, retry_base_s=retry_base_s)
         self._engine: Engine | None = None
 
     @property

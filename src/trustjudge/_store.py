@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +81,31 @@ def m002_speed(db: sqlite3.Connection) -> None:
             seconds REAL NOT NULL
         )"""
     )
+
+
+@migration
+def m003_claims(db: sqlite3.Connection) -> None:
+    # Work a process has taken on and not finished: other processes judging the same items wait for
+    # it instead of repeating it. A claim of a dead process (same host) or past its lease is void.
+    db.execute(
+        """CREATE TABLE claims (
+            key TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,              -- one engine: host, pid and a random token
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            expires_at REAL NOT NULL
+        )"""
+    )
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -147,9 +175,11 @@ class Store:
                     found[key] = StoredOutput(key, kind, json.loads(result), pt, ct, lat)
         return found
 
-    def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], dict[str, Any], int, int, float]]) -> None:
+    def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], dict[str, Any], int, int, float]],
+                 owner: str | None = None) -> None:
         """Insert ``(key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s)``
-        rows in one transaction; a key already present is kept as it is."""
+        rows in one transaction; a key already present is kept as it is. ``owner``'s claims on the
+        keys are dropped in the same transaction."""
         now = time.time()
         data = [
             (key, kind, backend, canonical_json(request), json.dumps(result), pt, ct, lat, now)
@@ -161,10 +191,62 @@ class Store:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany("INSERT OR IGNORE INTO outputs VALUES (?,?,?,?,?,?,?,?,?)", data)
+                if owner is not None:
+                    self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?",
+                                         [(row[0], owner) for row in data])
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def new_owner(self) -> str:
+        """A claim owner name unique to this call: host, process and a random token."""
+        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+    def claim(self, keys: Sequence[str], owner: str, lease_s: float = 900.0) -> set[str]:
+        """Claim the keys that are neither stored nor claimed by a live owner; return those now ``owner``'s.
+
+        A claim is void once its lease ends or, on this host, once its process is gone (a killed run's
+        claims are taken over at once by the next run).
+        """
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return set()
+        host, now = socket.gethostname(), time.time()
+        mine: set[str] = set()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for start in range(0, len(unique), 500):
+                    chunk = unique[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    stale = [
+                        key for key, c_owner, c_host, pid, expires in self._db.execute(
+                            f"SELECT key, owner, host, pid, expires_at FROM claims WHERE key IN ({marks})", chunk)
+                        if c_owner != owner and (expires < now or (c_host == host and not _process_alive(pid)))
+                    ]
+                    self._db.executemany("DELETE FROM claims WHERE key = ?", [(k,) for k in stale])
+                    stored = {row[0] for row in self._db.execute(f"SELECT key FROM outputs WHERE key IN ({marks})",
+                                                                 chunk)}
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?, ?)",
+                        [(k, owner, host, os.getpid(), now + lease_s) for k in chunk if k not in stored])
+                    mine.update(row[0] for row in self._db.execute(
+                        f"SELECT key FROM claims WHERE owner = ? AND key IN ({marks})", [owner, *chunk]))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return mine
+
+    def release(self, keys: Sequence[str], owner: str) -> None:
+        """Drop ``owner``'s claims on ``keys`` (work it gave up on: others may try)."""
+        with self._lock:
+            self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
+
+    def claims(self) -> int:
+        """The number of claims held (live or not)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM claims").fetchone()[0])
 
     def record_speed(self, backend: str, prompt_tokens: int, seconds: float) -> None:
         """Accumulate measured prompt throughput for time estimates."""

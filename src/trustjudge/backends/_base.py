@@ -9,7 +9,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .._retry import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         """Generate a continuation for each request."""
+
+    def use_retry_policy(self, policy: RetryPolicy) -> bool:
+        """Take the engine's retry policy for the backend's own network requests.
+
+        A backend whose one batch fans out into many requests (HTTP judges) retries each request with
+        it and returns True; the engine then does not retry whole batches on top. The default: False.
+        """
+        return False
 
     def max_label_tokens(self, labels: Sequence[str]) -> int:
         """The most tokens any label takes (used to check the context length)."""

@@ -33,14 +33,18 @@ endpoint cannot continue the ``Score: [`` prefix, so the label position would be
   (log-probability ``-inf``): the engine reports the covered mass as ``label_mass``. Token strings
   are matched as text, so when several tokenizations of a label appear, their probabilities add up.
 
-Retries belong to the engine: HTTP 429, 5xx, timeouts, connection errors and malformed JSON raise
-:class:`~trustjudge.errors.TransientBackendError` (with ``retry_after`` from a ``Retry-After`` header);
-other 4xx raise :class:`~trustjudge.errors.BackendError` with the server's message.
+Retries follow the engine's :class:`~trustjudge._retry.RetryPolicy`, applied to each HTTP request
+(a judgment on a 100-point scale can take 100 requests): HTTP 429, 5xx, timeouts, connection errors,
+malformed JSON and responses without the log-probabilities asked for raise
+:class:`~trustjudge.errors.TransientBackendError` (with ``retry_after`` from a ``Retry-After`` header)
+and are retried; other 4xx raise :class:`~trustjudge.errors.BackendError` with the server's message.
+The capability probe retries too, so a fault in transit is not mistaken for a server without echo.
 """
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import hashlib
 import json
 import logging
@@ -53,9 +57,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl
 
+from .._retry import RetryPolicy
 from ..errors import (
     BackendError,
     ConfigError,
@@ -72,6 +77,7 @@ from ._base import (
 )
 
 log = logging.getLogger("trustjudge.backends.openai")
+T = TypeVar("T")
 
 LabelMode = Literal["auto", "exact", "top_k"]
 
@@ -137,6 +143,14 @@ class _ServerError(TransientBackendError):
 
 class _Malformed(Exception):
     """A response that parsed as JSON but lacks what the request asked for."""
+
+
+class _Unreachable(Exception):
+    """The tokenizer endpoint failed transiently (after retries)."""
+
+
+class _MalformedResponse(TransientBackendError):
+    """A malformed response, retried: a server or proxy fault, unless it happens every time."""
 
 
 @dataclass
@@ -317,6 +331,15 @@ class OpenAICompatibleBackend(Backend):
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.requests = 0
+        self._retry: RetryPolicy | None = None
+
+    def use_retry_policy(self, policy: RetryPolicy) -> bool:
+        """Retry each HTTP request (and its response checks) with the engine's policy."""
+        self._retry = policy
+        return True
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        return self._retry.call(fn) if self._retry is not None else fn()
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -358,7 +381,7 @@ class OpenAICompatibleBackend(Backend):
 
     def _discover_context_length(self) -> int | None:
         try:
-            models = self._request("GET", self.base_url + "/models")
+            models = self._retrying(lambda: self._request("GET", self.base_url + "/models"))
             for entry in models.get("data", []) if isinstance(models, dict) else []:
                 if not isinstance(entry, dict) or entry.get("id") not in (self.model, None):
                     continue
@@ -372,7 +395,7 @@ class OpenAICompatibleBackend(Backend):
         except BackendError:
             pass
         try:
-            props = self._request("GET", self.root + "/props")  # llama-server: the serving context
+            props = self._retrying(lambda: self._request("GET", self.root + "/props"))  # llama-server: the serving context
             gen = _obj(_obj(props).get("default_generation_settings"))
             for value in (gen.get("n_ctx"), _obj(props).get("n_ctx")):
                 if isinstance(value, int) and value > 0:
@@ -389,7 +412,10 @@ class OpenAICompatibleBackend(Backend):
             if text in self._token_counts:
                 self._token_counts.move_to_end(text)
                 return self._token_counts[text]
-        count = self._count_tokens(text)
+        try:
+            count = self._count_tokens(text)
+        except _Unreachable:
+            return max(1, math.ceil(len(text) / 4))  # not cached: the next call asks the server again
         with self._lock:
             self._token_counts[text] = count
             if len(self._token_counts) > 20_000:
@@ -411,9 +437,9 @@ class OpenAICompatibleBackend(Backend):
             else:  # llama-cpp-python
                 body = {"model": self.model, "input": text}
             try:
-                data = self._request("POST", self.root + kind, body)
+                data = self._retrying(functools.partial(self._request, "POST", self.root + kind, body))
             except TransientBackendError:
-                return max(1, math.ceil(len(text) / 4))  # server unreachable now: decide later
+                raise _Unreachable from None  # server unreachable now: estimate, and ask again next time
             except BackendError:
                 continue
             tokens = data.get("tokens") if isinstance(data, dict) else None
@@ -503,27 +529,41 @@ class OpenAICompatibleBackend(Backend):
 
     def _probe_echo(self, prompt: str) -> tuple[bool, str]:
         """Check that echoed prompt log-probabilities are present and aligned, on a real prompt."""
-        first = self._complete({"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": 1})
-        choice = first["choices"][0]
-        lp = choice.get("logprobs") if isinstance(choice, dict) else None
-        values = lp.get("token_logprobs") if isinstance(lp, dict) else None
-        token = choice.get("text") if isinstance(choice, dict) else None
-        if not isinstance(values, list) or not values or not isinstance(values[0], (int, float)):
-            raise BackendError(f"{self.base_url}/completions returned no logprobs: label scoring needs them")
+        def greedy() -> tuple[float, Any]:
+            first = self._complete({"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": 1})
+            choice = first["choices"][0]
+            lp = choice.get("logprobs") if isinstance(choice, dict) else None
+            values = lp.get("token_logprobs") if isinstance(lp, dict) else None
+            if not isinstance(values, list) or not values or not isinstance(values[0], (int, float)):
+                raise _MalformedResponse(f"{self.base_url}/completions returned no logprobs: label scoring "
+                                         "needs them")
+            return float(values[0]), choice.get("text") if isinstance(choice, dict) else None
+
+        want, token = self._retrying(greedy)
         if not isinstance(token, str) or not token:
             return False, "probe inconclusive (the greedy continuation is an end token)"
-        try:
+
+        def echo() -> float:
             echoed = self._complete({"prompt": prompt + token, "max_tokens": 1, "temperature": 0.0,
                                      "logprobs": 1, "echo": True})
-            got, _ = _echo_label_logprob(echoed["choices"][0], prompt + token, token)
+            try:
+                return _echo_label_logprob(echoed["choices"][0], prompt + token, token)[0]
+            except _Malformed as exc:  # retried: a fault in transit looks the same as no support
+                raise _MalformedResponse(f"echo unsupported: {exc}") from exc
+
+        try:
+            got = self._retrying(echo)
         except _ServerError as exc:
             # The plain request just worked, so a 500 here is the server failing on echo, not an outage.
             if exc.status not in (500, 501):
                 raise
             return False, f"echo request failed: {exc}"
-        except (BackendError, _Malformed) as exc:
+        except _MalformedResponse as exc:
+            return False, str(exc)
+        except TransientBackendError:
+            raise
+        except BackendError as exc:
             return False, f"echo unsupported: {exc}"
-        want = float(values[0])
         # Same distribution computed twice; only batch-shape rounding may differ. A misaligned echo
         # reports another position's probability, off by far more than this.
         if abs(got - want) > 0.05:
@@ -532,7 +572,7 @@ class OpenAICompatibleBackend(Backend):
 
     def _probe_lists(self) -> bool:
         try:
-            data = self._complete({"prompt": ["1", "2"], "max_tokens": 1, "temperature": 0.0})
+            data = self._retrying(lambda: self._complete({"prompt": ["1", "2"], "max_tokens": 1, "temperature": 0.0}))
         except BackendError:  # llama-cpp-python asserts a single prompt (HTTP 500)
             return False
         return len(data["choices"]) == 2
@@ -556,7 +596,7 @@ class OpenAICompatibleBackend(Backend):
         size = self.max_prompts_per_request if self.capabilities.prompt_lists else 1
         chunks = [texts[k:k + size] for k in range(0, len(texts), size)]
 
-        def run(chunk: list[tuple[int, int, str]]) -> list[dict[str, Any]]:
+        def once(chunk: list[tuple[int, int, str]]) -> list[tuple[float, int]]:
             prompt: str | list[str] = [t for _, _, t in chunk] if size > 1 else chunk[0][2]
             data = self._complete({"prompt": prompt, "max_tokens": 1, "temperature": 0.0,
                                    "logprobs": 1, "echo": True})
@@ -564,16 +604,20 @@ class OpenAICompatibleBackend(Backend):
             if len(choices) != len(chunk):
                 raise TransientBackendError(f"{self.base_url}/completions returned {len(choices)} choices for "
                                             f"{len(chunk)} prompts")
-            return choices
+            read = []
+            for (i, j, text), choice in zip(chunk, choices):
+                try:
+                    read.append(_echo_label_logprob(choice, text, requests[i].labels[j]))
+                except _Malformed as exc:
+                    raise _MalformedResponse(f"{self.base_url}: cannot read label {requests[i].labels[j]!r}: "
+                                             f"{exc}") from exc
+            return read
 
         values: list[list[float]] = [[0.0] * len(r.labels) for r in requests]
         prompt_tokens = [0] * len(requests)
-        for chunk, choices in zip(chunks, self._map(run, chunks)):
-            for (i, j, text), choice in zip(chunk, choices):
-                try:
-                    values[i][j], before = _echo_label_logprob(choice, text, requests[i].labels[j])
-                except _Malformed as exc:
-                    raise BackendError(f"{self.base_url}: cannot read label {requests[i].labels[j]!r}: {exc}") from exc
+        for chunk, read in zip(chunks, self._map(lambda c: self._retrying(lambda: once(c)), chunks)):
+            for (i, j, _), (value, before) in zip(chunk, read):
+                values[i][j] = value
                 prompt_tokens[i] = before
         latency = (time.perf_counter() - start) / len(requests)
         return [LabelResult(tuple(v), n, latency, "exact") for v, n in zip(values, prompt_tokens)]
@@ -588,7 +632,7 @@ class OpenAICompatibleBackend(Backend):
             if len(dists) + len(frontier) > budget:
                 raise BackendError(f"top-k label walk exceeded {budget} requests")
 
-            def fetch(prefix: str) -> tuple[str, dict[str, float], int]:
+            def fetch_once(prefix: str) -> tuple[str, dict[str, float], int]:
                 data = self._complete({"prompt": req.prompt + prefix, "max_tokens": 1, "temperature": 0.0,
                                        "logprobs": self.top_k})
                 choice = data["choices"][0]
@@ -600,7 +644,7 @@ class OpenAICompatibleBackend(Backend):
                 dist = {str(t): float(v) for t, v in tops[0].items() if isinstance(v, (int, float))}
                 return prefix, dist, int(usage.get("prompt_tokens") or 0)
 
-            found = self._map(fetch, frontier)
+            found = self._map(lambda p: self._retrying(lambda: fetch_once(p)), frontier)
             nxt: set[str] = set()
             for prefix, dist, used in found:
                 dists[prefix] = dist
@@ -631,7 +675,7 @@ class OpenAICompatibleBackend(Backend):
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
-        def one(req: GenerateRequest) -> Generation:
+        def once(req: GenerateRequest) -> Generation:
             start = time.perf_counter()
             payload: dict[str, Any] = {
                 "prompt": req.prompt, "max_tokens": req.max_new_tokens, "temperature": req.temperature,
@@ -653,7 +697,7 @@ class OpenAICompatibleBackend(Backend):
             return Generation(text, token_lps, finish, int(usage.get("prompt_tokens") or 0),
                               time.perf_counter() - start, int(usage.get("completion_tokens") or len(token_lps)))
 
-        return self._map(one, list(requests))
+        return self._map(lambda r: self._retrying(lambda: once(r)), list(requests))
 
     @staticmethod
     def _finish_reason(choice: Mapping[str, Any]) -> FinishReason:
