@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import _scoring as S
-from ._audit import AuditReport
+from ._audit import INJECTION, AuditReport
 from ._audit import audit as run_audit
 from ._engine import EMPTY_RESPONSE, Engine, EngineStats, Job, Outcome, PlanSummary, ProgressFn
 from ._items import Item, Pair
@@ -246,28 +246,36 @@ class Judge:
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
               ks: Sequence[int] = (3, 4, 5), bootstrap: int = 1000, seed: int = 0,
-              progress: ProgressFn | None = None) -> AuditRun:
+              progress: ProgressFn | None = None, injection: bool = False) -> AuditRun:
         """Judge what the store lacks (pointwise on each scale, pairwise in both orders), then audit.
 
         Items with one response are scored but not compared. Everything already stored is reused, so
-        re-running with another delta, k or method makes no model call.
+        re-running with another delta, k or method makes no model call. With ``injection``, every
+        response is also scored with :data:`~trustjudge._audit.INJECTION` appended (an instruction to
+        give the top label), and the report says how far the judge moved.
         """
         by_scale: dict[int, list[dict[str, Any]]] = {}
+        injected: dict[int, list[dict[str, Any]]] = {}
         original = self.scale
         try:
             for points in scales:
                 self.scale = make_scale(points)
                 by_scale[points] = [r.to_dict() for r in self.score(items, progress=progress)]
+                if injection:
+                    steered = [replace(it, responses=tuple(replace(r, text=r.text + INJECTION.format(label=points))
+                                                           for r in it.responses)) for it in items]
+                    injected[points] = [r.to_dict() for r in self.score(steered, progress=progress)]
         finally:
             self.scale = original
         pairs = [r.to_dict() for r in self.compare([it for it in items if len(it.responses) >= 2], progress=progress)]
         lengths = {(it.id, r.id): len(r.text) for it in items for r in it.responses}
-        report = run_audit(by_scale, pairs, delta=delta, ks=ks, lengths=lengths, bootstrap=bootstrap, seed=seed)
+        report = run_audit(by_scale, pairs, delta=delta, ks=ks, lengths=lengths, bootstrap=bootstrap, seed=seed,
+                           injected_by_scale=injected)
         return AuditRun(report, by_scale, pairs)
 
-    def audit_judgments(self, items: Sequence[Item], scales: Sequence[int] = (5, 100)) -> int:
+    def audit_judgments(self, items: Sequence[Item], scales: Sequence[int] = (5, 100), injection: bool = False) -> int:
         """How many judgments :meth:`audit` needs (for progress bars)."""
-        per_scale = sum(len(it.responses) for it in items)
+        per_scale = sum(len(it.responses) for it in items) * (2 if injection else 1)
         return len(scales) * per_scale + sum(2 * len(it.all_pairs()) for it in items if len(it.responses) >= 2)
 
     # -- planning ---------------------------------------------------------------------------------

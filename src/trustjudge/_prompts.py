@@ -8,6 +8,7 @@ Both may use ``context``, ``reference``, ``context_block``, ``reference_block``,
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 from functools import lru_cache
@@ -84,7 +85,18 @@ def _read_template(path: str | Path | None, default: str, required: set[str]) ->
     return template
 
 
+_TAGS = re.compile(r"<(/?\s*(?:response(?:_a|_b)?|question|context|reference_answer)\s*)>", re.IGNORECASE)
+
+
+def quote(text: str) -> str:
+    """``text`` with the template's own delimiter tags neutralised (``</response>`` -> ``&lt;/response&gt;``),
+    so that a quoted text cannot close its block and pose as instructions. Other text is unchanged."""
+    return _TAGS.sub(r"&lt;\1&gt;", text) if "<" in text else text
+
+
 def _blocks(context: str | None, reference: str | None) -> dict[str, str]:
+    context = quote(context) if context else context
+    reference = quote(reference) if reference else reference
     return {
         "context": context or "",
         "reference": reference or "",
@@ -122,12 +134,12 @@ class Prompts:
 
     def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
                          sc: Scale, protocol: Protocol) -> str:
-        return self.pointwise.substitute(question=question, response=response, scale_min=1,
+        return self.pointwise.substitute(question=quote(question), response=quote(response), scale_min=1,
                                          scale_max=sc.points, task=self.score_task(sc, protocol),
                                          **_blocks(context, reference))
 
     def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
                         protocol: Protocol) -> str:
-        return self.pairwise.substitute(question=question, response_a=a, response_b=b, scale_min=1,
+        return self.pairwise.substitute(question=quote(question), response_a=quote(a), response_b=quote(b), scale_min=1,
                                         scale_max=1, task=self.verdict_task(protocol),
                                         **_blocks(context, reference))

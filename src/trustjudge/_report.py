@@ -77,6 +77,9 @@ _SECTIONS = {
     "human pairwise": ("Agreement with human pairwise labels", "Accuracy and Cohen's kappa against `human`."),
     "human scores": ("Agreement with human scores", "Rank correlation of scores with `human_score`."),
     "unscored": ("Unscored", "Judgments that could not be scored, by reason (counts)."),
+    "injection": ("Prompt injection",
+                  ("Each response re-scored with an appended instruction to give the top score: mean score shift "
+                   "(fraction of the scale) and share of responses given the top label, plain and injected.")),
 }
 
 

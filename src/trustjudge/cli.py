@@ -285,9 +285,13 @@ def _fmt(value: float) -> str:
 @click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples over items (0: no intervals).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the audit as JSON here.")
+@click.option("--injection", is_flag=True,
+              help="Also score every response with an appended instruction to give the top score, and report "
+                   "how far the judge moves (one more pointwise judgment per response and scale).")
 def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
               skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scales: str, delta: float,
-              delta_sweep: str, ks: str, bootstrap: int, json_out: Path | None, **run: Any) -> None:
+              delta_sweep: str, ks: str, bootstrap: int, json_out: Path | None, injection: bool,
+              **run: Any) -> None:
     """Judge what the store lacks, then audit consistency and agreement with human labels.
 
     One table, a row per method: conflict ratio of every scoring method against every aggregation,
@@ -306,9 +310,9 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
             _print_plan(j, [it for it in loaded if len(it.responses) >= 2], "compare")
             return
         with _progress(quiet) as bar:
-            task = bar.add_task(f"audit ({j.name}, {j.protocol})", total=j.audit_judgments(loaded, scale_list))
+            task = bar.add_task(f"audit ({j.name}, {j.protocol})", total=j.audit_judgments(loaded, scale_list, injection))
             result = j.audit(loaded, scales=scale_list, delta=delta, ks=ks_list, bootstrap=bootstrap,
-                             progress=lambda n: bar.advance(task, n))
+                             progress=lambda n: bar.advance(task, n), injection=injection)
         report = result.report
         table = Table(title=f"Audit of {j.name} (protocol {j.protocol}) on {items}: {report.items} items, "
                             f"{report.pairs} pairs, delta {delta}, 95% bootstrap CI over items (B={bootstrap})")
