@@ -175,3 +175,46 @@ def test_plan_counts_stored_and_missing(tmp_path: Path) -> None:
     assert (plan.stored, plan.model_calls) == (3, 2)
     assert plan.prompt_tokens_to_run < plan.prompt_tokens
     assert backend.calls == 3
+
+
+# -- the fast paths of re-aggregation equal the plain definitions ------------------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(prompt=st.text(), labels=st.lists(st.text(max_size=5), min_size=1, max_size=6).map(tuple))
+def test_fast_store_key_equals_the_canonical_key(prompt: str, labels: tuple[str, ...]) -> None:
+    from trustjudge._engine import Engine
+    from trustjudge._store import Store
+
+    engine = Engine(MockBackend(), Store(":memory:"))
+    assert engine._label_key_fast(prompt, labels) == engine._label_key(LabelRequest(prompt, labels))[0]
+
+
+@given(question=st.text(), response=st.text(), context=st.none() | st.text(min_size=1),
+       reference=st.none() | st.text(min_size=1))
+def test_compiled_templates_render_like_string_template(question: str, response: str, context: str | None,
+                                                        reference: str | None) -> None:
+    from trustjudge._prompts import Prompts, _blocks, quote, scale
+
+    prompts = Prompts.load()
+    sc = scale(10)
+    want = prompts.pointwise.substitute(question=quote(question), response=quote(response), scale_min=1,
+                                        scale_max=10, task=prompts.score_task(sc, "direct"),
+                                        **_blocks(context, reference))
+    assert prompts.render_pointwise(question, response, context, reference, sc, "direct") == want
+    want = prompts.pairwise.substitute(question=quote(question), response_a=quote(response), response_b="b",
+                                       scale_min=1, scale_max=1, task=prompts.verdict_task("cot"),
+                                       **_blocks(context, reference))
+    assert prompts.render_pairwise(question, response, "b", context, reference, "cot") == want
+
+
+def test_compiled_user_template_keeps_dollar_escapes(tmp_path: Path) -> None:
+    from trustjudge._prompts import Prompts, scale
+
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("Costs $$5. Q: ${question} R: $response $task")
+    prompts = Prompts.load(pointwise=tpl)
+    assert prompts.render_pointwise("q", "r", None, None, scale(5), "direct") == prompts.pointwise.substitute(
+        question="q", response="r", task=prompts.score_task(scale(5), "direct"), scale_min=1, scale_max=5,
+        context="", reference="", context_block="", reference_block="")

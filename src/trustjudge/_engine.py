@@ -9,6 +9,7 @@ the batch in flight) and records every judgment it could not score with its reas
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ import numpy as np
 
 from ._prompts import CLOSE, Protocol
 from ._retry import RetryPolicy
-from ._store import Store, StoredOutput, content_key
+from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from .errors import BackendError
 
@@ -116,6 +117,10 @@ class Engine:
         self.retry = RetryPolicy(max_retries=max_retries, base_s=retry_base_s, seed=seed)
         self._backend_retries = backend.use_retry_policy(self.retry)
         self._owner = store.new_owner()
+        # Keyed by id() and holding the tuple itself, so that an id is never reused while cached.
+        self._key_parts: dict[int, tuple[tuple[str, ...], str]] = {}
+        self._closed_labels: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._label_budget: dict[tuple[str, ...], int] = {}
         self.poll_s = 0.2
         """Seconds between looks at work another process has claimed."""
 
@@ -124,6 +129,23 @@ class Engine:
         request = {"kind": "labels", "backend": self.backend.fingerprint, "prompt": req.prompt,
                    "labels": list(req.labels)}
         return content_key(request), request
+
+    def _label_key_fast(self, prompt: str, labels: tuple[str, ...]) -> str:
+        """:meth:`_label_key`'s key without building the request: the canonical JSON assembled from
+        cached parts (equal by construction; a test checks it). Re-aggregation computes one per judgment."""
+        entry = self._key_parts.get(id(labels))  # by identity: hashing a 100-label tuple costs more
+        if entry is None or entry[0] is not labels:
+            head = canonical_json({"backend": self.backend.fingerprint, "kind": "labels", "labels": list(labels)})
+            entry = self._key_parts[id(labels)] = (labels, head[:-1] + ',"prompt":')
+        text = entry[1] + json.dumps(prompt, ensure_ascii=False) + "}"
+        return HASH_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def _closed(self, labels: tuple[str, ...]) -> tuple[str, ...]:
+        """The label continuations scored for ``labels`` (each with the closing bracket), cached."""
+        entry = self._closed_labels.get(id(labels))
+        if entry is None or entry[0] is not labels:
+            entry = self._closed_labels[id(labels)] = (labels, tuple(lab + CLOSE for lab in labels))
+        return entry[1]
 
     def _gen_request(self, job: Job) -> GenerateRequest:
         seed = self.seed
@@ -138,7 +160,9 @@ class Engine:
         return content_key(request), request
 
     def _overflows(self, job: Job) -> bool:
-        budget = self.backend.max_label_tokens([lab + CLOSE for lab in job.labels])
+        budget = self._label_budget.get(job.labels)
+        if budget is None:
+            budget = self._label_budget[job.labels] = self.backend.max_label_tokens(list(self._closed(job.labels)))
         if self.protocol == "cot":
             budget += self.max_new_tokens + self.backend.count_tokens(job.marker)
         return self.backend.count_tokens(job.prompt) + budget > self.backend.context_length
@@ -246,14 +270,22 @@ class Engine:
         return Generation(row.result["text"], tuple(row.result["token_logprobs"]), row.result["finish_reason"],
                           row.prompt_tokens, row.latency_s)
 
-    def _fetch(self, kind: str, requests: dict[str, tuple[dict[str, Any], Any]],
-               progress: ProgressFn | None) -> dict[str, Any]:
-        stored = self.store.get_many(list(requests))
-        results: dict[str, Any] = {key: self._from_row(kind, row) for key, row in stored.items()}
-        self.stats.from_store += len(stored)
-        if progress is not None and kind == "labels" and stored:
-            progress(len(stored))
-        todo = [(k, req, obj) for k, (req, obj) in requests.items() if k not in stored]
+    def _fetch(self, kind: str, requests: dict[str, tuple[dict[str, Any] | None, Any]],
+               progress: ProgressFn | None, stored: dict[str, StoredOutput] | None = None) -> dict[str, Any]:
+        """Results of ``{key: (request JSON or None, request)}``: from the store, else from the backend.
+
+        ``stored`` holds rows already read for these keys; the rest are looked up here.
+        """
+        stored = dict(stored or {})
+        missing = [k for k in requests if k not in stored]
+        if missing:
+            stored.update(self.store.get_many(missing))
+        results: dict[str, Any] = {key: self._from_row(kind, row) for key, row in stored.items() if key in requests}
+        self.stats.from_store += len(results)
+        if progress is not None and kind == "labels" and results:
+            progress(len(results))
+        todo = [(k, req if req is not None else self._label_key(obj)[1], obj)
+                for k, (req, obj) in requests.items() if k not in results]
         results.update(self._run_batches(kind, todo, progress))
         return results
 
@@ -266,11 +298,21 @@ class Engine:
         outcomes: list[Outcome | None] = [None] * len(jobs)
         label_prompts: dict[int, tuple[str, str | None, float | None]] = {}
         gen_wanted: dict[int, tuple[str, GenerateRequest]] = {}
+        # Direct judgments already stored skip the context check (they fitted when they were made, and
+        # counting tokens is the costliest step of re-aggregation with a real tokenizer).
+        stored: dict[str, StoredOutput] = {}
+        keys: dict[int, str] = {}
+        if self.protocol == "direct":
+            keys = {i: self._label_key_fast(job.prompt, self._closed(job.labels))
+                    for i, job in enumerate(jobs) if not isinstance(job, str)}
+            stored = self.store.get_many(list(keys.values()))
         for i, job in enumerate(jobs):
             if isinstance(job, str):
                 outcomes[i] = self._unscored(job)
                 if progress:
                     progress(1)
+            elif keys.get(i) in stored:
+                label_prompts[i] = (job.prompt, None, None)
             elif self._overflows(job):
                 outcomes[i] = self._unscored(CONTEXT_OVERFLOW)
                 if progress:
@@ -297,27 +339,34 @@ class Engine:
                     label_prompts[i] = (job.prompt + gen.text + job.marker, gen.text, ppl)
                 if outcomes[i] is not None and progress:
                     progress(1)
-        label_reqs: dict[int, tuple[str, LabelRequest]] = {}
-        requests = {}
+        label_keys: dict[int, str] = {}
+        requests: dict[str, tuple[dict[str, Any] | None, Any]] = {}
         for i, (prompt, _, _) in label_prompts.items():
             job = jobs[i]
             assert isinstance(job, Job)
-            req = LabelRequest(prompt, tuple(lab + CLOSE for lab in job.labels))
-            key, request = self._label_key(req)
-            label_reqs[i] = (key, req)
-            requests[key] = (request, req)
-        results = self._fetch("labels", requests, progress)
-        for i, (key, _) in label_reqs.items():
-            res = results[key]
-            _, critique, ppl = label_prompts[i]
-            if isinstance(res, BackendError):
+            labels = self._closed(job.labels)
+            key = keys[i] if i in keys else self._label_key_fast(prompt, labels)
+            label_keys[i] = key
+            if key not in requests:
+                requests[key] = (None, LabelRequest(prompt, labels))  # the request JSON only if it is run
+        results = self._fetch("labels", requests, progress, stored)
+        good = [(i, results[key]) for i, key in label_keys.items() if not isinstance(results[key], BackendError)]
+        for i, key in label_keys.items():
+            if isinstance(results[key], BackendError):
                 outcomes[i] = self._unscored(BACKEND_ERROR)
-                continue
-            probs = tuple(np.exp(np.asarray(res.logprobs, dtype=np.float64)).tolist())
-            reason = NO_LABEL_MASS if sum(probs) < self.min_label_mass else None
-            if reason:
-                self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
-            outcomes[i] = Outcome(probs, reason, critique, ppl, res.prompt_tokens)
+        # One exp over every result of a label count at once (re-aggregation handles thousands).
+        by_width: dict[int, list[tuple[int, LabelResult]]] = {}
+        for i, res in good:
+            by_width.setdefault(len(res.logprobs), []).append((i, res))
+        for group in by_width.values():
+            probs = np.exp(np.array([res.logprobs for _, res in group], dtype=np.float64))
+            masses = probs.sum(axis=1).tolist()
+            for (i, res), row, mass in zip(group, probs.tolist(), masses):
+                _, critique, ppl = label_prompts[i]
+                reason = NO_LABEL_MASS if mass < self.min_label_mass else None
+                if reason:
+                    self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
+                outcomes[i] = Outcome(tuple(row), reason, critique, ppl, res.prompt_tokens)
         return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
 
     def plan(self, jobs: Sequence[Job | str]) -> PlanSummary:

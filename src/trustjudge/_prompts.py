@@ -105,12 +105,36 @@ def _blocks(context: str | None, reference: str | None) -> dict[str, str]:
     }
 
 
+def _compile(template: string.Template) -> tuple[tuple[str, str | None], ...]:
+    """``template`` as (literal, field name) parts: rendering joins them without a regex pass per prompt."""
+    parts: list[tuple[str, str | None]] = []
+    text, pos = template.template, 0
+    for match in template.pattern.finditer(text):
+        literal = text[pos : match.start()]
+        if match.group("escaped") is not None:
+            parts.append((literal + template.delimiter, None))
+        else:
+            parts.append((literal, match.group("named") or match.group("braced")))
+        pos = match.end()
+    parts.append((text[pos:], None))
+    return tuple(parts)
+
+
 @dataclass(frozen=True)
 class Prompts:
     """Renders the user turn of pointwise and pairwise judgments."""
 
     pointwise: string.Template
     pairwise: string.Template
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_parts", {"pointwise": _compile(self.pointwise),
+                                            "pairwise": _compile(self.pairwise)})
+
+    def _render(self, which: str, fields: dict[str, object]) -> str:
+        """The same text as ``string.Template.substitute(fields)`` (a test checks it), faster."""
+        parts: tuple[tuple[str, str | None], ...] = self._parts[which]  # type: ignore[attr-defined]
+        return "".join(lit if name is None else lit + str(fields[name]) for lit, name in parts)
 
     @classmethod
     def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None) -> Prompts:
@@ -134,12 +158,12 @@ class Prompts:
 
     def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
                          sc: Scale, protocol: Protocol) -> str:
-        return self.pointwise.substitute(question=quote(question), response=quote(response), scale_min=1,
-                                         scale_max=sc.points, task=self.score_task(sc, protocol),
-                                         **_blocks(context, reference))
+        return self._render("pointwise", dict(question=quote(question), response=quote(response), scale_min=1,
+                                              scale_max=sc.points, task=self.score_task(sc, protocol),
+                                              **_blocks(context, reference)))
 
     def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
                         protocol: Protocol) -> str:
-        return self.pairwise.substitute(question=quote(question), response_a=quote(a), response_b=quote(b), scale_min=1,
-                                        scale_max=1, task=self.verdict_task(protocol),
-                                        **_blocks(context, reference))
+        return self._render("pairwise", dict(question=quote(question), response_a=quote(a), response_b=quote(b),
+                                             scale_min=1, scale_max=1, task=self.verdict_task(protocol),
+                                             **_blocks(context, reference)))

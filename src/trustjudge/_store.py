@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import platformdirs
 
 from .errors import StoreError
@@ -172,7 +173,7 @@ class Store:
                     f"FROM outputs WHERE key IN ({marks})", chunk
                 )
                 for key, kind, result, pt, ct, lat in rows:
-                    found[key] = StoredOutput(key, kind, json.loads(result), pt, ct, lat)
+                    found[key] = StoredOutput(key, kind, orjson.loads(result), pt, ct, lat)
         return found
 
     def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], dict[str, Any], int, int, float]],
