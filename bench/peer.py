@@ -181,7 +181,10 @@ socket.socket.connect_ex = _guarded(_connect_ex)
 
 cfg = json.load(open(sys.argv[1]))
 t_import = time.perf_counter()
-import httpx
+try:
+    import httpx2 as httpx  # what the openai SDK of this DeepEval uses
+except ImportError:
+    import httpx
 import deepeval
 from deepeval.metrics import GEval
 from deepeval.models import LocalModel
