@@ -218,3 +218,16 @@ def test_compiled_user_template_keeps_dollar_escapes(tmp_path: Path) -> None:
     assert prompts.render_pointwise("q", "r", None, None, scale(5), "direct") == prompts.pointwise.substitute(
         question="q", response="r", task=prompts.score_task(scale(5), "direct"), scale_min=1, scale_max=5,
         context="", reference="", context_block="", reference_block="")
+
+
+def test_record_to_dict_equals_dataclasses_asdict(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    judge = Judge(MockBackend(), store=tmp_path / "s.sqlite", scale=5)
+    items = items_from_dicts(small_items())
+    for rec in judge.compare(items):
+        assert rec.to_dict() == asdict(rec)
+        assert rec.to_dict()["orders"] is not rec.orders  # a copy: editing it leaves the record alone
+    for srec in judge.score(items):
+        want = {k: v for k, v in asdict(srec).items() if k not in ("critique", "distribution") or v is not None}
+        assert srec.to_dict() == want
