@@ -178,8 +178,8 @@ def test_plan_counts_stored_and_missing(tmp_path: Path) -> None:
 
 
 # -- the fast paths of re-aggregation equal the plain definitions ------------------------------------
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 @given(prompt=st.text(), labels=st.lists(st.text(max_size=5), min_size=1, max_size=6).map(tuple))

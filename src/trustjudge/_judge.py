@@ -10,9 +10,24 @@ from typing import Any
 from . import _scoring as S
 from ._audit import INJECTION, AuditReport
 from ._audit import audit as run_audit
-from ._engine import EMPTY_RESPONSE, Engine, EngineStats, Job, Outcome, PlanSummary, ProgressFn
+from ._engine import (
+    EMPTY_RESPONSE,
+    Engine,
+    EngineStats,
+    Job,
+    Outcome,
+    PlanSummary,
+    ProgressFn,
+)
 from ._items import Item, Pair
-from ._prompts import SCORE_MARKER, SYSTEM, VERDICT_LABELS, VERDICT_MARKER, Prompts, Protocol
+from ._prompts import (
+    SCORE_MARKER,
+    SYSTEM,
+    VERDICT_LABELS,
+    VERDICT_MARKER,
+    Prompts,
+    Protocol,
+)
 from ._prompts import scale as make_scale
 from ._store import Store
 from .backends import DEFAULT_JUDGE, Backend, get_backend
