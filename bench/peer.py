@@ -213,32 +213,36 @@ def on_response(response):
 client = httpx.Client(timeout=cfg["timeout_s"], event_hooks={"response": [on_response]})
 model = LocalModel(model=cfg["model"], base_url=cfg["base_url"], api_key="unused-local", temperature=0.0,
                    generation_kwargs={"max_tokens": cfg["max_tokens"]}, http_client=client)
-records = []
-for item in cfg["items"]:
-    calls.clear()
-    record = {"id": item["id"], "score": None, "error": None}
-    t0 = time.perf_counter()
-    try:
-        metric = GEval(name="Correctness", criteria=cfg["criteria"],
-                       evaluation_params=[SingleTurnParams.INPUT, SingleTurnParams.ACTUAL_OUTPUT],
-                       model=model, async_mode=False, verbose_mode=False)
-        score = metric.measure(LLMTestCase(input=item["question"], actual_output=item["response"]),
-                               _show_indicator=False)
-        if score is None or not isinstance(score, (int, float)) or not math.isfinite(float(score)):
-            record["error"] = f"measure returned {score!r}"
-        else:
-            record["score"] = float(score)
-        record["reason"] = str(getattr(metric, "reason", "") or "")[:500]
-        record["steps"] = getattr(metric, "evaluation_steps", None)
-    except Exception as exc:  # noqa: BLE001 - every failure is a result here
-        record["error"] = f"{type(exc).__name__}: {exc}"[:500]
-    record["seconds"] = time.perf_counter() - t0
-    record["calls"] = list(calls)
-    records.append(record)
-    mark = "error" if record["error"] else f"{record['score']:.2f}"
-    print(f"deepeval {len(records)}/{len(cfg['items'])} {record['seconds']:.1f}s {mark}", file=sys.stderr, flush=True)
-    json.dump({"deepeval": deepeval.__version__, "import_s": import_s, "blocked": BLOCKED, "records": records},
-              open(cfg["out"], "w"), indent=1)
+results = {}
+for variant in cfg["variants"]:
+    records = results[variant["name"]] = []
+    for item in cfg["items"]:
+        calls.clear()
+        record = {"id": item["id"], "score": None, "error": None}
+        t0 = time.perf_counter()
+        try:
+            metric = GEval(name="Correctness", criteria=variant["criteria"],
+                           evaluation_steps=variant["evaluation_steps"],
+                           evaluation_params=[SingleTurnParams.INPUT, SingleTurnParams.ACTUAL_OUTPUT],
+                           model=model, async_mode=False, verbose_mode=False)
+            score = metric.measure(LLMTestCase(input=item["question"], actual_output=item["response"]),
+                                   _show_indicator=False)
+            if score is None or not isinstance(score, (int, float)) or not math.isfinite(float(score)):
+                record["error"] = f"measure returned {score!r}"
+            else:
+                record["score"] = float(score)
+            record["reason"] = str(getattr(metric, "reason", "") or "")[:500]
+            record["steps"] = getattr(metric, "evaluation_steps", None)
+        except Exception as exc:  # noqa: BLE001 - every failure is a result here
+            record["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        record["seconds"] = time.perf_counter() - t0
+        record["calls"] = list(calls)
+        records.append(record)
+        mark = "error" if record["error"] else f"{record['score']:.2f}"
+        print(f"deepeval {variant['name']} {len(records)}/{len(cfg['items'])} {record['seconds']:.1f}s {mark}",
+              file=sys.stderr, flush=True)
+        json.dump({"deepeval": deepeval.__version__, "import_s": import_s, "blocked": BLOCKED, "variants": results},
+                  open(cfg["out"], "w"), indent=1)
 '''
 
 
