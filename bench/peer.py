@@ -7,10 +7,11 @@ Starts llama-cpp-python's OpenAI-compatible server on loopback with the bundled 
   prompt ending in ``Score: [`` and the labels read from the top-20 log-probabilities (``labels=top_k``:
   llama-cpp-python's server formats echoed prompt log-probabilities in Python over the whole vocabulary,
   ~10 s per 300-token prompt, so the exact echo path is left out here).
-- DeepEval's GEval (criteria, evaluation_params input + actual_output, async off), with DeepEval's own
-  OpenAI-compatible ``LocalModel`` pointed at the same server (chat completions, temperature 0). A fresh
-  GEval per item, as ``deepeval.evaluate`` copies the metric per test case: each judgment generates its
-  evaluation steps, then the JSON score and reason. DeepEval is installed in a separate virtual
+- DeepEval's GEval (evaluation_params input + actual_output, async off), with DeepEval's own
+  OpenAI-compatible ``LocalModel`` pointed at the same server (chat completions, temperature 0), a fresh
+  GEval per item as ``deepeval.evaluate`` copies the metric per test case, in two variants: ``criteria``
+  (each judgment generates its evaluation steps, then the JSON score and reason) and fixed
+  ``evaluation_steps`` written from the same criteria (one generation per judgment). DeepEval is installed in a separate virtual
   environment in the temp folder (never in the project's) and run by a driver script written there,
   with telemetry off, update checks off, proxies pointing at a closed loopback port and a socket guard
   that refuses (and counts) any connection to a non-loopback address.
@@ -29,6 +30,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +58,13 @@ MAX_TOKENS = 512  # DeepEval generation cap per call (the server's chat default 
 GUARD_PORT = 9  # proxies point here (nothing listens): any proxied request fails at once
 CRITERIA = ("Judge how well the actual output answers the input question: whether it is correct, helpful, "
             "relevant, complete and clearly written.")
+STEPS = ("Check whether the facts in the actual output are correct answers to the input question.",
+         ("Check whether the actual output addresses the input question directly and is helpful, relevant and "
+          "complete."),
+         "Check whether the actual output is clearly written; wrong or misleading statements lower the score most.")
+EXAMPLE_REASON = "your concise and informative reason here"  # the example in GEval's results prompt
+VARIANTS = ({"name": "criteria", "criteria": CRITERIA, "evaluation_steps": None},
+            {"name": "evaluation_steps", "criteria": None, "evaluation_steps": list(STEPS)})
 
 # (question, a correct answer, a wrong or unhelpful answer)
 QA: tuple[tuple[str, str, str], ...] = (
@@ -320,17 +329,47 @@ def run_trustjudge(items: list[dict[str, Any]], url: str, tmp: Path) -> dict[str
 
 def failure_reason(error: str) -> str:
     """An error string reduced to its kind, for counting."""
-    head = error.split("\n", 1)[0]
-    if "invalid JSON" in head:
-        return head.split(":", 1)[0] + ": Evaluation LLM outputted an invalid JSON"
-    if "validation error" in head:
-        return head.split(":", 1)[0] + ": " + head.split(":", 1)[1].split(" for ")[0].strip() + " (schema)"
-    return head[:160]
+    lines = error.splitlines()
+    head = lines[0] if lines else error
+    if "validation error" in head and len(lines) >= 3:  # pydantic: "N validation errors for Model", loc, message
+        model = head.rsplit(" for ", 1)[-1]
+        loc = re.sub(r"\.\d+", ".N", lines[1].strip())
+        return f"{head.split(':', 1)[0]} ({model}): {loc}: {lines[2].split('[', 1)[0].strip()}"
+    return re.sub(r"\d+(\.\d+)?s\b", "Ns", head)[:200]
+
+
+def summarise(name: str, recs: list[dict[str, Any]], items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts, times and failure reasons of one GEval variant's per-item records."""
+    calls = [c for r in recs for c in r["calls"]]
+    scores = {r["id"]: r["score"] for r in recs}
+    n = len(recs)
+    seconds = sum(r["seconds"] for r in recs)
+    return {"variant": name, "n": n, "seconds": seconds, "seconds_per_judgment": seconds / max(1, n),
+            "scored": sum(r["score"] is not None for r in recs),
+            "scored_fraction": sum(r["score"] is not None for r in recs) / max(1, n),
+            "scored_in_range": sum(r["score"] is not None and 0.0 <= r["score"] <= 1.0 for r in recs),
+            "failure_reasons": Counter(failure_reason(r["error"]) for r in recs if r["error"]).most_common(),
+            "chat_calls": len(calls), "completion_tokens": sum(c.get("completion_tokens") or 0 for c in calls),
+            "calls_hitting_max_tokens": sum(c.get("finish_reason") == "length" for c in calls),
+            "example_copies": sum(r["score"] is not None and EXAMPLE_REASON in (r.get("reason") or "").lower()
+                                  for r in recs),
+            "mean_score": separation(items, scores), "scores": scores,
+            "examples": distinct_failures(recs)}
+
+
+def distinct_failures(recs: list[dict[str, Any]], limit: int = 2) -> list[dict[str, Any]]:
+    """Up to ``limit`` failed records with distinct last model outputs."""
+    seen: dict[str, dict[str, Any]] = {}
+    for r in recs:
+        last = (r["calls"] or [{}])[-1].get("content") or ""
+        if r["error"] and last not in seen and len(seen) < limit:
+            seen[last] = {"id": r["id"], "error": r["error"], "last_output": last}
+    return list(seen.values())
 
 
 def run_deepeval(items: list[dict[str, Any]], url: str, tmp: Path, py: Path) -> dict[str, Any]:
     out_path = tmp / "deepeval_out.json"
-    config = {"items": items, "base_url": url + "/v1", "model": ALIAS, "criteria": CRITERIA,
+    config = {"items": items, "base_url": url + "/v1", "model": ALIAS, "variants": VARIANTS,
               "max_tokens": MAX_TOKENS, "timeout_s": 600, "out": str(out_path)}
     (tmp / "config.json").write_text(json.dumps(config))
     (tmp / "driver.py").write_text(DRIVER)
@@ -343,22 +382,14 @@ def run_deepeval(items: list[dict[str, Any]], url: str, tmp: Path, py: Path) -> 
     if not out_path.exists():
         raise SystemExit(f"the DeepEval driver wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
     out = json.loads(out_path.read_text())
-    recs = out["records"]
-    if proc.returncode or len(recs) != len(items):
-        print(f"warning: DeepEval driver exit {proc.returncode}, {len(recs)}/{len(items)} items\n"
-              f"{proc.stdout[-2000:]}", file=sys.stderr)
-    calls = [c for r in recs for c in r["calls"]]
-    reasons = Counter(failure_reason(r["error"]) for r in recs if r["error"])
-    in_range = [r for r in recs if r["score"] is not None and 0.0 <= r["score"] <= 1.0]
-    return {"seconds": sum(r["seconds"] for r in recs), "wall_s": wall, "import_s": out["import_s"],
-            "n": len(recs), "scored": sum(r["score"] is not None for r in recs), "scored_in_range": len(in_range),
-            "failure_reasons": reasons.most_common(), "blocked_connections": out["blocked"],
-            "chat_calls": len(calls), "completion_tokens": sum(c.get("completion_tokens") or 0 for c in calls),
-            "calls_hitting_max_tokens": sum(c.get("finish_reason") == "length" for c in calls),
-            "scores": {r["id"]: r["score"] for r in recs}, "deepeval_version": out["deepeval"],
-            "examples": [{"id": r["id"], "error": r["error"], "last_output": (r["calls"] or [{}])[-1].get("content")}
-                         for r in recs if r["error"]][:3],
-            "records": recs}
+    done = {name: len(recs) for name, recs in out["variants"].items()}
+    if proc.returncode or any(done.get(v["name"]) != len(items) for v in VARIANTS):
+        print(f"warning: DeepEval driver exit {proc.returncode}, items done {done}\n{proc.stdout[-2000:]}",
+              file=sys.stderr)
+    return {"deepeval_version": out["deepeval"], "wall_s": wall, "import_s": out["import_s"],
+            "blocked_connections": out["blocked"],
+            "variants": {name: summarise(name, recs, items) for name, recs in out["variants"].items()},
+            "records": out["variants"]}
 
 
 def separation(items: list[dict[str, Any]], scores: dict[str, float | None]) -> dict[str, float | None]:
@@ -390,11 +421,15 @@ def main() -> None:
         with running_server(gguf, alias=ALIAS, n_ctx=N_CTX) as url:
             server_cmd = next((c for c in child_commands() if "llama_cpp.server" in c), "")
             print(f"server at {url}; trustjudge on {len(items)} items", flush=True)
+            load = {"before_trustjudge": os.getloadavg()[0]}
             tj = run_trustjudge(items, url, tmp)
+            load["after_trustjudge"] = os.getloadavg()[0]
             print(f"trustjudge: {tj['seconds'] / tj['n']:.2f} s/judgment, scored {tj['scored']}/{tj['n']}", flush=True)
-            print(f"DeepEval GEval on {len(items)} items", flush=True)
+            print(f"DeepEval GEval on {len(items)} items, variants {[v['name'] for v in VARIANTS]}", flush=True)
             de = run_deepeval(items, url, tmp, py)
-        report(args, items, tj, de, peer_versions, install_s, server_cmd, gguf)
+            load["after_deepeval"] = os.getloadavg()[0]
+        de["load_average_1min"] = load
+        report(items, tj, de, peer_versions, install_s, server_cmd, gguf)
     finally:
         if args.keep_temp:
             print(f"kept {tmp}")
@@ -402,105 +437,137 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(args: argparse.Namespace, items: list[dict[str, Any]], tj: dict[str, Any], de: dict[str, Any],
-           peer_versions: dict[str, str], install_s: float, server_cmd: str, gguf: Path) -> None:
+def report(items: list[dict[str, Any]], tj: dict[str, Any], de: dict[str, Any], peer_versions: dict[str, str],
+           install_s: float, server_cmd: str, gguf: Path) -> None:
     import llama_cpp
 
     import trustjudge
 
     n = len(items)
-    tj_spj, de_spj = tj["seconds"] / tj["n"], de["seconds"] / max(1, de["n"])
-    ratio = de_spj / tj_spj if tj_spj else math.nan
-    tj_sep, de_sep = separation(items, tj["scores"]), separation(items, de["scores"])
+    tj_spj = tj["seconds"] / tj["n"]
+    tj_sep = separation(items, tj["scores"])
+    variants = de["variants"]
+    for v in variants.values():
+        v["over_trustjudge_seconds"] = v["seconds_per_judgment"] / tj_spj if tj_spj else math.nan
     versions = {"trustjudge": getattr(trustjudge, "__version__", None) or _dist_version("trustjudge"),
                 "llama_cpp_python": llama_cpp.__version__, **{f"peer_{k}": v for k, v in peer_versions.items()}}
     payload = {
         "n": n, "machine": machine(), "versions": versions, "model": gguf.name, "server_command": server_cmd,
-        "n_ctx": N_CTX, "items": "2 x 25 hand-written questions (one correct, one wrong answer each), "
-                                 "shuffled with seed 0, first n",
+        "n_ctx": N_CTX,
+        "items": "2 x 25 hand-written questions (one correct, one wrong answer each), shuffled with seed 0, first n",
         "trustjudge": {k: v for k, v in tj.items() if k != "scores"} | {
             "seconds_per_judgment": tj_spj, "scored_fraction": tj["scored"] / tj["n"], "mean_score": tj_sep,
             "scale": SCALE, "labels": "top_k (top-20 log-probabilities)"},
-        "deepeval": {k: v for k, v in de.items() if k not in ("scores", "records")} | {
-            "seconds_per_judgment": de_spj, "scored_fraction": de["scored"] / max(1, de["n"]), "mean_score": de_sep,
+        "deepeval": {
+            "version": de["deepeval_version"], "install_s": install_s, "driver_wall_s": de["wall_s"],
+            "import_s": de["import_s"], "blocked_connections": de["blocked_connections"],
+            "load_average_1min": de["load_average_1min"],
             "metric": "GEval, fresh per item (as deepeval.evaluate copies metrics), async_mode=False",
-            "criteria": CRITERIA, "model": "deepeval.models.LocalModel (chat completions, temperature 0)",
-            "max_tokens": MAX_TOKENS, "install_s": install_s},
-        "deepeval_over_trustjudge_seconds": ratio,
+            "model": "deepeval.models.LocalModel (chat completions, temperature 0)", "max_tokens": MAX_TOKENS,
+            "variants": {name: {k: v for k, v in s.items() if k != "scores"} | {"config": cfg}
+                         for cfg in VARIANTS for name, s in variants.items() if name == cfg["name"]}},
         "deepeval_records": de["records"],
     }
     print(f"\nn = {n} judgments per tool (SmolLM2-135M Q4_1, llama-cpp-python server, loopback)")
     print(f"trustjudge: {tj_spj:.2f} s/judgment, scored {tj['scored']}/{tj['n']} ({tj['scored'] / tj['n']:.0%})")
-    print(f"DeepEval {de['deepeval_version']} GEval: {de_spj:.2f} s/judgment, scored {de['scored']}/{de['n']} "
-          f"({de['scored'] / max(1, de['n']):.0%})")
-    print(f"DeepEval / trustjudge time per judgment: {ratio:.1f}x")
-    for reason, count in de["failure_reasons"][:5]:
-        print(f"  DeepEval failure x{count}: {reason}")
+    for name, v in variants.items():
+        print(f"DeepEval {de['deepeval_version']} GEval ({name}): {v['seconds_per_judgment']:.2f} s/judgment "
+              f"({v['over_trustjudge_seconds']:.1f}x trustjudge), scored {v['scored']}/{v['n']} "
+              f"({v['scored_fraction']:.0%})")
+        for reason, count in v["failure_reasons"][:4]:
+            print(f"    failure x{count}: {reason}")
     print(f"non-loopback connections refused in the DeepEval driver: {len(de['blocked_connections'])}")
 
-    reasons = "\n".join(f"| {count} | `{reason}` |" for reason, count in de["failure_reasons"][:8]) or "| 0 | - |"
-    examples = "\n".join(f"- `{e['id']}`: `{e['error'][:200]}`; the model's last output began "
-                         f"`{(e['last_output'] or '')[:160]!r}`" for e in de["examples"]) or "- none"
-    m = payload["machine"]
-    md = f"""# trustjudge vs DeepEval GEval on the same model (`bench/peer.py`)
+    md = render(n, tj, tj_spj, tj_sep, de, variants, versions, peer_versions, install_s, server_cmd, gguf,
+                payload["machine"])
+    write_results("peer", payload, md)
+    print("wrote bench/results/peer.json and bench/results/peer.md")
+
+
+def render(n: int, tj: dict[str, Any], tj_spj: float, tj_sep: dict[str, float | None], de: dict[str, Any],
+           variants: dict[str, dict[str, Any]], versions: dict[str, Any], peer_versions: dict[str, str],
+           install_s: float, server_cmd: str, gguf: Path, m: dict[str, Any]) -> str:
+    names = [v["name"] for v in VARIANTS if v["name"] in variants]
+    load = de["load_average_1min"]
+    vs = [variants[k] for k in names]
+
+    def row(label: str, tj_cell: str, cell: Any) -> str:
+        return f"| {label} | {tj_cell} | " + " | ".join(cell(v) for v in vs) + " |"
+
+    table = "\n".join([
+        "| | trustjudge | " + " | ".join(f"DeepEval GEval ({k})" for k in names) + " |",
+        "|---|---|" + "---|" * len(names),
+        row("seconds per judgment", f"{tj_spj:.2f}", lambda v: f"{v['seconds_per_judgment']:.2f}"),
+        row("time vs trustjudge", "1.0x", lambda v: f"{v['over_trustjudge_seconds']:.1f}x"),
+        row("scored", f"{tj['scored']}/{tj['n']} ({tj['scored'] / tj['n']:.0%})",
+            lambda v: f"{v['scored']}/{v['n']} ({v['scored_fraction']:.0%})"),
+        row("model calls", "completions, top-20 log-probabilities at the label (label trie)",
+            lambda v: f"{v['chat_calls']} chat completions, {v['completion_tokens']} generated tokens "
+                      f"({v['calls_hitting_max_tokens']} hit max_tokens)"),
+        row("scored, but the reason is the prompt's example copied", "-", lambda v: str(v["example_copies"])),
+        row("mean score, correct answers", f"{fmt(tj_sep['correct'], '.2f')} (1-10)",
+            lambda v: f"{fmt(v['mean_score']['correct'], '.2f')} (0-1)"),
+        row("mean score, wrong answers", f"{fmt(tj_sep['wrong'], '.2f')} (1-10)",
+            lambda v: f"{fmt(v['mean_score']['wrong'], '.2f')} (0-1)"),
+    ])
+    failures = []
+    for k, v in zip(names, vs):
+        rows = "\n".join(f"| {count} | `{reason}` |" for reason, count in v["failure_reasons"][:8]) or "| 0 | - |"
+        examples = "\n".join(
+            f"- `{e['id']}`: the model's last output began `{(e['last_output'] or '')[:240]!r}`" for e in v["examples"])
+        failures.append(f"### GEval ({k})\n\n| count | reason |\n|---|---|\n{rows}\n\n{examples or '- none'}\n")
+    steps = "\n".join(f"    {i}. {s}" for i, s in enumerate(STEPS, 1))
+    return f"""# trustjudge vs DeepEval GEval on the same model (`bench/peer.py`)
 
 Same model (SmolLM2-135M-Instruct, `{gguf.name}`, bundled), same llama-cpp-python OpenAI-compatible server on
-loopback, same {n} question/response items (hand-written questions, half answered correctly and half wrongly),
-judged one after the other by each tool. Run: `.venv/bin/python bench/peer.py --n {n}` (with `nice -n 5`).
+loopback, same {n} question/response items (hand-written questions, about half answered correctly and half
+wrongly), judged one tool after the other. Run: `nice -n 5 .venv/bin/python bench/peer.py --n {n}`.
 
-Machine: {m['cpu']}, {m['cores']} cores, busy with another benchmark during the run (so absolute times are
-inflated; both tools ran under the same load). Commit {m['commit']}, Python {m['python']}.
+Machine: {m['cpu']}, {m['cores']} cores, busy with another benchmark during the run, so absolute times are
+inflated (1-minute load average {load['before_trustjudge']:.1f} before trustjudge, {load['after_trustjudge']:.1f}
+after it, {load['after_deepeval']:.1f} after DeepEval). Commit {m['commit']}, Python {m['python']}.
 
-| | trustjudge | DeepEval GEval |
-|---|---|---|
-| seconds per judgment | {tj_spj:.2f} | {de_spj:.2f} |
-| scored | {tj['scored']}/{tj['n']} ({tj['scored'] / tj['n']:.0%}) | {de['scored']}/{de['n']} ({de['scored'] / max(1, de['n']):.0%}) |
-| model calls | label requests through the top-k label trie | {de['chat_calls']} chat completions, {de['completion_tokens']} generated tokens ({de['calls_hitting_max_tokens']} hit max_tokens {MAX_TOKENS}) |
-| mean score, correct answers | {fmt(tj_sep['correct'], '.2f')} (1-10) | {fmt(de_sep['correct'], '.2f')} (0-1) |
-| mean score, wrong answers | {fmt(tj_sep['wrong'], '.2f')} (1-10) | {fmt(de_sep['wrong'], '.2f')} (0-1) |
+{table}
 
-DeepEval takes **{ratio:.1f}x** trustjudge's time per judgment.
-
-- trustjudge: `Judge("llamacpp-server/{ALIAS}@URL?labels=top_k", store=<temp sqlite>, scale={SCALE})`,
-  direct protocol, `list(judge.score(items))` timed whole ({tj['seconds']:.1f} s, including the backend's
-  one-time server detection). `labels=top_k`: llama-cpp-python's server computes echoed prompt
+- **trustjudge**: `Judge("llamacpp-server/{ALIAS}@URL?labels=top_k", store=<temp sqlite>, scale={SCALE})`,
+  direct protocol; `list(judge.score(items))` timed whole ({tj['seconds']:.1f} s, including the backend's
+  one-time server detection). `labels=top_k` because llama-cpp-python's server computes echoed prompt
   log-probabilities in Python over the whole 49k vocabulary (~10 s per 300-token prompt), so the exact echo
-  path was not used; labels come from the top-20 log-probabilities at the label position (mean label mass
+  path was left out: labels come from the top-20 log-probabilities at the label position (mean label mass
   {fmt(tj['mean_label_mass'])}). Unscored reasons: {tj['unscored_reasons'] or 'none'}.
-- DeepEval {de['deepeval_version']}: `GEval(criteria=..., evaluation_params=[INPUT, ACTUAL_OUTPUT],
-  async_mode=False)` with DeepEval's OpenAI-compatible `LocalModel` (chat completions, temperature 0,
-  `max_tokens={MAX_TOKENS}`), a fresh metric per item as `deepeval.evaluate` copies metrics per test case, so
-  each judgment is two generations (evaluation steps, then JSON score and reason). Seconds per judgment are
-  the sum of per-item `measure()` times ({de['seconds']:.1f} s); the driver process took {de['wall_s']:.1f} s
-  in all ({de['import_s']:.1f} s importing DeepEval). A judgment counts as scored when `measure()` returned a
-  finite number ({de['scored_in_range']} of them in DeepEval's 0-1 range); an exception or None is not scored.
-  `LocalModel` has no log-probability path, so GEval's probability-weighted score is not used: the score is
-  the generated integer / 10.
-- Criteria given to GEval: "{CRITERIA}" (trustjudge's default pointwise template asks the same: correct,
-  helpful, relevant, complete, clearly written).
+- **DeepEval {de['deepeval_version']}**: `GEval(evaluation_params=[INPUT, ACTUAL_OUTPUT], async_mode=False)` with
+  DeepEval's OpenAI-compatible `LocalModel` (chat completions through the server's chat template,
+  temperature 0, `max_tokens={MAX_TOKENS}`). A fresh metric per item, as `deepeval.evaluate` copies metrics
+  per test case. Seconds per judgment are the sum of per-item `measure()` times; the driver process took
+  {de['wall_s']:.1f} s in all ({de['import_s']:.1f} s importing DeepEval). A judgment is scored when `measure()`
+  returned a finite number; an exception or None is not scored. `LocalModel` has no log-probability path,
+  so GEval's probability-weighted score is not used: the score is the generated integer / 10.
+  GEval's results prompt ends with an example JSON (`"reason": "your concise and informative reason
+  here", "score": 0`); judgments whose reason is that example copied are counted in the table.
+  - `criteria` (what the task asked): "{CRITERIA}" GEval first asks the model for evaluation steps as JSON,
+    then for the JSON score and reason: two generations per judgment. The steps prompt does not depend on
+    the item, so at temperature 0 every item gets the same steps output.
+  - `evaluation_steps` (GEval's documented alternative, added so the scoring call itself is measured):
+    fixed steps written from the same criteria, one generation per judgment:
+{steps}
+- trustjudge's default pointwise template asks for the same qualities (correct, helpful, relevant,
+  complete, clearly written) on a 1-10 scale.
 - DeepEval ran in its own virtual environment in the temp folder (`pip install deepeval=={de['deepeval_version']}`,
   {install_s:.0f} s; openai {peer_versions.get('openai')}, pydantic {peer_versions.get('pydantic')}), never in the
   project's. `DEEPEVAL_TELEMETRY_OPT_OUT=YES`, update checks off, `OPENAI_BASE_URL` set to the local server,
-  HTTP(S) proxies set to a closed loopback port, and a socket guard refusing non-loopback connections:
-  {len(de['blocked_connections'])} were attempted.
+  HTTP(S) proxies set to a closed loopback port, and a socket guard in the driver refusing non-loopback
+  connections: {len(de['blocked_connections'])} were attempted.
 
 ## DeepEval's failures
 
-| count | reason |
-|---|---|
-{reasons}
-
-{examples}
-
+{chr(10).join(failures)}
 ## Setup
 
 - Server: `{server_cmd or 'python -m llama_cpp.server (tests/_llama_server.running_server)'}`
 - Versions: {', '.join(f'{k} {v}' for k, v in versions.items())}
 
-Raw per-item DeepEval records (score or error, seconds, each call's generated text) are in `peer.json`.
+Per-item DeepEval records (score or error, seconds, each call's generated text) are in `peer.json`.
 """
-    write_results("peer", payload, md)
-    print("wrote bench/results/peer.json and bench/results/peer.md")
 
 
 def _dist_version(name: str) -> str | None:

@@ -262,6 +262,20 @@ def test_faults_in_the_probe_and_exact_path_are_retried_not_taken_for_no_echo() 
     assert policy.retries >= 6
 
 
+def test_a_connection_reset_on_reuse_is_retried_once_at_once() -> None:
+    """A keep-alive connection the server closed as it was reused: one immediate retry, no policy needed."""
+    resets = {"n": 0}
+
+    def reset_once(request: httpx.Request) -> httpx.Response | None:
+        if resets["n"] == 0:
+            resets["n"] += 1
+            raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+        return None
+
+    backend = fake_backend(FakeServer(fail=reset_once))
+    assert _gen(backend)[0].text and resets["n"] == 1
+
+
 def test_a_fault_that_never_stops_fails_after_the_policys_retries() -> None:
     from trustjudge._retry import RetryPolicy
 

@@ -468,12 +468,20 @@ class OpenAICompatibleBackend(Backend):
         if self._limiter is not None:
             self._limiter.wait()
         with self._semaphore:
-            try:
-                resp = self._client.request(method, url, json=body)
-            except httpx.TimeoutException as exc:
-                raise TransientBackendError(f"{url}: timed out ({type(exc).__name__})") from exc
-            except httpx.TransportError as exc:
-                raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            for attempt in range(2):
+                try:
+                    resp = self._client.request(method, url, json=body)
+                    break
+                except httpx.TimeoutException as exc:
+                    raise TransientBackendError(f"{url}: timed out ({type(exc).__name__})") from exc
+                except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+                    # A pooled keep-alive connection that the server closed as it was reused: try once
+                    # more at once on a fresh connection (every request here is safe to repeat).
+                    if attempt == 0:
+                        continue
+                    raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
+                except httpx.TransportError as exc:
+                    raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
         status = resp.status_code
         if status >= 500:
             raise _ServerError(f"{url} returned HTTP {status}: {_server_message(resp.text)}", status,
