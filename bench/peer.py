@@ -3,7 +3,7 @@
 Starts llama-cpp-python's OpenAI-compatible server on loopback with the bundled SmolLM2-135M GGUF
 (``tests/_llama_server.running_server``), then judges the same N question/response items twice:
 
-- trustjudge: ``Judge("llamacpp-server/smollm2@URL?labels=top_k", scale=10)``, direct protocol: one
+- trustjudge: ``Judge("llamacpp-server/smollm2@URL?labels=top_k&template=chatml", scale=10)``, direct protocol: one
   prompt ending in ``Score: [`` and the labels read from the top-20 log-probabilities (``labels=top_k``:
   llama-cpp-python's server formats echoed prompt log-probabilities in Python over the whole vocabulary,
   ~10 s per 300-token prompt, so the exact echo path is left out here).
@@ -311,7 +311,7 @@ def install_peer(tmp: Path, version: str) -> tuple[Path, float, dict[str, str]]:
 
 
 def run_trustjudge(items: list[dict[str, Any]], url: str, tmp: Path) -> dict[str, Any]:
-    judge_name = f"llamacpp-server/{ALIAS}@{url}?labels=top_k"
+    judge_name = f"llamacpp-server/{ALIAS}@{url}?labels=top_k&template=chatml"
     tj_items = items_from_dicts([{"id": it["id"], "question": it["question"],
                                   "responses": [{"id": "a", "text": it["response"]}]} for it in items])
     judge = Judge(judge_name, store=tmp / "trustjudge.sqlite", scale=SCALE)
@@ -529,7 +529,7 @@ after it, {load['after_deepeval']:.1f} after DeepEval). Commit {m['commit']}, Py
 
 {table}
 
-- **trustjudge**: `Judge("llamacpp-server/{ALIAS}@URL?labels=top_k", store=<temp sqlite>, scale={SCALE})`,
+- **trustjudge**: `Judge("llamacpp-server/{ALIAS}@URL?labels=top_k&template=chatml", store=<temp sqlite>, scale={SCALE})`,
   direct protocol; `list(judge.score(items))` timed whole ({tj['seconds']:.1f} s, including the backend's
   one-time server detection). `labels=top_k` because llama-cpp-python's server computes echoed prompt
   log-probabilities in Python over the whole 49k vocabulary (~10 s per 300-token prompt), so the exact echo

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 from scipy.stats import spearmanr
 
-from _common import machine, synthetic_items, write_results
+from _common import RESULTS, machine, synthetic_items, write_results
 from trustjudge import Judge, items_from_dicts
 from trustjudge._audit import audit
 from trustjudge._engine import Job
@@ -167,23 +168,40 @@ def main() -> None:
     ap.add_argument("--scale-n", type=int, default=100_000)
     args = ap.parse_args()
     parts = args.parts.split(",")
-    results: dict[str, Any] = {"judge": args.judge, "machine": machine()}
+    # A run of some parts keeps the other parts' earlier numbers (each part records when it was measured).
+    previous = RESULTS / "throughput.json"
+    results: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() else {}
+    results.update(judge=args.judge, machine=machine())
+    stamp = {"measured": time.strftime("%Y-%m-%d %H:%M"), "commit": results["machine"]["commit"],
+             "load_1min_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if "pointwise" in parts:
             results["pointwise"] = engine_vs_limits(args.judge, synthetic_items(10, 5, 190), "pointwise", tmp)
+            results["pointwise"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
             print("pointwise", results["pointwise"], flush=True)
         if "pairwise" in parts:
             results["pairwise"] = engine_vs_limits(args.judge, synthetic_items(2, 6, 90, seed=3), "pairwise", tmp)
+            results["pairwise"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
             print("pairwise", results["pairwise"], flush=True)
         if "cot" in parts:
             results["cot"] = cot_vs_direct(args.judge, synthetic_items(4, 5, 80, seed=5), tmp)
+            results["cot"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
             print("cot", results["cot"], flush=True)
         if "scale" in parts:
             results["scale"] = scale_part(tmp, args.scale_n)
+            results["scale"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
             print("scale", results["scale"], flush=True)
     write_results("throughput", results, markdown(results))
     print(markdown(results))
+
+
+def when(p: dict[str, Any]) -> str:
+    run = p.get("run")
+    if not run:
+        return ""
+    return (f"_Measured {run['measured']} at commit {run['commit']}; 1-minute load average {run['load_1min_before']:.1f} "
+            f"before, {run['load_1min_after']:.1f} after (2 cores)._")
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -196,7 +214,7 @@ def markdown(r: dict[str, Any]) -> str:
             continue
         p = r[part]
         lines += [f"## Direct {part} ({p['judgments']} judgments, {p['prompt_tokens'] / p['judgments']:.0f} prompt "
-                  "tokens each)", "",
+                  "tokens each)", "", when(p), "",
                   "| what | prompt tokens/s |", "|---|---|",
                   f"| engine (store + label trie + KV reuse) | {p['engine_tok_s']:,.0f} |",
                   f"| limit (1): every prompt in full | {p['limit1_tok_s']:,.0f} |",
@@ -207,14 +225,14 @@ def markdown(r: dict[str, Any]) -> str:
                   f"{'met' if p['vs_limit2'] >= target2 else 'not met'})", ""]
     if "cot" in r:
         c = r["cot"]
-        lines += ["## Reference protocol (sampled critique, T = 1) vs direct", "",
+        lines += ["## Reference protocol (sampled critique, T = 1) vs direct", "", when(c), "",
                   f"- {c['judgments']} pointwise judgments: direct {c['direct_s_per_judgment']:.2f} s/judgment, "
                   f"cot {c['cot_s_per_judgment']:.2f} s/judgment: cot costs **{c['cot_over_direct']:.1f}x**",
                   f"- Spearman of trustjudge-100 scores, direct vs cot: {c['spearman_direct_vs_cot']:.2f}; "
                   f"unscored: direct {c['direct_unscored']}, cot {c['cot_unscored']}", ""]
     if "scale" in r:
         s = r["scale"]
-        lines += ["## Scale (mock judge: the engine, store and methods without model time)", "",
+        lines += ["## Scale (mock judge: the engine, store and methods without model time)", "", when(s), "",
                   f"- re-aggregating {s['responses']:,} stored pointwise judgments under every scoring method: "
                   f"{s['reaggregate_100k_scores_s']:.1f} s (target < 5 s: "
                   f"{'met' if s['reaggregate_100k_scores_s'] < 5 else 'not met'})",
