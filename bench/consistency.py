@@ -7,8 +7,8 @@ and NTR_5 for two_pass, likelihood and ppl (with the verdicts' tie rate), and ag
 A smaller `cot` run follows. Everything is stored in bench/results/work/study.sqlite, so a rerun (or a
 larger run) only judges what is missing.
 
-Run: .venv/bin/python bench/consistency.py --scale-budget 0.5 --cot-judges hf/smollm2-135m   # as recorded
-     .venv/bin/python bench/consistency.py                 # the planned subsets (~1 h per judge here)
+Run: .venv/bin/python bench/consistency.py                 # the planned subsets, as recorded (~1 h per judge here)
+     .venv/bin/python bench/consistency.py --scale-budget 0.5   # half the budget
      .venv/bin/python bench/consistency.py --scale-budget 10   # ten times larger subsets
      .venv/bin/python bench/consistency.py --full              # every question of every dataset
 Data: ../shared/data (or --data DIR). Results: bench/results/consistency.{md,json}.
