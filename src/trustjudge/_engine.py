@@ -111,8 +111,6 @@ class Engine:
         self.max_new_tokens = max_new_tokens
         self.min_label_mass = min_label_mass
         self.batch_size = max(1, batch_size)
-        self.max_retries = max_retries
-        self.retry_base_s = retry_base_s
         self.stats = EngineStats()
         self.retry = RetryPolicy(max_retries=max_retries, base_s=retry_base_s, seed=seed)
         self._backend_retries = backend.use_retry_policy(self.retry)

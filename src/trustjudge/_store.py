@@ -245,10 +245,6 @@ class Store:
         with self._lock:
             self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
 
-    def claims(self) -> int:
-        """The number of claims held (live or not)."""
-        return int(self._db.execute("SELECT COUNT(*) FROM claims").fetchone()[0])
-
     def record_speed(self, backend: str, prompt_tokens: int, seconds: float) -> None:
         """Accumulate measured prompt throughput for time estimates."""
         if prompt_tokens <= 0 or seconds <= 0:
