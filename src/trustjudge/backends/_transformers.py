@@ -6,7 +6,8 @@ Label scoring is exact. For a batch of prompts the backend
    prompts so that the rubric, question and first response are shared), and
 2. scores every label continuation at once with *tree attention*: the label token trie is flattened
    into one sequence whose attention mask lets each node see the prompt and its own ancestors only,
-   so a 100-point scale costs one forward pass of ~100 tokens instead of 100 full passes.
+   so a 100-point scale costs ~100 extra tokens instead of 100 full passes. The nodes ride in the
+   same forward pass as the prompt's uncached tokens: one model call per judgment.
 """
 
 from __future__ import annotations
@@ -159,11 +160,11 @@ class TransformersBackend(Backend):
         self._cache = None
         self._cached_ids = []
 
-    def _prefill(self, ids: list[int]) -> Any:
-        """Run the prompt, reusing the cached common prefix; return the last position's logits."""
+    def _reuse(self, ids: list[int]) -> int:
+        """Crop the cached KV state to its longest prefix shared with ``ids`` (at most all but the last
+        token); return that prefix's length (0: a fresh cache)."""
         from transformers import DynamicCache
 
-        model = self.model
         keep = 0
         if self._cache is not None:
             limit = min(len(ids) - 1, len(self._cached_ids))
@@ -178,15 +179,27 @@ class TransformersBackend(Backend):
             have = self._cache.get_seq_length()
             if have > keep:
                 self._cache.crop(keep - have)
+        return keep
+
+    def _prefill(self, ids: list[int]) -> Any:
+        """Run the prompt, reusing the cached common prefix; return the last position's logits."""
+        model = self.model
+        keep = self._reuse(ids)
         new = torch.tensor([ids[keep:]], device=self.device)
         pos = torch.arange(keep, len(ids), device=self.device).unsqueeze(0)
         out = model(input_ids=new, position_ids=pos, **{self._cache_kw: self._cache}, use_cache=True, logits_to_keep=1)
         self._cached_ids = list(ids)
         return out.logits[0, -1].float()
 
-    def _tree_mask(self, trie: _Trie, prompt_len: int) -> Any:
-        """Additive mask: every node sees the whole prompt and its own ancestors (itself included)."""
+    def _prompt_and_tree_mask(self, trie: _Trie, keep: int, prompt_len: int) -> Any:
+        """Additive mask of one forward pass over the uncached prompt tokens and the trie nodes.
+
+        Prompt rows are causal over the cached prefix and the prompt; node rows see the whole prompt and
+        their own ancestors (itself included). Sliding-window layers (Gemma 3) get the window applied
+        to every row.
+        """
         n = len(trie.node_tokens)
+        s = prompt_len - keep
         neg = torch.finfo(self.dtype).min
         tree = self._tree_blocks.get(trie)
         if tree is None:
@@ -195,15 +208,21 @@ class TransformersBackend(Backend):
                 tree[i, list(anc)] = 0.0
             tree = tree.to(self.device)
             self._tree_blocks[trie] = tree
-        full = torch.cat([torch.zeros((n, prompt_len), dtype=self.dtype, device=self.device), tree], dim=1)[None, None]
+        full = torch.full((s + n, prompt_len + n), neg, dtype=self.dtype, device=self.device)
+        cols = torch.arange(prompt_len, device=self.device)
+        rows = torch.arange(keep, prompt_len, device=self.device)
+        full[:s, :prompt_len] = torch.where(cols[None, :] <= rows[:, None], 0.0, neg)
+        full[s:, :prompt_len] = 0.0
+        full[s:, prompt_len:] = tree
+        full = full[None, None]
         text_config = self.config.get_text_config()
         window = getattr(text_config, "sliding_window", None)
         if not window or "sliding_attention" not in (getattr(text_config, "layer_types", None) or []):
             return full
-        # Sliding-window layers (Gemma 3): a node at position p sees prompt tokens j with p - j < window.
+        positions = torch.cat([rows, torch.tensor([prompt_len + d - 1 for d in trie.node_depth],
+                                                  dtype=rows.dtype, device=self.device)])
+        too_far = (positions[:, None] - cols[None, :]) >= window
         slide = full.clone()
-        positions = torch.tensor([prompt_len + d - 1 for d in trie.node_depth], device=self.device)
-        too_far = (positions[:, None] - torch.arange(prompt_len, device=self.device)[None, :]) >= window
         slide[0, 0, :, :prompt_len] = slide[0, 0, :, :prompt_len].masked_fill(too_far, neg)
         return {"full_attention": full, "sliding_attention": slide}
 
@@ -214,19 +233,25 @@ class TransformersBackend(Backend):
             start = time.perf_counter()
             ids = self._encode(req.prompt)
             trie = self._trie(req.labels)
-            root = torch.log_softmax(self._prefill(ids), dim=-1)
-            node_lp = None
-            if trie.node_tokens:
-                n = len(trie.node_tokens)
-                out = self.model(
-                    input_ids=torch.tensor([trie.node_tokens], device=self.device),
-                    position_ids=torch.tensor([[len(ids) + d - 1 for d in trie.node_depth]], device=self.device),
-                    attention_mask=self._tree_mask(trie, len(ids)),
-                    **{self._cache_kw: self._cache},
-                    use_cache=True,
-                )
-                node_lp = torch.log_softmax(out.logits[0].float(), dim=-1)
+            model = self.model
+            keep = self._reuse(ids)
+            # One forward pass: the uncached prompt tokens, then the trie nodes (tree attention).
+            n = len(trie.node_tokens)
+            positions = list(range(keep, len(ids))) + [len(ids) + d - 1 for d in trie.node_depth]
+            out = model(
+                input_ids=torch.tensor([ids[keep:] + list(trie.node_tokens)], device=self.device),
+                position_ids=torch.tensor([positions], device=self.device),
+                attention_mask=self._prompt_and_tree_mask(trie, keep, len(ids)),
+                **{self._cache_kw: self._cache},
+                use_cache=True,
+                logits_to_keep=n + 1,  # the prompt's last position and every node
+            )
+            logits = out.logits[0].float()
+            root = torch.log_softmax(logits[0], dim=-1)
+            node_lp = torch.log_softmax(logits[1:], dim=-1) if n else None
+            if n:
                 self._cache.crop(-n)
+            self._cached_ids = list(ids)
             values = []
             for seq, nodes in zip(trie.label_tokens, trie.label_nodes):
                 total = root[seq[0]]
