@@ -185,10 +185,10 @@ from hypothesis import strategies as st
 @given(prompt=st.text(), labels=st.lists(st.text(max_size=5), min_size=1, max_size=6).map(tuple))
 def test_fast_store_key_equals_the_canonical_key(prompt: str, labels: tuple[str, ...]) -> None:
     from trustjudge._engine import Engine
-    from trustjudge._store import Store
+    from trustjudge._store import Store, content_key
 
     engine = Engine(MockBackend(), Store(":memory:"))
-    assert engine._label_key_fast(prompt, labels) == engine._label_key(LabelRequest(prompt, labels))[0]
+    assert engine._label_key(prompt, labels) == content_key(engine._label_request(LabelRequest(prompt, labels)))
 
 
 @given(question=st.text(), response=st.text(), context=st.none() | st.text(min_size=1),

@@ -123,14 +123,14 @@ class Engine:
         """Seconds between looks at work another process has claimed."""
 
     # -- keys -------------------------------------------------------------------------------------
-    def _label_key(self, req: LabelRequest) -> tuple[str, dict[str, Any]]:
-        request = {"kind": "labels", "backend": self.backend.fingerprint, "prompt": req.prompt,
-                   "labels": list(req.labels)}
-        return content_key(request), request
+    def _label_request(self, req: LabelRequest) -> dict[str, Any]:
+        """The request JSON stored with a label output (its content key is :meth:`_label_key`)."""
+        return {"kind": "labels", "backend": self.backend.fingerprint, "prompt": req.prompt,
+                "labels": list(req.labels)}
 
-    def _label_key_fast(self, prompt: str, labels: tuple[str, ...]) -> str:
-        """:meth:`_label_key`'s key without building the request: the canonical JSON assembled from
-        cached parts (equal by construction; a test checks it). Re-aggregation computes one per judgment."""
+    def _label_key(self, prompt: str, labels: tuple[str, ...]) -> str:
+        """``content_key`` of :meth:`_label_request`, assembled from cached JSON parts without building
+        the request (a test checks they are equal). Re-aggregation computes one per judgment."""
         entry = self._key_parts.get(id(labels))  # by identity: hashing a 100-label tuple costs more
         if entry is None or entry[0] is not labels:
             head = canonical_json({"backend": self.backend.fingerprint, "kind": "labels", "labels": list(labels)})
@@ -282,7 +282,7 @@ class Engine:
         self.stats.from_store += len(results)
         if progress is not None and kind == "labels" and results:
             progress(len(results))
-        todo = [(k, req if req is not None else self._label_key(obj)[1], obj)
+        todo = [(k, req if req is not None else self._label_request(obj), obj)
                 for k, (req, obj) in requests.items() if k not in results]
         results.update(self._run_batches(kind, todo, progress))
         return results
@@ -301,7 +301,7 @@ class Engine:
         stored: dict[str, StoredOutput] = {}
         keys: dict[int, str] = {}
         if self.protocol == "direct":
-            keys = {i: self._label_key_fast(job.prompt, self._closed(job.labels))
+            keys = {i: self._label_key(job.prompt, self._closed(job.labels))
                     for i, job in enumerate(jobs) if not isinstance(job, str)}
             stored = self.store.get_many(list(keys.values()))
         for i, job in enumerate(jobs):
@@ -343,7 +343,7 @@ class Engine:
             job = jobs[i]
             assert isinstance(job, Job)
             labels = self._closed(job.labels)
-            key = keys[i] if i in keys else self._label_key_fast(prompt, labels)
+            key = keys[i] if i in keys else self._label_key(prompt, labels)
             label_keys[i] = key
             if key not in requests:
                 requests[key] = (None, LabelRequest(prompt, labels))  # the request JSON only if it is run
@@ -379,7 +379,7 @@ class Engine:
             if self.protocol == "cot":
                 key = self._gen_key(self._gen_request(job))[0]
             else:
-                key = self._label_key(LabelRequest(job.prompt, tuple(lab + CLOSE for lab in job.labels)))[0]
+                key = self._label_key(job.prompt, self._closed(job.labels))
             keys.append(key)
             tokens[key] = self.backend.count_tokens(job.prompt)
         stored = self.store.get_many(keys)
