@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge._audit import INJECTION, injection_effect
+from trustjudge._injection import INJECTION, injection_effect
 from trustjudge._prompts import Prompts, quote, scale
 from trustjudge.backends import LabelRequest
 from trustjudge.backends._mock import MockBackend

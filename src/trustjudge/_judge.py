@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _scoring as S
-from ._audit import INJECTION, AuditReport
+from ._audit import AuditReport
 from ._audit import audit as run_audit
 from ._engine import (
     EMPTY_RESPONSE,
@@ -19,6 +19,7 @@ from ._engine import (
     PlanSummary,
     ProgressFn,
 )
+from ._injection import INJECTION
 from ._items import Item, Pair
 from ._prompts import (
     SCORE_MARKER,
@@ -276,7 +277,7 @@ class Judge:
 
         Items with one response are scored but not compared. Everything already stored is reused, so
         re-running with another delta, k or method makes no model call. With ``injection``, every
-        response is also scored with :data:`~trustjudge._audit.INJECTION` appended (an instruction to
+        response is also scored with :data:`~trustjudge._injection.INJECTION` appended (an instruction to
         give the top label), and the report says how far the judge moved.
         """
         by_scale: dict[int, list[dict[str, Any]]] = {}
