@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,9 +20,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from .conftest import time_limit
 
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings", "httpx")
 TEST_BOUND_S = 300
@@ -107,13 +107,5 @@ def smollm2_server() -> Iterator[str]:
 @pytest.fixture(autouse=True)
 def time_bound() -> Iterator[None]:
     """Fail a test that runs longer than ``TEST_BOUND_S`` instead of hanging the suite (autouse where imported)."""
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"test exceeded its {TEST_BOUND_S} s bound")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(TEST_BOUND_S)
-    try:
+    with time_limit(TEST_BOUND_S):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)

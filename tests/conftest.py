@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,21 @@ import pytest
 
 # Keep converted models in one cache folder across the test session (conversion takes ~20 s).
 os.environ.setdefault("TRUSTJUDGE_CACHE", str(Path.home() / ".cache" / "trustjudge-tests"))
+
+
+@contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Raise TimeoutError in the test if it runs longer than ``seconds`` (SIGALRM), instead of hanging."""
+    def expired(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"test ran longer than its {seconds} s bound")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -44,7 +61,7 @@ def smollm() -> Iterator[Any]:
 
 # CI replays a fixed set of generated examples (derandomized), so that a landing never depends on luck;
 # local runs keep exploring new examples.
-from hypothesis import settings as _hyp_settings  # noqa: E402
+from hypothesis import settings as _hyp_settings
 
 _hyp_settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):

@@ -33,6 +33,8 @@ except ImportError:
 
 from trustjudge.backends._ray import RayBackend, _JudgeActor, _load_error, ray_backend
 
+from .conftest import time_limit
+
 TEST_LIMIT_S = 100
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,16 +74,8 @@ def ray_address() -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def _time_limit() -> Iterator[None]:
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"test ran longer than {TEST_LIMIT_S} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_LIMIT_S)
-    try:
+    with time_limit(TEST_LIMIT_S):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _items(n: int, responses: int = 3) -> list[Any]:
