@@ -64,9 +64,10 @@ def limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float]:
     return full, reuse
 
 
-def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp: Path) -> dict[str, Any]:
+def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp: Path,
+                     options: dict[str, Any]) -> dict[str, Any]:
     items = items_from_dicts(rows)
-    judge = Judge(judge_name, store=tmp / f"{kind}.sqlite", scale=100)
+    judge = Judge(judge_name, store=tmp / f"{kind}.sqlite", scale=100, **options)
     backend = judge.backend
     jobs: list[Job] = []
     for item in items:
@@ -166,6 +167,7 @@ def main() -> None:
     ap.add_argument("--judge", default="hf/smollm2-135m")
     ap.add_argument("--parts", default="pointwise,pairwise,cot,scale")
     ap.add_argument("--scale-n", type=int, default=100_000)
+    ap.add_argument("--batch-size", type=int, help="the engine's batch size (default: Judge's default)")
     args = ap.parse_args()
     parts = args.parts.split(",")
     # A run of some parts keeps the other parts' earlier numbers (each part records when it was measured).
@@ -174,14 +176,17 @@ def main() -> None:
     results.update(judge=args.judge, machine=machine())
     stamp = {"measured": time.strftime("%Y-%m-%d %H:%M"), "commit": results["machine"]["commit"],
              "load_1min_before": os.getloadavg()[0]}
+    options = {} if args.batch_size is None else {"batch_size": args.batch_size}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if "pointwise" in parts:
-            results["pointwise"] = engine_vs_limits(args.judge, synthetic_items(10, 5, 190), "pointwise", tmp)
+            results["pointwise"] = engine_vs_limits(args.judge, synthetic_items(10, 5, 190), "pointwise", tmp,
+                                                     options)
             results["pointwise"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
             print("pointwise", results["pointwise"], flush=True)
         if "pairwise" in parts:
-            results["pairwise"] = engine_vs_limits(args.judge, synthetic_items(2, 6, 90, seed=3), "pairwise", tmp)
+            results["pairwise"] = engine_vs_limits(args.judge, synthetic_items(2, 6, 90, seed=3), "pairwise", tmp,
+                                                    options)
             results["pairwise"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
             print("pairwise", results["pairwise"], flush=True)
         if "cot" in parts:

@@ -68,6 +68,11 @@ def test_kv_reuse_and_batching_do_not_change_probabilities(smollm: Any) -> None:
         smollm.reset_cache()
         fresh.append(smollm.label_logprobs([LabelRequest(p, labels)])[0].logprobs)
     smollm.reset_cache()
+    # The four share everything up to the answer: one batched pass (left-padded rows) scores them.
+    encoded = [smollm._encode(p) for p in prompts]
+    trie = smollm._trie(labels)
+    assert [members for members, _ in smollm._groups(encoded, [trie] * 4)] == [[0, 1, 2, 3]]
+    assert len({len(e) for e in encoded}) > 1  # rows of different lengths: padding is exercised
     batched = [r.logprobs for r in smollm.label_logprobs([LabelRequest(p, labels) for p in prompts])]
     smollm.reset_cache()
     pairs = [r.logprobs for i in range(0, 4, 2)
@@ -115,3 +120,11 @@ def test_gemma_sliding_window_prompt_equals_brute_force() -> None:
     got = gemma.label_logprobs([LabelRequest(prompt, labels)])[0].logprobs
     want = brute_force(gemma, prompt, labels)
     assert max(abs(math.exp(a) - math.exp(b)) for a, b in zip(got, want)) < 1e-4
+    # Two such prompts in one batched pass (different lengths): the window applies to padded rows too.
+    other = gemma.format_prompt(SYSTEM, user.replace("Answer: 4", "Answer: four, as two plus two is four"),
+                                SCORE_MARKER)
+    gemma.reset_cache()
+    both = gemma.label_logprobs([LabelRequest(prompt, labels), LabelRequest(other, labels)])
+    for res, p in zip(both, (prompt, other)):
+        want = brute_force(gemma, p, labels)
+        assert max(abs(math.exp(a) - math.exp(b)) for a, b in zip(res.logprobs, want)) < 1e-4

@@ -7,7 +7,12 @@ Label scoring is exact. For a batch of prompts the backend
 2. scores every label continuation at once with *tree attention*: the label token trie is flattened
    into one sequence whose attention mask lets each node see the prompt and its own ancestors only,
    so a 100-point scale costs ~100 extra tokens instead of 100 full passes. The nodes ride in the
-   same forward pass as the prompt's uncached tokens: one model call per judgment.
+   same forward pass as the prompt's uncached tokens, and
+3. batches consecutive prompts that share a prefix (the responses to one question; the pairs with one
+   first response): the shared part is computed once, then every prompt's remaining tokens and label
+   nodes run as left-padded rows of one forward pass. On a CPU a small model's call costs a fixed
+   ~30 ms of weight reads on top of its tokens, so five 120-token rows in one call run ~1.4x faster
+   than five calls.
 """
 
 from __future__ import annotations
@@ -63,6 +68,22 @@ def build_trie(label_tokens: Sequence[Sequence[int]]) -> _Trie:
     return _Trie(tuple(tuple(s) for s in label_tokens), tuple(tokens), tuple(depth), tuple(ancestors), label_nodes)
 
 
+def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    n = 0
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n
+
+
+_EMPTY = build_trie([])
+# Batched label scoring: how many rows and tokens one forward pass takes, and how many shared tokens
+# (summed over a group's rows) may be recomputed to let one more request join the group.
+_MAX_ROWS = 16
+_MAX_ROWS_OUT = 1024  # rows x (trie nodes + 1): the log-softmax over the vocabulary is held for each
+_MAX_TOKENS = 4096
+_MAX_LOST = 32
+
+
 class TransformersBackend(Backend):
     """A causal LM on the CPU (fp32) or a GPU (bf16) through transformers."""
 
@@ -85,6 +106,7 @@ class TransformersBackend(Backend):
         self._cached_ids: list[int] = []
         self._label_cache: dict[str, tuple[int, ...]] = {}
         self._tree_blocks: dict[_Trie, Any] = {}
+        self._gather: dict[_Trie, tuple[Any, Any, Any]] = {}
         fmt = spec.prompt_format
         if fmt == "auto":
             fmt = "chat" if getattr(self.tokenizer, "chat_template", None) else "plain"
@@ -96,6 +118,8 @@ class TransformersBackend(Backend):
         elif isinstance(gen_eos, list):
             eos.update(gen_eos)
         self._eos = {e for e in eos if e is not None}
+        pad = self.tokenizer.pad_token_id
+        self._eos_pad = int(pad if pad is not None else min(self._eos, default=0))
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -167,9 +191,7 @@ class TransformersBackend(Backend):
 
         keep = 0
         if self._cache is not None:
-            limit = min(len(ids) - 1, len(self._cached_ids))
-            while keep < limit and ids[keep] == self._cached_ids[keep]:
-                keep += 1
+            keep = _common_prefix(ids, self._cached_ids, min(len(ids) - 1, len(self._cached_ids)))
         if keep == 0 or self._cache is None:
             # A plain DynamicCache keeps every layer whole (no sliding-window eviction), so the cache
             # can be cropped back to any prefix; sliding windows are applied by the attention masks.
@@ -191,76 +213,136 @@ class TransformersBackend(Backend):
         self._cached_ids = list(ids)
         return out.logits[0, -1].float()
 
-    def _prompt_and_tree_mask(self, trie: _Trie, keep: int, prompt_len: int) -> Any:
-        """Additive mask of one forward pass over the uncached prompt tokens and the trie nodes.
+    # -- label scoring ----------------------------------------------------------------------------
+    def _groups(self, encoded: list[list[int]], tries: list[_Trie]) -> list[tuple[list[int], int]]:
+        """Split consecutive requests into groups, each scored in one batched forward pass.
 
-        Prompt rows are causal over the cached prefix and the prompt; node rows see the whole prompt and
-        their own ancestors (itself included). Sliding-window layers (Gemma 3) get the window applied
-        to every row.
+        A group shares its label trie and a token prefix (computed once). A request joins the group
+        unless that would shorten the shared prefix by more than ``_MAX_LOST`` tokens summed over the
+        group's rows (recomputing them costs more than one more call) or exceed the batch limits.
+        Returns (members, shared prefix length); a lone request's prefix is all but its last token.
         """
+        groups: list[tuple[list[int], int]] = []
+        for i, ids in enumerate(encoded):
+            if groups:
+                members, shared = groups[-1]
+                first = encoded[members[0]]
+                common = _common_prefix(first, ids, min(shared, len(ids) - 1))
+                rows = len(members) + 1
+                width = max(len(encoded[m]) for m in members + [i]) - common
+                if (tries[members[0]] is tries[i] and rows <= _MAX_ROWS
+                        and rows * (len(tries[i].node_tokens) + 1) <= _MAX_ROWS_OUT
+                        and rows * width <= _MAX_TOKENS
+                        and (len(members) == 1 or (shared - common) * len(members) <= _MAX_LOST)):
+                    groups[-1] = (members + [i], common)
+                    continue
+            groups.append(([i], len(ids) - 1))
+        return groups
+
+    def _batch_mask(self, trie: _Trie, prefix: int, lengths: list[int]) -> tuple[Any, Any]:
+        """Position ids and additive attention mask(s) of one batched pass after a cached prefix.
+
+        Row ``b`` holds left padding, its ``lengths[b]`` uncached prompt tokens, then the trie nodes.
+        Prompt tokens are causal (and see the whole prefix); nodes see the prefix, their row's prompt
+        tokens and their own ancestors; padding is seen by nobody. Sliding-window layers (Gemma 3) get
+        the window applied to every row.
+        """
+        dev = self.device
         n = len(trie.node_tokens)
-        s = prompt_len - keep
-        neg = torch.finfo(self.dtype).min
+        width = max(lengths)
+        q = width + n
+        pad = torch.tensor([width - s for s in lengths], device=dev)[:, None]  # (B, 1)
+        col = torch.arange(q, device=dev)[None, :]
+        is_tok = (col >= pad) & (col < width)  # (B, Q)
+        is_node = (col >= width).expand_as(is_tok)
+        depth = torch.tensor(trie.node_depth, device=dev, dtype=torch.long)
+        pos = torch.where(is_tok, prefix + col - pad, prefix)
+        if n:
+            pos[:, width:] = prefix + torch.tensor(lengths, device=dev)[:, None] + depth[None, :] - 1
         tree = self._tree_blocks.get(trie)
         if tree is None:
-            tree = torch.full((n, n), neg, dtype=self.dtype)
+            tree = torch.zeros((n, n), dtype=torch.bool)
             for i, anc in enumerate(trie.node_ancestors):
-                tree[i, list(anc)] = 0.0
-            tree = tree.to(self.device)
-            self._tree_blocks[trie] = tree
-        full = torch.full((s + n, prompt_len + n), neg, dtype=self.dtype, device=self.device)
-        cols = torch.arange(prompt_len, device=self.device)
-        rows = torch.arange(keep, prompt_len, device=self.device)
-        full[:s, :prompt_len] = torch.where(cols[None, :] <= rows[:, None], 0.0, neg)
-        full[s:, :prompt_len] = 0.0
-        full[s:, prompt_len:] = tree
-        full = full[None, None]
+                tree[i, list(anc)] = True
+            tree = self._tree_blocks[trie] = tree.to(dev)
+        causal = col[0][:, None] >= col[0][None, :]  # (Q, Q)
+        new = (is_tok[:, :, None] & is_tok[:, None, :] & causal) | (is_node[:, :, None] & is_tok[:, None, :])
+        new[:, width:, width:] = tree
+        allowed = torch.cat([torch.ones((len(lengths), q, prefix), dtype=torch.bool, device=dev), new], dim=2)
+        neg = torch.finfo(self.dtype).min
+        full = torch.where(allowed, 0.0, neg).to(self.dtype)[:, None]
         text_config = self.config.get_text_config()
         window = getattr(text_config, "sliding_window", None)
         if not window or "sliding_attention" not in (getattr(text_config, "layer_types", None) or []):
-            return full
-        positions = torch.cat([rows, torch.tensor([prompt_len + d - 1 for d in trie.node_depth],
-                                                  dtype=rows.dtype, device=self.device)])
-        too_far = (positions[:, None] - cols[None, :]) >= window
-        slide = full.clone()
-        slide[0, 0, :, :prompt_len] = slide[0, 0, :, :prompt_len].masked_fill(too_far, neg)
-        return {"full_attention": full, "sliding_attention": slide}
+            return pos, full
+        keys = torch.cat([torch.arange(prefix, device=dev).expand(len(lengths), -1), pos], dim=1)
+        near = (pos[:, :, None] - keys[:, None, :]) < window
+        slide = torch.where(allowed & near, 0.0, neg).to(self.dtype)[:, None]
+        return pos, {"full_attention": full, "sliding_attention": slide}
+
+    def _forward(self, rows: list[list[int]], trie: _Trie, prefix: int) -> tuple[Any, bool]:
+        """One model call over ``rows`` (each: its tokens after the cached ``prefix``) and their trie
+        nodes. Returns the log-probabilities at each row's last token and its nodes, (B, nodes + 1, V),
+        and whether the cache now holds the prefix and the last row's tokens (True) or the prefix only
+        (False: the last row was padded)."""
+        n = len(trie.node_tokens)
+        lengths = [len(r) for r in rows]
+        width = max(lengths)
+        pad = self._eos_pad
+        ids = torch.tensor([[pad] * (width - len(r)) + r + list(trie.node_tokens) for r in rows], device=self.device)
+        pos, mask = self._batch_mask(trie, prefix, lengths)
+        if len(rows) > 1 and prefix > 0:
+            self._cache.batch_repeat_interleave(len(rows))
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
+                         logits_to_keep=n + 1, **{self._cache_kw: self._cache})
+        # Keep one row for the next call to reuse: the last one if it has no padding, else the prefix.
+        whole = lengths[-1] == width
+        have = self._cache.get_seq_length()
+        end = prefix + width if whole else prefix
+        if have > end:
+            self._cache.crop(end - have)
+        if len(rows) > 1:
+            self._cache.batch_select_indices(torch.tensor([len(rows) - 1], device=self.device))
+        return torch.log_softmax(out.logits.float(), dim=-1), whole
 
     @torch.inference_mode()
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
-        results = []
-        for req in requests:
+        self.model  # loaded (sets the device) before any tensor is made
+        results: list[LabelResult | None] = [None] * len(requests)
+        encoded = [self._encode(req.prompt) for req in requests]
+        tries = [self._trie(req.labels) for req in requests]
+        for members, shared in self._groups(encoded, tries):
             start = time.perf_counter()
-            ids = self._encode(req.prompt)
-            trie = self._trie(req.labels)
-            model = self.model
-            keep = self._reuse(ids)
-            # One forward pass: the uncached prompt tokens, then the trie nodes (tree attention).
-            n = len(trie.node_tokens)
-            positions = list(range(keep, len(ids))) + [len(ids) + d - 1 for d in trie.node_depth]
-            out = model(
-                input_ids=torch.tensor([ids[keep:] + list(trie.node_tokens)], device=self.device),
-                position_ids=torch.tensor([positions], device=self.device),
-                attention_mask=self._prompt_and_tree_mask(trie, keep, len(ids)),
-                **{self._cache_kw: self._cache},
-                use_cache=True,
-                logits_to_keep=n + 1,  # the prompt's last position and every node
-            )
-            logits = out.logits[0].float()
-            root = torch.log_softmax(logits[0], dim=-1)
-            node_lp = torch.log_softmax(logits[1:], dim=-1) if n else None
-            if n:
-                self._cache.crop(-n)
-            self._cached_ids = list(ids)
-            values = []
-            for seq, nodes in zip(trie.label_tokens, trie.label_nodes):
-                total = root[seq[0]]
-                for tok, node in zip(seq[1:], nodes[1:]):
-                    assert node_lp is not None
-                    total = total + node_lp[node, tok]
-                values.append(float(total))
-            results.append(LabelResult(tuple(values), len(ids), time.perf_counter() - start))
-        return results
+            first = encoded[members[0]]
+            trie = tries[members[0]]
+            keep = self._reuse(first[: shared + 1])  # at most `shared` tokens
+            if len(members) > 1 and keep < shared:  # the shared part once, then the rows on top of it
+                self._forward([first[keep:shared]], _EMPTY, keep)
+                self._cached_ids = first[:shared]
+                keep = shared
+            lp, whole = self._forward([encoded[i][keep:] for i in members], trie, keep)
+            self._cached_ids = list(encoded[members[-1]]) if whole else first[:keep]
+            sums = self._label_sums(trie, lp)
+            each = (time.perf_counter() - start) / len(members)
+            for row, i in enumerate(members):
+                results[i] = LabelResult(tuple(sums[row].tolist()), len(encoded[i]), each)
+        return [r for r in results if r is not None]
+
+    def _label_sums(self, trie: _Trie, lp: Any) -> Any:
+        """(B, labels) log-probabilities: each label's tokens read from the root or its trie nodes."""
+        index = self._gather.get(trie)
+        if index is None:
+            rows, toks, owner = [], [], []
+            for k, (seq, nodes) in enumerate(zip(trie.label_tokens, trie.label_nodes)):
+                for tok, node in zip(seq, nodes):
+                    rows.append(node + 1)  # row 0 is the prompt's last token (node -1)
+                    toks.append(tok)
+                    owner.append(k)
+            index = self._gather[trie] = tuple(torch.tensor(x, device=self.device) for x in (rows, toks, owner))
+        rows_t, toks_t, owner_t = index
+        picked = lp[:, rows_t, toks_t]  # (B, label tokens)
+        sums = torch.zeros((lp.shape[0], len(trie.label_tokens)), dtype=picked.dtype, device=picked.device)
+        return sums.index_add_(1, owner_t, picked)
 
     @torch.inference_mode()
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
