@@ -4,6 +4,8 @@ Parts (all by default; --parts to choose):
 - pointwise: direct pointwise 100-point judgments vs (1) every prompt in full and (2) an ideal
   prefix-reuse loop, on exactly the token sequences the engine sends, same process and run.
 - pairwise: direct pairwise, both orders, all pairs of 6 responses per question, same limits.
+- topical-pointwise, topical-pairwise: the same on real data, Topical-Chat USR dialogues (a long
+  shared context, short responses) read from ../shared/data.
 - cot: the reference protocol (sampled critique, then the score distribution) vs direct on the same
   items: seconds per judgment and the Spearman correlation of their scores.
 - scale: 100k stored judgments (mock judge): re-aggregation time from the store, audit time, and peak
@@ -35,8 +37,9 @@ from trustjudge._audit import audit
 from trustjudge._engine import Job
 
 
-def limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float]:
-    """Seconds for (1) every sequence in full and (2) an ideal prefix-reuse loop, plain torch."""
+def limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float, int]:
+    """Seconds for (1) every sequence in full and (2) an ideal prefix-reuse loop, plain torch; and the
+    tokens the reuse loop computed."""
     from transformers import DynamicCache
 
     model, kw = backend.model, backend._cache_kw
@@ -48,6 +51,7 @@ def limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float]:
         t0 = time.perf_counter()
         prev: list[int] = []
         cache = None
+        computed = 0
         for s in sorted(seqs):
             keep = 0
             if cache is not None:
@@ -57,11 +61,12 @@ def limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float]:
                 cache, keep = DynamicCache(), 0
             elif cache.get_seq_length() > keep:
                 cache.crop(keep - cache.get_seq_length())
+            computed += len(s) - keep
             model(torch.tensor([s[keep:]]), position_ids=torch.arange(keep, len(s)).unsqueeze(0), use_cache=True,
                   logits_to_keep=1, **{kw: cache})
             prev = s
         reuse = time.perf_counter() - t0
-    return full, reuse
+    return full, reuse, computed
 
 
 def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp: Path,
@@ -80,14 +85,30 @@ def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp
     tokens = sum(map(len, seqs))
     warm = Judge(backend, store=tmp / "warm.sqlite")
     list(warm.score(items_from_dicts(synthetic_items(1, 2, 20, seed=7))))
+    before = backend.computed_tokens
     t0 = time.perf_counter()
     records = list(judge.score(items) if kind == "pointwise" else judge.compare(items))
     engine = time.perf_counter() - t0
     assert all(r.unscored is None for r in records)
-    full, reuse = limits(backend, seqs)
-    return {"judgments": len(seqs), "prompt_tokens": tokens, "engine_s": engine, "limit1_s": full, "limit2_s": reuse,
-            "engine_tok_s": tokens / engine, "limit1_tok_s": tokens / full, "limit2_tok_s": tokens / reuse,
-            "vs_limit1": full / engine, "vs_limit2": reuse / engine}
+    out = {"engine_computed_tokens": backend.computed_tokens - before}
+    if kind == "pointwise":  # the opt-in closing="needed": fewer label reads, not exact; what it trades
+        fast = Judge(backend, store=tmp / f"{kind}-needed.sqlite", scale=100, closing="needed", **options)
+        before = backend.computed_tokens
+        t0 = time.perf_counter()
+        fast_records = list(fast.score(items))
+        out.update(needed_s=time.perf_counter() - t0, needed_computed_tokens=backend.computed_tokens - before)
+        a = [r.scores["trustjudge"] for r in records]
+        b = [r.scores["trustjudge"] for r in fast_records]
+        diffs = [abs(x - y) for x, y in zip(a, b)]
+        out.update(needed_mean_abs_diff=sum(diffs) / len(diffs), needed_max_abs_diff=max(diffs),
+                   needed_spearman=float(spearmanr(a, b)[0]))
+    full, reuse, reuse_tokens = limits(backend, seqs)
+    out.update(judgments=len(seqs), prompt_tokens=tokens, limit2_computed_tokens=reuse_tokens, engine_s=engine,
+               limit1_s=full, limit2_s=reuse, engine_tok_s=tokens / engine, limit1_tok_s=tokens / full,
+               limit2_tok_s=tokens / reuse, vs_limit1=full / engine, vs_limit2=reuse / engine)
+    if "needed_s" in out:
+        out.update(needed_vs_limit1=full / out["needed_s"], needed_vs_limit2=reuse / out["needed_s"])
+    return out
 
 
 def cot_vs_direct(judge_name: str, rows: list[dict[str, Any]], tmp: Path) -> dict[str, Any]:
@@ -162,10 +183,37 @@ def scale_part(tmp: Path, n: int) -> dict[str, Any]:
     return res
 
 
+TOPICAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "topical-chat-usr" / "topical_chat.json"
+WORKLOADS = {
+    # part: (kind, workload description, rows)
+    "pointwise": ("pointwise", "synthetic: 10 questions x 5 responses of ~190 words",
+                  lambda: synthetic_items(10, 5, 190)),
+    "pairwise": ("pairwise", "synthetic: 2 questions x 6 responses of ~90 words, all 30 ordered pairs each",
+                 lambda: synthetic_items(2, 6, 90, seed=3)),
+    "topical-pointwise": ("pointwise", "Topical-Chat USR (real): 8 dialogues (~350-token context) x 6 responses "
+                          "(~27 tokens)", lambda: topical(8)),
+    "topical-pairwise": ("pairwise", "Topical-Chat USR (real): 2 dialogues x 6 responses, all 30 ordered pairs each",
+                         lambda: topical(2)),
+}
+
+
+def topical(n: int) -> list[dict[str, Any]]:
+    """The first ``n`` Topical-Chat USR dialogues with their 6 responses (from ../shared/data)."""
+    from trustjudge._adapters import iter_dataset
+
+    items = [v for v in iter_dataset(TOPICAL) if not isinstance(v, Exception)][:n]
+    return [{"id": i.id, "question": i.question, "context": i.context,
+             "responses": [{"id": r.id, "text": r.text} for r in i.responses]} for i in items]
+
+
+def workloads(parts: list[str]) -> list[tuple[str, str, Any]]:
+    return [(part, WORKLOADS[part][0], WORKLOADS[part][2]) for part in WORKLOADS if part in parts]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--judge", default="hf/smollm2-135m")
-    ap.add_argument("--parts", default="pointwise,pairwise,cot,scale")
+    ap.add_argument("--parts", default="pointwise,pairwise,topical-pointwise,topical-pairwise,cot,scale")
     ap.add_argument("--scale-n", type=int, default=100_000)
     ap.add_argument("--batch-size", type=int, help="the engine's batch size (default: Judge's default)")
     args = ap.parse_args()
@@ -179,16 +227,10 @@ def main() -> None:
     options = {} if args.batch_size is None else {"batch_size": args.batch_size}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        if "pointwise" in parts:
-            results["pointwise"] = engine_vs_limits(args.judge, synthetic_items(10, 5, 190), "pointwise", tmp,
-                                                     options)
-            results["pointwise"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
-            print("pointwise", results["pointwise"], flush=True)
-        if "pairwise" in parts:
-            results["pairwise"] = engine_vs_limits(args.judge, synthetic_items(2, 6, 90, seed=3), "pairwise", tmp,
-                                                    options)
-            results["pairwise"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
-            print("pairwise", results["pairwise"], flush=True)
+        for part, kind, rows in workloads(parts):
+            results[part] = engine_vs_limits(args.judge, rows(), kind, tmp, options)
+            results[part]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
+            print(part, results[part], flush=True)
         if "cot" in parts:
             results["cot"] = cot_vs_direct(args.judge, synthetic_items(4, 5, 80, seed=5), tmp)
             results["cot"]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
@@ -214,12 +256,18 @@ def markdown(r: dict[str, Any]) -> str:
     lines = ["# Throughput (bench/throughput.py)", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
              f"commit {m['commit']}. Judge `{r['judge']}`. Ratios are measured in one run, same process.", ""]
-    for part, target1, target2 in (("pointwise", 1.5, 0.9), ("pairwise", 2.0, 0.9)):
+    for part, (kind, workload, _) in WORKLOADS.items():
         if part not in r:
             continue
         p = r[part]
-        lines += [f"## Direct {part} ({p['judgments']} judgments, {p['prompt_tokens'] / p['judgments']:.0f} prompt "
-                  "tokens each)", "", when(p), "",
+        target1, target2 = (1.5, 0.9) if kind == "pointwise" else (2.0, 0.9)
+        computed = ""
+        if "engine_computed_tokens" in p:
+            computed = (f"- tokens run through the model: engine {p['engine_computed_tokens']:,} (label-trie nodes and "
+                        f"padding included), ideal reuse loop {p['limit2_computed_tokens']:,} (no labels read), "
+                        f"every prompt in full {p['prompt_tokens']:,}")
+        lines += [f"## Direct {kind}, {workload} ({p['judgments']} judgments, {p['prompt_tokens'] / p['judgments']:.0f} "
+                  "prompt tokens each)", "", when(p), "",
                   "| what | prompt tokens/s |", "|---|---|",
                   f"| engine (store + label trie + KV reuse) | {p['engine_tok_s']:,.0f} |",
                   f"| limit (1): every prompt in full | {p['limit1_tok_s']:,.0f} |",
@@ -227,7 +275,14 @@ def markdown(r: dict[str, Any]) -> str:
                   f"- engine / limit (1) = **{p['vs_limit1']:.2f}x** (target >= {target1}x: "
                   f"{'met' if p['vs_limit1'] >= target1 else 'not met'})",
                   f"- engine / limit (2) = **{p['vs_limit2']:.2f}x** (target >= {target2}x: "
-                  f"{'met' if p['vs_limit2'] >= target2 else 'not met'})", ""]
+                  f"{'met' if p['vs_limit2'] >= target2 else 'not met'})", computed, ""]
+        if "needed_s" in p:
+            lines[-1:-1] = [
+                f"- opt-in `closing=\"needed\"` (10 label-trie nodes instead of 100, not exact): "
+                f"**{p['needed_vs_limit1']:.2f}x** limit (1), **{p['needed_vs_limit2']:.2f}x** limit (2), "
+                f"{p['needed_computed_tokens']:,} tokens run; its trustjudge-100 scores differ from the exact ones "
+                f"by {p['needed_mean_abs_diff']:.2f} points on average (max {p['needed_max_abs_diff']:.2f}; "
+                f"Spearman {p['needed_spearman']:.3f})"]
     if "cot" in r:
         c = r["cot"]
         lines += ["## Reference protocol (sampled critique, T = 1) vs direct", "", when(c), "",

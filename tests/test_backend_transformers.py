@@ -52,6 +52,17 @@ def test_trie_equals_brute_force(smollm: Any, points: int) -> None:
     assert 0 < sum(math.exp(x) for x in got) <= 1.0 + 1e-6
 
 
+def test_needed_closing_reads_ten_nodes_and_equals_brute_force(smollm: Any) -> None:
+    # closing="needed" on 100 points: the bracket only after 1..10 (they begin other labels).
+    labels = tuple(f"{i}]" if i <= 10 else str(i) for i in range(1, 101))
+    assert len(smollm._trie(labels).node_tokens) == 10
+    assert len(smollm._trie(tuple(f"{i}]" for i in range(1, 101))).node_tokens) == 100
+    prompt = _prompt(smollm, SCORE_MARKER)
+    got = smollm.label_logprobs([LabelRequest(prompt, labels)])[0].logprobs
+    want = brute_force(smollm, prompt, labels)
+    assert max(abs(math.exp(a) - math.exp(b)) for a, b in zip(got, want)) < 1e-4
+
+
 def test_verdict_labels_equal_brute_force(smollm: Any) -> None:
     labels = ("A]", "B]", "C]")
     prompt = _prompt(smollm, VERDICT_MARKER)

@@ -9,7 +9,7 @@ import pytest
 
 from trustjudge import Judge, MockBackend, items_from_dicts
 from trustjudge.backends import LabelRequest, LabelResult
-from trustjudge.errors import BackendError, TransientBackendError
+from trustjudge.errors import BackendError, ConfigError, TransientBackendError
 
 from .conftest import small_items
 
@@ -231,3 +231,28 @@ def test_record_to_dict_equals_dataclasses_asdict(tmp_path: Path) -> None:
     for srec in judge.score(items):
         want = {k: v for k, v in asdict(srec).items() if k not in ("critique", "distribution") or v is not None}
         assert srec.to_dict() == want
+
+
+@pytest.mark.parametrize(("points", "closed"), [(100, [str(v) for v in range(1, 11)]), (10, ["1"]), (5, [])])
+def test_closing_needed_reads_the_bracket_only_after_labels_that_begin_another(
+        tmp_path: Path, points: int, closed: list[str]) -> None:
+    items = items_from_dicts(small_items())
+    every, needed = MockBackend(), MockBackend()
+    list(judge(tmp_path, every, scale=points).score(items))
+    list(Judge(needed, store=tmp_path / "needed.sqlite", scale=points, closing="needed").score(items))
+    labels = {req.labels for req in needed.history if isinstance(req, LabelRequest)}
+    assert len(labels) == 1
+    (read,) = labels
+    assert [lab[:-1] for lab in read if lab.endswith("]")] == closed
+    assert [lab.rstrip("]") for lab in read] == [str(v) for v in range(1, points + 1)]
+    assert {req.labels for req in every.history if isinstance(req, LabelRequest)} == {
+        tuple(f"{v}]" for v in range(1, points + 1))}
+    # The two modes are different judgments: neither reuses the other's stored outputs.
+    again = MockBackend()
+    list(Judge(again, store=tmp_path / "store.sqlite", scale=points, closing="needed").score(items))
+    assert again.calls == needed.calls > 0
+
+
+def test_closing_must_be_known(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="closing"):
+        Judge(MockBackend(), store=tmp_path / "s.sqlite", closing="some")  # type: ignore[arg-type]

@@ -14,11 +14,13 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ._prompts import CLOSE, Protocol
+
+Closing = Literal["every", "needed"]
 from ._retry import RetryPolicy
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
@@ -102,8 +104,9 @@ class Engine:
     def __init__(self, backend: Backend, store: Store, *, protocol: Protocol = "direct",
                  temperature: float = 0.0, seed: int = 0, max_new_tokens: int = 256,
                  min_label_mass: float = 1e-3, batch_size: int = 8, max_retries: int = 4,
-                 retry_base_s: float = 0.5) -> None:
+                 retry_base_s: float = 0.5, closing: Closing = "every") -> None:
         self.backend = backend
+        self.closing = closing
         self.store = store
         self.protocol = protocol
         self.temperature = temperature
@@ -139,10 +142,16 @@ class Engine:
         return HASH_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def _closed(self, labels: tuple[str, ...]) -> tuple[str, ...]:
-        """The label continuations scored for ``labels`` (each with the closing bracket), cached."""
+        """The label continuations scored for ``labels``, cached: each with the closing bracket
+        (``closing="every"``), or only those that begin another label, "5" of "57" (``"needed"``)."""
         entry = self._closed_labels.get(id(labels))
         if entry is None or entry[0] is not labels:
-            entry = self._closed_labels[id(labels)] = (labels, tuple(lab + CLOSE for lab in labels))
+            if self.closing == "every":
+                closed = tuple(lab + CLOSE for lab in labels)
+            else:
+                starts = {o[:k] for o in labels for k in range(1, len(o))}
+                closed = tuple(lab + CLOSE if lab in starts else lab for lab in labels)
+            entry = self._closed_labels[id(labels)] = (labels, closed)
         return entry[1]
 
     def _gen_request(self, job: Job) -> GenerateRequest:

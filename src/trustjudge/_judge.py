@@ -12,6 +12,7 @@ from ._audit import AuditReport
 from ._audit import audit as run_audit
 from ._engine import (
     EMPTY_RESPONSE,
+    Closing,
     Engine,
     EngineStats,
     Job,
@@ -120,6 +121,12 @@ class Judge:
         store: a :class:`Store`, a path, or ``None`` for the default store file.
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
         scale: 5, 10 or 100 points for ``score``.
+        closing: ``every`` (default) reads each label with its closing bracket, "57]": the exact
+            probability that the judge writes that label and stops. ``needed`` reads the bracket only
+            after labels that begin another label ("5" of "57"), so two-digit labels count the judge's
+            digits whatever follows: a 100-point score reads 10 label-trie nodes instead of 100 (about
+            2x faster on the embedded judge), no longer exact. Stored judgments of one mode are not
+            reused by the other.
         max_retries, retry_base_s: transient backend failures (timeouts, HTTP 429/5xx) are retried
             this many times, waiting ``retry_base_s * 2**attempt`` (with jitter) or the server's
             ``Retry-After``.
@@ -130,9 +137,11 @@ class Judge:
                  max_new_tokens: int = 256, min_label_mass: float = 1e-3, batch_size: int = 8,
                  chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
                  pairwise_template: str | Path | None = None, keep_distribution: bool = False,
-                 max_retries: int = 4, retry_base_s: float = 0.5) -> None:
+                 max_retries: int = 4, retry_base_s: float = 0.5, closing: Closing = "every") -> None:
         if protocol not in ("direct", "cot"):
             raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
+        if closing not in ("every", "needed"):
+            raise ConfigError(f"closing must be 'every' or 'needed', got {closing!r}")
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         self._backend = judge if isinstance(judge, Backend) else None
         self._store = store if isinstance(store, Store) else Store(store)
@@ -144,7 +153,8 @@ class Judge:
         self.keep_distribution = keep_distribution
         self._engine_args = dict(protocol=protocol, temperature=temperature, seed=seed,
                                  max_new_tokens=max_new_tokens, min_label_mass=min_label_mass,
-                                 batch_size=batch_size, max_retries=max_retries, retry_base_s=retry_base_s)
+                                 batch_size=batch_size, max_retries=max_retries, retry_base_s=retry_base_s,
+                                 closing=closing)
         self._engine: Engine | None = None
 
     @property

@@ -47,6 +47,9 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-new-tokens", default=256, show_default=True, help="cot critique length limit."),
         click.option("--min-label-mass", default=1e-3, show_default=True,
                      help="Below this probability on valid labels a judgment is unscored (no_label_mass)."),
+        click.option("--closing", type=click.Choice(["every", "needed"]), default="every", show_default=True,
+                     help="every: each label read with its closing bracket (exact); needed: only labels that "
+                          "begin another (5 of 57): 10x fewer label reads on 100 points, not exact."),
         click.option("--template", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="Your own prompt template (string.Template fields, see README)."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary."),

@@ -107,6 +107,8 @@ class TransformersBackend(Backend):
         self._label_cache: dict[str, tuple[int, ...]] = {}
         self._tree_blocks: dict[_Trie, Any] = {}
         self._gather: dict[_Trie, tuple[Any, Any, Any]] = {}
+        self.computed_tokens = 0
+        """Token positions run through the model by label scoring (padding and label nodes included)."""
         fmt = spec.prompt_format
         if fmt == "auto":
             fmt = "chat" if getattr(self.tokenizer, "chat_template", None) else "plain"
@@ -291,6 +293,7 @@ class TransformersBackend(Backend):
         pad = self._eos_pad
         ids = torch.tensor([[pad] * (width - len(r)) + r + list(trie.node_tokens) for r in rows], device=self.device)
         pos, mask = self._batch_mask(trie, prefix, lengths)
+        self.computed_tokens += ids.numel()
         if len(rows) > 1 and prefix > 0:
             self._cache.batch_repeat_interleave(len(rows))
         out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
