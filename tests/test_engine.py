@@ -256,3 +256,21 @@ def test_closing_needed_reads_the_bracket_only_after_labels_that_begin_another(
 def test_closing_must_be_known(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="closing"):
         Judge(MockBackend(), store=tmp_path / "s.sqlite", closing="some")  # type: ignore[arg-type]
+
+
+def test_batches_are_cut_between_questions(tmp_path: Path) -> None:
+    # 3 questions x 5 responses with batch_size 8: each batch holds whole questions where it can, so a
+    # backend that batches prompts sharing a prefix sees the responses of one question together.
+    rows = [{"id": f"q{q}", "question": f"Question number {q}?",
+             "responses": [{"id": f"r{r}", "text": f"answer {r}"} for r in range(5)]} for q in range(3)]
+    backend = MockBackend()
+    sizes: list[int] = []
+    original = backend.label_logprobs
+
+    def record(requests: Sequence[LabelRequest]) -> list[LabelResult]:
+        sizes.append(len(requests))
+        return original(requests)
+
+    backend.label_logprobs = record  # type: ignore[method-assign]
+    list(judge(tmp_path, backend, batch_size=8).score(items_from_dicts(rows)))
+    assert sizes == [5, 5, 5]

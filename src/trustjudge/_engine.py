@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -204,8 +205,7 @@ class Engine:
         results: dict[str, Any] = {}
         todo.sort(key=lambda t: t[2].prompt)  # neighbours share prefixes: the backend reuses KV state
         waiting: list[tuple[str, dict[str, Any], Any]] = []
-        for start in range(0, len(todo), self.batch_size):
-            chunk = todo[start : start + self.batch_size]
+        for chunk in self._chunks(todo):
             mine = self.store.claim([t[0] for t in chunk], self._owner)
             waiting.extend(t for t in chunk if t[0] not in mine)
             self._run_batch(kind, [t for t in chunk if t[0] in mine], results, progress)
@@ -225,6 +225,20 @@ class Engine:
             if waiting:
                 time.sleep(self.poll_s)
         return results
+
+    def _chunks(self, todo: list[tuple[str, dict[str, Any], Any]]) -> Iterator[list[tuple[str, dict[str, Any], Any]]]:
+        """Batches of at most ``batch_size`` sorted requests, cut where neighbouring prompts share the
+        least (between half and all of a batch): the prompts of one question, or of one first
+        response, then reach the backend together and it computes their shared part once."""
+        start, n, size = 0, len(todo), self.batch_size
+        while start < n:
+            end = min(start + size, n)
+            if end < n and size > 1:
+                low = start + max(1, size // 2)
+                shared = [len(os.path.commonprefix([todo[i - 1][2].prompt, todo[i][2].prompt])) for i in range(low, end + 1)]
+                end = low + min(range(len(shared)), key=lambda k: (shared[k], -k))
+            yield todo[start:end]
+            start = end
 
     def _run_batch(self, kind: str, batch: list[tuple[str, dict[str, Any], Any]], results: dict[str, Any],
                    progress: ProgressFn | None) -> None:
