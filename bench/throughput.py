@@ -6,13 +6,15 @@ Parts (all by default; --parts to choose):
 - pairwise: direct pairwise, both orders, all pairs of 6 responses per question, same limits.
 - topical-pointwise, topical-pairwise: the same on real data, Topical-Chat USR dialogues (a long
   shared context, short responses) read from ../shared/data.
+- llamacpp-pointwise, llamacpp-pairwise: the llama.cpp backend (llamacpp/smollm2-135m) against the
+  same two limits written with plain llama-cpp-python.
 - cot: the reference protocol (sampled critique, then the score distribution) vs direct on the same
   items: seconds per judgment and the Spearman correlation of their scores.
 - scale: 100k stored judgments (mock judge): re-aggregation time from the store, audit time, and peak
   memory of `trustjudge score` on a 100k-response file vs a 1k one (input and output stream).
 Writes bench/results/throughput.{md,json}.
 
-Run: .venv/bin/python bench/throughput.py [--parts pointwise,pairwise,cot,scale]
+Run: .venv/bin/python bench/throughput.py [--parts pointwise,pairwise,...] [--batch-size N]
 """
 
 from __future__ import annotations
@@ -69,6 +71,29 @@ def limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float, int]:
     return full, reuse, computed
 
 
+def llamacpp_limits(backend: Any, seqs: list[list[int]]) -> tuple[float, float, int]:
+    """The same two limits with plain llama-cpp-python on the backend's ``Llama`` (no engine, no labels)."""
+    llm = backend._llm
+    t0 = time.perf_counter()
+    for s in seqs:
+        llm.reset()
+        llm.eval(s)
+    full = time.perf_counter() - t0
+    llm.reset()
+    t0 = time.perf_counter()
+    prev: list[int] = []
+    computed = 0
+    for s in sorted(seqs):
+        keep = 0
+        while keep < min(len(prev), len(s) - 1) and prev[keep] == s[keep]:
+            keep += 1
+        llm.n_tokens = keep
+        llm.eval(s[keep:])
+        computed += len(s) - keep
+        prev = s
+    return full, time.perf_counter() - t0, computed
+
+
 def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp: Path,
                      options: dict[str, Any]) -> dict[str, Any]:
     items = items_from_dicts(rows)
@@ -85,13 +110,14 @@ def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp
     tokens = sum(map(len, seqs))
     warm = Judge(backend, store=tmp / "warm.sqlite")
     list(warm.score(items_from_dicts(synthetic_items(1, 2, 20, seed=7))))
-    before = backend.computed_tokens
+    llama = judge_name.startswith("llamacpp/")
+    before = getattr(backend, "computed_tokens", 0)
     t0 = time.perf_counter()
     records = list(judge.score(items) if kind == "pointwise" else judge.compare(items))
     engine = time.perf_counter() - t0
     assert all(r.unscored is None for r in records)
-    out = {"engine_computed_tokens": backend.computed_tokens - before}
-    if kind == "pointwise":  # the opt-in closing="needed": fewer label reads, not exact; what it trades
+    out: dict[str, Any] = {} if llama else {"engine_computed_tokens": backend.computed_tokens - before}
+    if kind == "pointwise" and not llama:  # the opt-in closing="needed": fewer label reads, not exact; what it trades
         fast = Judge(backend, store=tmp / f"{kind}-needed.sqlite", scale=100, closing="needed", **options)
         before = backend.computed_tokens
         t0 = time.perf_counter()
@@ -102,7 +128,7 @@ def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp
         diffs = [abs(x - y) for x, y in zip(a, b)]
         out.update(needed_mean_abs_diff=sum(diffs) / len(diffs), needed_max_abs_diff=max(diffs),
                    needed_spearman=float(spearmanr(a, b)[0]))
-    full, reuse, reuse_tokens = limits(backend, seqs)
+    full, reuse, reuse_tokens = (llamacpp_limits if llama else limits)(backend, seqs)
     out.update(judgments=len(seqs), prompt_tokens=tokens, limit2_computed_tokens=reuse_tokens, engine_s=engine,
                limit1_s=full, limit2_s=reuse, engine_tok_s=tokens / engine, limit1_tok_s=tokens / full,
                limit2_tok_s=tokens / reuse, vs_limit1=full / engine, vs_limit2=reuse / engine)
@@ -194,7 +220,15 @@ WORKLOADS = {
                           "(~27 tokens)", lambda: topical(8)),
     "topical-pairwise": ("pairwise", "Topical-Chat USR (real): 2 dialogues x 6 responses, all 30 ordered pairs each",
                          lambda: topical(2)),
+    # The llama.cpp backend (llamacpp/smollm2-135m) against plain llama-cpp-python; smaller: it is slower.
+    "llamacpp-pointwise": ("pointwise", "llama.cpp backend, synthetic: 2 questions x 5 responses of ~190 words",
+                           lambda: synthetic_items(2, 5, 190)),
+    "llamacpp-pairwise": ("pairwise", "llama.cpp backend, synthetic: 1 question x 6 responses of ~90 words, all 30 "
+                          "ordered pairs", lambda: synthetic_items(1, 6, 90, seed=3)),
 }
+
+
+LLAMACPP_JUDGE = "llamacpp/smollm2-135m"
 
 
 def topical(n: int) -> list[dict[str, Any]]:
@@ -213,7 +247,7 @@ def workloads(parts: list[str]) -> list[tuple[str, str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--judge", default="hf/smollm2-135m")
-    ap.add_argument("--parts", default="pointwise,pairwise,topical-pointwise,topical-pairwise,cot,scale")
+    ap.add_argument("--parts", default=",".join([*WORKLOADS, "cot", "scale"]))
     ap.add_argument("--scale-n", type=int, default=100_000)
     ap.add_argument("--batch-size", type=int, help="the engine's batch size (default: Judge's default)")
     args = ap.parse_args()
@@ -228,7 +262,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for part, kind, rows in workloads(parts):
-            results[part] = engine_vs_limits(args.judge, rows(), kind, tmp, options)
+            name = LLAMACPP_JUDGE if part.startswith("llamacpp-") else args.judge
+            results[part] = engine_vs_limits(name, rows(), kind, tmp, options)
             results[part]["run"] = dict(stamp, load_1min_after=os.getloadavg()[0])
             print(part, results[part], flush=True)
         if "cot" in parts:
