@@ -79,7 +79,7 @@ _EMPTY = build_trie([])
 # Batched label scoring: how many rows and tokens one forward pass takes, and how many shared tokens
 # (summed over a group's rows) may be recomputed to let one more request join the group.
 _MAX_ROWS = 16
-_MAX_ROWS_OUT = 1024  # rows x (trie nodes + 1): the log-softmax over the vocabulary is held for each
+_MAX_LOGITS = 2**25  # rows x (trie nodes + 1) x vocabulary: float32 logits held at once (128 MB)
 _MAX_TOKENS = 4096
 _MAX_LOST = 32
 
@@ -108,6 +108,7 @@ class TransformersBackend(Backend):
         self._tree_blocks: dict[_Trie, Any] = {}
         self._gather: dict[_Trie, tuple[Any, Any, Any]] = {}
         self.computed_tokens = 0
+        self._vocab = len(self.tokenizer)
         """Token positions run through the model by label scoring (padding and label nodes included)."""
         fmt = spec.prompt_format
         if fmt == "auto":
@@ -233,7 +234,7 @@ class TransformersBackend(Backend):
                 rows = len(members) + 1
                 width = max(len(encoded[m]) for m in members + [i]) - common
                 if (tries[members[0]] is tries[i] and rows <= _MAX_ROWS
-                        and rows * (len(tries[i].node_tokens) + 1) <= _MAX_ROWS_OUT
+                        and rows * (len(tries[i].node_tokens) + 1) * self._vocab <= _MAX_LOGITS
                         and rows * width <= _MAX_TOKENS
                         and (len(members) == 1 or (shared - common) * len(members) <= _MAX_LOST)):
                     groups[-1] = (members + [i], common)
@@ -284,7 +285,7 @@ class TransformersBackend(Backend):
 
     def _forward(self, rows: list[list[int]], trie: _Trie, prefix: int) -> tuple[Any, bool]:
         """One model call over ``rows`` (each: its tokens after the cached ``prefix``) and their trie
-        nodes. Returns the log-probabilities at each row's last token and its nodes, (B, nodes + 1, V),
+        nodes. Returns the logits at each row's last token and its nodes, (B, nodes + 1, V),
         and whether the cache now holds the prefix and the last row's tokens (True) or the prefix only
         (False: the last row was padded)."""
         n = len(trie.node_tokens)
@@ -306,7 +307,7 @@ class TransformersBackend(Backend):
             self._cache.crop(end - have)
         if len(rows) > 1:
             self._cache.batch_select_indices(torch.tensor([len(rows) - 1], device=self.device))
-        return torch.log_softmax(out.logits.float(), dim=-1), whole
+        return out.logits.float(), whole
 
     @torch.inference_mode()
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
@@ -323,16 +324,17 @@ class TransformersBackend(Backend):
                 self._forward([first[keep:shared]], _EMPTY, keep)
                 self._cached_ids = first[:shared]
                 keep = shared
-            lp, whole = self._forward([encoded[i][keep:] for i in members], trie, keep)
+            logits, whole = self._forward([encoded[i][keep:] for i in members], trie, keep)
             self._cached_ids = list(encoded[members[-1]]) if whole else first[:keep]
-            sums = self._label_sums(trie, lp)
+            sums = self._label_sums(trie, logits)
             each = (time.perf_counter() - start) / len(members)
             for row, i in enumerate(members):
                 results[i] = LabelResult(tuple(sums[row].tolist()), len(encoded[i]), each)
         return [r for r in results if r is not None]
 
-    def _label_sums(self, trie: _Trie, lp: Any) -> Any:
-        """(B, labels) log-probabilities: each label's tokens read from the root or its trie nodes."""
+    def _label_sums(self, trie: _Trie, logits: Any) -> Any:
+        """(B, labels) log-probabilities: each label's tokens read from the root or its trie nodes
+        (log-softmax of the few entries needed, not of the whole vocabulary)."""
         index = self._gather.get(trie)
         if index is None:
             rows, toks, owner = [], [], []
@@ -343,8 +345,9 @@ class TransformersBackend(Backend):
                     owner.append(k)
             index = self._gather[trie] = tuple(torch.tensor(x, device=self.device) for x in (rows, toks, owner))
         rows_t, toks_t, owner_t = index
-        picked = lp[:, rows_t, toks_t]  # (B, label tokens)
-        sums = torch.zeros((lp.shape[0], len(trie.label_tokens)), dtype=picked.dtype, device=picked.device)
+        norm = torch.logsumexp(logits, dim=-1)  # (B, nodes + 1)
+        picked = logits[:, rows_t, toks_t] - norm[:, rows_t]  # (B, label tokens)
+        sums = torch.zeros((logits.shape[0], len(trie.label_tokens)), dtype=picked.dtype, device=picked.device)
         return sums.index_add_(1, owner_t, picked)
 
     @torch.inference_mode()
