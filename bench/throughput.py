@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _common import RESULTS, machine, synthetic_items, write_results
 from scipy.stats import spearmanr
 
-from _common import RESULTS, machine, synthetic_items, write_results
 from trustjudge import Judge, items_from_dicts
 from trustjudge._audit import audit
 from trustjudge._engine import Job

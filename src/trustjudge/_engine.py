@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import orjson
 
 from ._prompts import CLOSE, Protocol
 
@@ -120,7 +121,7 @@ class Engine:
         self._backend_retries = backend.use_retry_policy(self.retry)
         self._owner = store.new_owner()
         # Keyed by id() and holding the tuple itself, so that an id is never reused while cached.
-        self._key_parts: dict[int, tuple[tuple[str, ...], str]] = {}
+        self._key_parts: dict[int, tuple[tuple[str, ...], bytes]] = {}
         self._closed_labels: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._label_budget: dict[tuple[str, ...], int] = {}
         self.poll_s = 0.2
@@ -138,9 +139,12 @@ class Engine:
         entry = self._key_parts.get(id(labels))  # by identity: hashing a 100-label tuple costs more
         if entry is None or entry[0] is not labels:
             head = canonical_json({"backend": self.backend.fingerprint, "kind": "labels", "labels": list(labels)})
-            entry = self._key_parts[id(labels)] = (labels, head[:-1] + ',"prompt":')
-        text = entry[1] + json.dumps(prompt, ensure_ascii=False) + "}"
-        return HASH_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+            entry = self._key_parts[id(labels)] = (labels, (head[:-1] + ',"prompt":').encode("utf-8"))
+        try:
+            quoted = orjson.dumps(prompt)  # the same bytes as json.dumps(ensure_ascii=False), faster
+        except TypeError:  # a lone surrogate: fail as content_key does (UnicodeEncodeError)
+            quoted = json.dumps(prompt, ensure_ascii=False).encode("utf-8")
+        return HASH_PREFIX + hashlib.sha256(entry[1] + quoted + b"}").hexdigest()
 
     def _closed(self, labels: tuple[str, ...]) -> tuple[str, ...]:
         """The label continuations scored for ``labels``, cached: each with the closing bracket

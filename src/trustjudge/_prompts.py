@@ -158,9 +158,23 @@ class Prompts:
 
     def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
                          sc: Scale, protocol: Protocol) -> str:
-        return self._render("pointwise", dict(question=quote(question), response=quote(response), scale_min=1,
-                                              scale_max=sc.points, task=self.score_task(sc, protocol),
-                                              **_blocks(context, reference)))
+        fields = dict(_shared_fields(question, context, reference, sc.points, self.score_task(sc, protocol)))
+        fields["response"] = quote(response)
+        return self._render("pointwise", fields)
+
+    def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
+                        protocol: Protocol) -> str:
+        fields = dict(_shared_fields(question, context, reference, 1, self.verdict_task(protocol)))
+        fields["response_a"] = quote(a)
+        fields["response_b"] = quote(b)
+        return self._render("pairwise", fields)
+
+
+@lru_cache(maxsize=1024)
+def _shared_fields(question: str, context: str | None, reference: str | None, scale_max: int,
+                   task: str) -> dict[str, object]:
+    """The fields every response to one question shares, quoted once (copied before use)."""
+    return dict(question=quote(question), scale_min=1, scale_max=scale_max, task=task, **_blocks(context, reference))
 
     def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
                         protocol: Protocol) -> str:

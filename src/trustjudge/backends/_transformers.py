@@ -311,7 +311,7 @@ class TransformersBackend(Backend):
 
     @torch.inference_mode()
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
-        self.model  # loaded (sets the device) before any tensor is made
+        _ = self.model  # loaded (sets the device) before any tensor is made
         results: list[LabelResult | None] = [None] * len(requests)
         encoded = [self._encode(req.prompt) for req in requests]
         tries = [self._trie(req.labels) for req in requests]
@@ -343,7 +343,9 @@ class TransformersBackend(Backend):
                     rows.append(node + 1)  # row 0 is the prompt's last token (node -1)
                     toks.append(tok)
                     owner.append(k)
-            index = self._gather[trie] = tuple(torch.tensor(x, device=self.device) for x in (rows, toks, owner))
+            index = (torch.tensor(rows, device=self.device), torch.tensor(toks, device=self.device),
+                     torch.tensor(owner, device=self.device))
+            self._gather[trie] = index
         rows_t, toks_t, owner_t = index
         norm = torch.logsumexp(logits, dim=-1)  # (B, nodes + 1)
         picked = logits[:, rows_t, toks_t] - norm[:, rows_t]  # (B, label tokens)
