@@ -22,6 +22,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000, help="responses (5 per question)")
     ap.add_argument("--kind", choices=("score", "compare"), default="score")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--sort", default="cumulative", help="pstats sort key (cumulative, tottime, ...)")
     args = ap.parse_args()
     pairs = [{"first": "r0", "second": "r1"}, {"first": "r1", "second": "r2"}, {"first": "r0", "second": "r2"}]
     rows = [{"id": f"q{i}", "question": f"Question {i}?", "pairs": pairs,
@@ -46,7 +47,7 @@ def main() -> None:
         profile.enable()
         run()
         profile.disable()
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
+        pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
 
 
 if __name__ == "__main__":
