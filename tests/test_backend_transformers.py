@@ -10,7 +10,7 @@ import torch
 
 from trustjudge._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 from trustjudge.backends import LabelRequest
-from trustjudge.backends._transformers import TransformersBackend, build_trie
+from trustjudge.backends._transformers import _EMPTY, TransformersBackend, build_trie
 
 pytestmark = pytest.mark.model
 
@@ -108,6 +108,35 @@ def test_generation_is_deterministic_and_stops(smollm: Any) -> None:
         assert all(lp <= 0 for lp in g.token_logprobs)
 
 
+def _alone(backend: TransformersBackend, reqs: list[Any]) -> list[Any]:
+    out = []
+    for req in reqs:  # each prompt on its own, from an empty cache
+        backend.reset_cache()
+        out.extend(backend.generate([req]))
+    return out
+
+
+def _same(a: Any, b: Any) -> None:
+    assert (a.text, a.finish_reason, len(a.token_logprobs)) == (b.text, b.finish_reason, len(b.token_logprobs))
+    assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs)) < 1e-3
+
+
+def test_batched_generation_equals_one_prompt_at_a_time(smollm: Any) -> None:
+    from trustjudge.backends import GenerateRequest
+
+    prompts = [_prompt(smollm, "", t) for t in ("4", "It is four.", "Four, since 2 + 2 = 4.", "5")]
+    reqs = [GenerateRequest(prompts[0], ("Score:",), 20, 0.0, 0), GenerateRequest(prompts[1], (".",), 12, 0.0, 0),
+            GenerateRequest(prompts[2], ("Score:",), 6, 0.9, 11), GenerateRequest(prompts[3], ("Score:",), 16, 0.7, 3)]
+    encoded = [smollm._encode(p) for p in prompts]
+    assert len(smollm._groups(encoded, [_EMPTY] * 4)) == 1  # one batched decode
+    smollm.reset_cache()
+    batched = smollm.generate(reqs)
+    for a, b in zip(batched, _alone(smollm, reqs)):
+        _same(a, b)
+    assert {g.finish_reason for g in batched} <= {"stop", "length", "eos"}
+    assert batched[2].finish_reason == "length" and len(batched[2].token_logprobs) == 6
+
+
 def test_build_trie_shares_prefixes() -> None:
     trie = build_trie([(5, 9), (5, 7, 9), (6, 9)])
     # nodes: (5,) and (5,7); (6,) is needed for 6 -> 9; no node for full labels
@@ -139,3 +168,36 @@ def test_gemma_sliding_window_prompt_equals_brute_force() -> None:
     for res, p in zip(both, (prompt, other)):
         want = brute_force(gemma, p, labels)
         assert max(abs(math.exp(a) - math.exp(b)) for a, b in zip(res.logprobs, want)) < 1e-4
+    # Batched decoding past the window equals decoding each prompt alone.
+    from trustjudge.backends import GenerateRequest
+
+    reqs = [GenerateRequest(p, ("Score:",), 6, 0.0, 0) for p in (prompt, other)]
+    gemma.reset_cache()
+    for a, b in zip(gemma.generate(reqs), _alone(gemma, reqs)):
+        _same(a, b)
+
+
+def test_cot_judge_batched_equals_one_at_a_time(smollm: Any, tmp_path: Any) -> None:
+    # The reference protocol end to end on the real judge: critiques decoded as batched rows give the
+    # records that one-prompt batches give, and a rerun reads everything from the store.
+    from trustjudge import Judge, items_from_dicts
+
+    from .conftest import small_items
+
+    items = items_from_dicts(small_items())
+    runs = []
+    for batch_size in (8, 1):
+        smollm.reset_cache()
+        judge = Judge(smollm, store=tmp_path / f"b{batch_size}.sqlite", protocol="cot", max_new_tokens=96,
+                      temperature=0.7, seed=5, batch_size=batch_size)
+        runs.append([r.to_dict() for r in judge.score(items)])
+        assert judge.stats.generate_calls == len(runs[-1])
+    assert {r["unscored"] for r in runs[0]} == {None, "truncated"}  # some critiques end, some run out
+    for a, b in zip(*runs):
+        assert (a.get("critique"), a["unscored"]) == (b.get("critique"), b["unscored"])
+        for m, v in a["scores"].items():
+            assert (v is None) == (b["scores"][m] is None)
+            if v is not None:
+                assert abs(v - b["scores"][m]) < 1e-3
+    again = Judge(smollm, store=tmp_path / "b8.sqlite", protocol="cot", max_new_tokens=96, temperature=0.7, seed=5)
+    assert [r.to_dict() for r in again.score(items)] == runs[0] and again.stats.model_calls == 0

@@ -206,16 +206,6 @@ class TransformersBackend(Backend):
                 self._cache.crop(keep - have)
         return keep
 
-    def _prefill(self, ids: list[int]) -> Any:
-        """Run the prompt, reusing the cached common prefix; return the last position's logits."""
-        model = self.model
-        keep = self._reuse(ids)
-        new = torch.tensor([ids[keep:]], device=self.device)
-        pos = torch.arange(keep, len(ids), device=self.device).unsqueeze(0)
-        out = model(input_ids=new, position_ids=pos, **{self._cache_kw: self._cache}, use_cache=True, logits_to_keep=1)
-        self._cached_ids = list(ids)
-        return out.logits[0, -1].float()
-
     # -- label scoring ----------------------------------------------------------------------------
     def _groups(self, encoded: list[list[int]], tries: list[_Trie]) -> list[tuple[list[int], int]]:
         """Split consecutive requests into groups, each scored in one batched forward pass.
@@ -288,6 +278,22 @@ class TransformersBackend(Backend):
         nodes. Returns the logits at each row's last token and its nodes, (B, nodes + 1, V),
         and whether the cache now holds the prefix and the last row's tokens (True) or the prefix only
         (False: the last row was padded)."""
+        logits = self._run_rows(rows, trie, prefix)
+        lengths = [len(r) for r in rows]
+        width = max(lengths)
+        # Keep one row for the next call to reuse: the last one if it has no padding, else the prefix.
+        whole = lengths[-1] == width
+        have = self._cache.get_seq_length()
+        end = prefix + width if whole else prefix
+        if have > end:
+            self._cache.crop(end - have)
+        if len(rows) > 1:
+            self._cache.batch_select_indices(torch.tensor([len(rows) - 1], device=self.device))
+        return logits, whole
+
+    def _run_rows(self, rows: list[list[int]], trie: _Trie, prefix: int) -> Any:
+        """The model call of :meth:`_forward`, leaving the cache with one row per prompt (padding and
+        nodes included); returns the logits (B, nodes + 1, V)."""
         n = len(trie.node_tokens)
         lengths = [len(r) for r in rows]
         width = max(lengths)
@@ -299,15 +305,7 @@ class TransformersBackend(Backend):
             self._cache.batch_repeat_interleave(len(rows))
         out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
                          logits_to_keep=n + 1, **{self._cache_kw: self._cache})
-        # Keep one row for the next call to reuse: the last one if it has no padding, else the prefix.
-        whole = lengths[-1] == width
-        have = self._cache.get_seq_length()
-        end = prefix + width if whole else prefix
-        if have > end:
-            self._cache.crop(end - have)
-        if len(rows) > 1:
-            self._cache.batch_select_indices(torch.tensor([len(rows) - 1], device=self.device))
-        return out.logits.float(), whole
+        return out.logits.float()
 
     @torch.inference_mode()
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
@@ -352,48 +350,97 @@ class TransformersBackend(Backend):
         sums = torch.zeros((logits.shape[0], len(trie.label_tokens)), dtype=picked.dtype, device=picked.device)
         return sums.index_add_(1, owner_t, picked)
 
+    def _step_mask(self, seen: Any, positions: Any, keys: Any) -> Any:
+        """Additive mask(s) of one decoding step: row ``b`` sees the columns ``seen[b]``; sliding-window
+        layers also drop keys at least a window behind the row's position."""
+        neg = torch.finfo(self.dtype).min
+        full = torch.where(seen, 0.0, neg).to(self.dtype)[:, None, None, :]
+        text_config = self.config.get_text_config()
+        window = getattr(text_config, "sliding_window", None)
+        if not window or "sliding_attention" not in (getattr(text_config, "layer_types", None) or []):
+            return full
+        near = (positions[:, None] - keys) < window
+        slide = torch.where(seen & near, 0.0, neg).to(self.dtype)[:, None, None, :]
+        return {"full_attention": full, "sliding_attention": slide}
+
     @torch.inference_mode()
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
-        results = []
-        for req in requests:
+        """Decode prompts that share a prefix together, one batched step per token (the shared part is
+        computed once); each row samples with its own seeded generator and stops on its own."""
+        _ = self.model
+        results: list[Generation | None] = [None] * len(requests)
+        encoded = [self._encode(req.prompt) for req in requests]
+        for members, shared in self._groups(encoded, [_EMPTY] * len(requests)):
             start = time.perf_counter()
-            ids = self._encode(req.prompt)
-            logits = self._prefill(ids)
-            gen = torch.Generator().manual_seed(req.seed)
-            out: list[int] = []
-            lps: list[float] = []
-            finish = "length"
-            text = ""
-            for _ in range(req.max_new_tokens):
-                logp = torch.log_softmax(logits, dim=-1)
-                if req.temperature <= 0:
-                    tok = int(torch.argmax(logp))
-                else:
-                    probs = torch.softmax(logits / req.temperature, dim=-1).cpu()
-                    tok = int(torch.multinomial(probs, 1, generator=gen))
-                out.append(tok)
-                lps.append(float(logp[tok]))
-                if tok in self._eos:
-                    finish = "eos"
-                    text = self.tokenizer.decode(out[:-1], skip_special_tokens=True)
-                    break
-                text = self.tokenizer.decode(out, skip_special_tokens=True)
-                hits = [text.find(s) for s in req.stop if s in text]
-                if hits:
-                    text = text[: min(hits)]
-                    finish = "stop"
-                    break
-                step = self.model(
-                    input_ids=torch.tensor([[tok]], device=self.device),
-                    position_ids=torch.tensor([[len(ids) + len(out) - 1]], device=self.device),
-                    **{self._cache_kw: self._cache},
-                    use_cache=True,
-                )
-                logits = step.logits[0, -1].float()
-            # The cache holds the prompt and every token fed back (all but a final stop/EOS token).
-            self._cached_ids = list(ids) + (out if finish == "length" else out[:-1])
+            first = encoded[members[0]]
+            keep = self._reuse(first[: shared + 1])
+            if len(members) > 1 and keep < shared:
+                self._forward([first[keep:shared]], _EMPTY, keep)
+                self._cached_ids = first[:shared]
+                keep = shared
+            rows = [encoded[i][keep:] for i in members]
+            logits = self._run_rows(rows, _EMPTY, keep)[:, -1]
+            for i, gen in zip(members, self._decode(rows, keep, logits, [requests[i] for i in members])):
+                results[i] = Generation(gen[0], gen[1], gen[2], len(encoded[i]),  # type: ignore[arg-type]
+                                        (time.perf_counter() - start) / len(members))
+            # Back to the shared prefix, one row.
             have = self._cache.get_seq_length()
-            if have > len(self._cached_ids):
-                self._cache.crop(len(self._cached_ids) - have)
-            results.append(Generation(text, tuple(lps), finish, len(ids), time.perf_counter() - start))  # type: ignore[arg-type]
-        return results
+            if have > keep:
+                self._cache.crop(keep - have)
+            if len(members) > 1:
+                self._cache.batch_select_indices(torch.tensor([0], device=self.device))
+            self._cached_ids = first[:keep]
+        return [r for r in results if r is not None]
+
+    def _decode(self, rows: list[list[int]], prefix: int, logits: Any,
+                reqs: list[GenerateRequest]) -> list[tuple[str, tuple[float, ...], str]]:
+        """The decoding loop after :meth:`_run_rows`: (text, token log-probabilities, finish reason) per row."""
+        dev = self.device
+        b = len(rows)
+        width = max(len(r) for r in rows)
+        lengths = torch.tensor([prefix + len(r) for r in rows], device=dev)
+        col = torch.arange(prefix + width, device=dev)[None, :]
+        pad = (width - torch.tensor([len(r) for r in rows], device=dev))[:, None]
+        seen = (col < prefix) | (col >= prefix + pad)  # (B, prefix + width): padding is never seen
+        keys = torch.where(col < prefix, col, lengths[:, None] - (prefix + width) + col)
+        gens = [torch.Generator().manual_seed(req.seed) for req in reqs]
+        outs: list[list[int]] = [[] for _ in rows]
+        lps: list[list[float]] = [[] for _ in rows]
+        done: list[tuple[str, str] | None] = [("", "length") if req.max_new_tokens <= 0 else None for req in reqs]
+        step = 0
+        while any(d is None for d in done):
+            logp = torch.log_softmax(logits, dim=-1)
+            feed = []
+            for r, req in enumerate(reqs):
+                if done[r] is not None:
+                    feed.append(self._eos_pad)
+                    continue
+                if req.temperature <= 0:
+                    tok = int(torch.argmax(logp[r]))
+                else:
+                    probs = torch.softmax(logits[r] / req.temperature, dim=-1).cpu()
+                    tok = int(torch.multinomial(probs, 1, generator=gens[r]))
+                outs[r].append(tok)
+                lps[r].append(float(logp[r, tok]))
+                feed.append(tok)
+                if tok in self._eos:
+                    done[r] = (self.tokenizer.decode(outs[r][:-1], skip_special_tokens=True), "eos")
+                    continue
+                text = self.tokenizer.decode(outs[r], skip_special_tokens=True)
+                hits = [text.find(x) for x in req.stop if x in text]
+                if hits:
+                    done[r] = (text[: min(hits)], "stop")
+                elif len(outs[r]) >= req.max_new_tokens:
+                    done[r] = (text, "length")
+            if all(d is not None for d in done):
+                break
+            positions = lengths + step
+            seen = torch.cat([seen, torch.ones((b, 1), dtype=torch.bool, device=dev)], dim=1)
+            keys = torch.cat([keys, positions[:, None]], dim=1)
+            out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], position_ids=positions[:, None],
+                             attention_mask=self._step_mask(seen, positions, keys),
+                             **{self._cache_kw: self._cache}, use_cache=True)
+            self.computed_tokens += b
+            logits = out.logits[:, -1].float()
+            step += 1
+        return [(d[0], tuple(lp), d[1]) for d, lp in zip(done, lps) if d is not None]
