@@ -424,9 +424,9 @@ class TransformersBackend(Backend):
                 lps[r].append(float(logp[r, tok]))
                 feed.append(tok)
                 if tok in self._eos:
-                    done[r] = (self.tokenizer.decode(outs[r][:-1], skip_special_tokens=True), "eos")
+                    done[r] = (str(self.tokenizer.decode(outs[r][:-1], skip_special_tokens=True)), "eos")
                     continue
-                text = self.tokenizer.decode(outs[r], skip_special_tokens=True)
+                text = str(self.tokenizer.decode(outs[r], skip_special_tokens=True))
                 hits = [text.find(x) for x in req.stop if x in text]
                 if hits:
                     done[r] = (text[: min(hits)], "stop")
