@@ -81,6 +81,7 @@ _EMPTY = build_trie([])
 _MAX_ROWS = 16
 _MAX_LOGITS = 2**25  # rows x (trie nodes + 1) x vocabulary: float32 logits held at once (128 MB)
 _MAX_TOKENS = 4096
+_MAX_KV_TOKENS = 32768  # rows x prompt length: the shared prefix is copied into every row's KV cache
 _MAX_LOST = 32
 
 
@@ -226,6 +227,7 @@ class TransformersBackend(Backend):
                 if (tries[members[0]] is tries[i] and rows <= _MAX_ROWS
                         and rows * (len(tries[i].node_tokens) + 1) * self._vocab <= _MAX_LOGITS
                         and rows * width <= _MAX_TOKENS
+                        and rows * (width + common) <= _MAX_KV_TOKENS
                         and (len(members) == 1 or (shared - common) * len(members) <= _MAX_LOST)):
                     groups[-1] = (members + [i], common)
                     continue
