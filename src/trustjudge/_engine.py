@@ -21,12 +21,13 @@ import numpy as np
 import orjson
 
 from ._prompts import CLOSE, Protocol
-
-Closing = Literal["every", "needed"]
 from ._retry import RetryPolicy
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from .errors import BackendError
+
+Closing = Literal["every", "needed"]
+"""How labels end: each with its bracket (exact), or only where a label begins another."""
 
 ProgressFn = Callable[[int], None]
 

@@ -125,7 +125,7 @@ class Judge:
             probability that the judge writes that label and stops. ``needed`` reads the bracket only
             after labels that begin another label ("5" of "57"), so two-digit labels count the judge's
             digits whatever follows: a 100-point score reads 10 label-trie nodes instead of 100 (about
-            2x faster on the embedded judge), no longer exact. Stored judgments of one mode are not
+            1.5x faster on the embedded judge), no longer exact. Stored judgments of one mode are not
             reused by the other.
         max_retries, retry_base_s: transient backend failures (timeouts, HTTP 429/5xx) are retried
             this many times, waiting ``retry_base_s * 2**attempt`` (with jitter) or the server's
