@@ -226,10 +226,11 @@ def test_record_to_dict_equals_dataclasses_asdict(tmp_path: Path) -> None:
     judge = Judge(MockBackend(), store=tmp_path / "s.sqlite", scale=5)
     items = items_from_dicts(small_items())
     for rec in judge.compare(items):
-        assert rec.to_dict() == asdict(rec)
+        assert rec.to_dict() == {k: v for k, v in asdict(rec).items() if k != "closing" or v is not None}
         assert rec.to_dict()["orders"] is not rec.orders  # a copy: editing it leaves the record alone
     for srec in judge.score(items):
-        want = {k: v for k, v in asdict(srec).items() if k not in ("critique", "distribution") or v is not None}
+        want = {k: v for k, v in asdict(srec).items()
+                if k not in ("critique", "distribution", "closing") or v is not None}
         assert srec.to_dict() == want
 
 
@@ -247,6 +248,11 @@ def test_closing_needed_reads_the_bracket_only_after_labels_that_begin_another(
     assert [lab.rstrip("]") for lab in read] == [str(v) for v in range(1, points + 1)]
     assert {req.labels for req in every.history if isinstance(req, LabelRequest)} == {
         tuple(f"{v}]" for v in range(1, points + 1))}
+    # Records say how their labels were read when it is not the exact default.
+    needed_judge = Judge(MockBackend(), store=tmp_path / "needed.sqlite", scale=points, closing="needed")
+    assert all(r.to_dict()["closing"] == "needed" for r in needed_judge.score(items))
+    assert all(r.to_dict()["closing"] == "needed" for r in needed_judge.compare(items))
+    assert all("closing" not in r.to_dict() for r in judge(tmp_path, MockBackend(), scale=points).score(items))
     # The two modes are different judgments: neither reuses the other's stored outputs.
     again = MockBackend()
     list(Judge(again, store=tmp_path / "store.sqlite", scale=points, closing="needed").score(items))

@@ -53,6 +53,8 @@ class ScoreRecord:
     human_score: float | None = None
     critique: str | None = None
     distribution: dict[str, float] | None = None
+    closing: str | None = None
+    """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
 
     def to_dict(self) -> dict[str, Any]:
         # Built by hand: dataclasses.asdict deep-copies every value, which dominated re-aggregation time.
@@ -62,6 +64,8 @@ class ScoreRecord:
             out["critique"] = self.critique
         if self.distribution is not None:
             out["distribution"] = dict(self.distribution)
+        if self.closing is not None:
+            out["closing"] = self.closing
         return out
 
 
@@ -88,6 +92,8 @@ class CompareRecord:
     annotators: list[str] = field(default_factory=list)
     first_system: str | None = None
     second_system: str | None = None
+    closing: str | None = None
+    """As :attr:`ScoreRecord.closing`."""
 
     def to_dict(self) -> dict[str, Any]:
         # By hand, like ScoreRecord.to_dict: asdict's deep copy was 60% of pairwise re-aggregation.
@@ -96,6 +102,8 @@ class CompareRecord:
         out["probabilities"] = dict(self.probabilities) if self.probabilities is not None else None
         out["orders"] = [dict(order) for order in self.orders]
         out["annotators"] = list(self.annotators)
+        if self.closing is not None:
+            out["closing"] = self.closing
         return out
 
 
@@ -151,6 +159,7 @@ class Judge:
         self.delta = delta
         self.chunk_size = max(1, chunk_size)
         self.keep_distribution = keep_distribution
+        self._closing_mark = None if closing == "every" else closing  # named in records only when not exact
         self._engine_args = dict(protocol=protocol, temperature=temperature, seed=seed,
                                  max_new_tokens=max_new_tokens, min_label_mass=min_label_mass,
                                  batch_size=batch_size, max_retries=max_retries, retry_base_s=retry_base_s,
@@ -238,7 +247,8 @@ class Judge:
         if out.probs is not None and self.keep_distribution:
             dist = {lab: p for lab, p in zip(self.scale.labels, out.probs)}
         return ScoreRecord(item.id, rid, system, self.name, self.protocol, self.scale.points, scores, entropy,
-                           out.mass if out.probs is not None else None, out.unscored, human, out.critique, dist)
+                           out.mass if out.probs is not None else None, out.unscored, human, out.critique, dist,
+                           self._closing_mark)
 
     # -- pairwise ---------------------------------------------------------------------------------
     def compare(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[CompareRecord]:
@@ -277,7 +287,8 @@ class Judge:
             probabilities = {"first": f / total, "second": s / total, "tie": t / total}
         r1, r2 = item.response(pair.first), item.response(pair.second)
         return CompareRecord(item.id, pair.first, pair.second, self.name, self.protocol, verdicts, probabilities,
-                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system)
+                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
+                             self._closing_mark)
 
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
