@@ -11,8 +11,8 @@ Label scoring is exact. For a batch of prompts the backend
 3. batches consecutive prompts that share a prefix (the responses to one question; the pairs with one
    first response): the shared part is computed once, then every prompt's remaining tokens and label
    nodes run as left-padded rows of one forward pass. On a CPU a small model's call costs a fixed
-   ~30 ms of weight reads on top of its tokens, so five 120-token rows in one call run ~1.4x faster
-   than five calls.
+   ~30 ms of weight reads on top of its tokens, so five 120-token rows in one call run 1.2-1.4x faster
+   than five calls (`bench/call_cost.py`).
 """
 
 from __future__ import annotations
