@@ -202,10 +202,39 @@ class TransformersBackend(Backend):
             self._cache = DynamicCache()
             keep = 0
         else:
-            have = self._cache.get_seq_length()
-            if have > keep:
-                self._cache.crop(keep - have)
+            self._crop(keep)
         return keep
+
+    def _crop(self, end: int) -> None:
+        """Drop the cached KV state after its first ``end`` positions."""
+        have = self._cache.get_seq_length()
+        if have > end:
+            self._cache.crop(end - have)
+
+    def _keep_row(self, end: int, row: int, rows: int) -> None:
+        """After a batched call over ``rows`` rows: keep row ``row``'s first ``end`` cached positions."""
+        self._crop(end)
+        if rows > 1:
+            self._cache.batch_select_indices(torch.tensor([row], device=self.device))
+
+    def _start_group(self, first: list[int], shared: int, rows: int) -> int:
+        """Reuse the cache for a group whose ``rows`` prompts share ``first[:shared]``; with several
+        rows, compute the rest of the shared part once (one row). Returns the cached prefix length."""
+        keep = self._reuse(first[: shared + 1])  # at most `shared` tokens
+        if rows > 1 and keep < shared:
+            self._forward([first[keep:shared]], _EMPTY, keep)
+            self._cached_ids = first[:shared]
+            keep = shared
+        return keep
+
+    @property
+    def _sliding_window(self) -> int | None:
+        """Gemma 3's sliding window where the model has sliding-window layers, else None."""
+        text_config = self.config.get_text_config()
+        window = getattr(text_config, "sliding_window", None)
+        if not window or "sliding_attention" not in (getattr(text_config, "layer_types", None) or []):
+            return None
+        return int(window)
 
     # -- label scoring ----------------------------------------------------------------------------
     def _groups(self, encoded: list[list[int]], tries: list[_Trie]) -> list[tuple[list[int], int]]:
@@ -266,9 +295,8 @@ class TransformersBackend(Backend):
         allowed = torch.cat([torch.ones((len(lengths), q, prefix), dtype=torch.bool, device=dev), new], dim=2)
         neg = torch.finfo(self.dtype).min
         full = torch.where(allowed, 0.0, neg).to(self.dtype)[:, None]
-        text_config = self.config.get_text_config()
-        window = getattr(text_config, "sliding_window", None)
-        if not window or "sliding_attention" not in (getattr(text_config, "layer_types", None) or []):
+        window = self._sliding_window
+        if window is None:
             return pos, full
         keys = torch.cat([torch.arange(prefix, device=dev).expand(len(lengths), -1), pos], dim=1)
         near = (pos[:, :, None] - keys[:, None, :]) < window
@@ -285,12 +313,7 @@ class TransformersBackend(Backend):
         width = max(lengths)
         # Keep one row for the next call to reuse: the last one if it has no padding, else the prefix.
         whole = lengths[-1] == width
-        have = self._cache.get_seq_length()
-        end = prefix + width if whole else prefix
-        if have > end:
-            self._cache.crop(end - have)
-        if len(rows) > 1:
-            self._cache.batch_select_indices(torch.tensor([len(rows) - 1], device=self.device))
+        self._keep_row(prefix + width if whole else prefix, len(rows) - 1, len(rows))
         return logits, whole
 
     def _run_rows(self, rows: list[list[int]], trie: _Trie, prefix: int) -> Any:
@@ -319,11 +342,7 @@ class TransformersBackend(Backend):
             start = time.perf_counter()
             first = encoded[members[0]]
             trie = tries[members[0]]
-            keep = self._reuse(first[: shared + 1])  # at most `shared` tokens
-            if len(members) > 1 and keep < shared:  # the shared part once, then the rows on top of it
-                self._forward([first[keep:shared]], _EMPTY, keep)
-                self._cached_ids = first[:shared]
-                keep = shared
+            keep = self._start_group(first, shared, len(members))
             logits, whole = self._forward([encoded[i][keep:] for i in members], trie, keep)
             self._cached_ids = list(encoded[members[-1]]) if whole else first[:keep]
             sums = self._label_sums(trie, logits)
@@ -357,9 +376,8 @@ class TransformersBackend(Backend):
         layers also drop keys at least a window behind the row's position."""
         neg = torch.finfo(self.dtype).min
         full = torch.where(seen, 0.0, neg).to(self.dtype)[:, None, None, :]
-        text_config = self.config.get_text_config()
-        window = getattr(text_config, "sliding_window", None)
-        if not window or "sliding_attention" not in (getattr(text_config, "layer_types", None) or []):
+        window = self._sliding_window
+        if window is None:
             return full
         near = (positions[:, None] - keys) < window
         slide = torch.where(seen & near, 0.0, neg).to(self.dtype)[:, None, None, :]
@@ -375,22 +393,13 @@ class TransformersBackend(Backend):
         for members, shared in self._groups(encoded, [_EMPTY] * len(requests)):
             start = time.perf_counter()
             first = encoded[members[0]]
-            keep = self._reuse(first[: shared + 1])
-            if len(members) > 1 and keep < shared:
-                self._forward([first[keep:shared]], _EMPTY, keep)
-                self._cached_ids = first[:shared]
-                keep = shared
+            keep = self._start_group(first, shared, len(members))
             rows = [encoded[i][keep:] for i in members]
             logits = self._run_rows(rows, _EMPTY, keep)[:, -1]
             for i, gen in zip(members, self._decode(rows, keep, logits, [requests[i] for i in members])):
                 results[i] = Generation(gen[0], gen[1], gen[2], len(encoded[i]),  # type: ignore[arg-type]
                                         (time.perf_counter() - start) / len(members))
-            # Back to the shared prefix, one row.
-            have = self._cache.get_seq_length()
-            if have > keep:
-                self._cache.crop(keep - have)
-            if len(members) > 1:
-                self._cache.batch_select_indices(torch.tensor([0], device=self.device))
+            self._keep_row(keep, 0, len(members))  # back to the shared prefix, one row
             self._cached_ids = first[:keep]
         return [r for r in results if r is not None]
 
