@@ -23,6 +23,7 @@ from trustjudge.backends import GenerateRequest, LabelRequest, get_backend
 from trustjudge.backends._openai import PRESETS, OpenAICompatibleBackend, split_name
 from trustjudge.errors import (
     BackendError,
+    BackendUnavailable,
     ConfigError,
     PrerequisiteError,
     TransientBackendError,
@@ -206,16 +207,18 @@ def test_malformed_json_is_transient() -> None:
         _gen(backend)
 
 
-def test_connection_errors_and_timeouts_are_transient() -> None:
+def test_timeouts_are_transient_and_connection_refused_stops_the_run() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
     def slow(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("timed out", request=request)
 
-    for fail in (refuse, slow):
-        with pytest.raises(TransientBackendError):
-            _gen(fake_backend(FakeServer(fail=fail)))
+    with pytest.raises(TransientBackendError):
+        _gen(fake_backend(FakeServer(fail=slow)))
+    # Nothing listens: no retry can help, so the run stops at once with the cause (issue 15, F12).
+    with pytest.raises(BackendUnavailable, match="cannot connect"):
+        _gen(fake_backend(FakeServer(fail=refuse)))
 
 
 def test_engine_retries_a_429_then_scores(tmp_path: Path) -> None:

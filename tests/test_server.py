@@ -105,7 +105,7 @@ def ranked_items() -> list[dict[str, Any]]:
 def test_healthz(client: httpx.Client, open_server: tuple[str, FastAPI]) -> None:
     r = client.get("/healthz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok", "judge": "mock/hash", "store": str(open_server[1].state.judge.store.path)}
+    assert r.json() == {"status": "ok", "judge": "mock/hash"}  # no paths to an unauthenticated caller (F35)
 
 
 @pytest.mark.parametrize("scale", [5, 100])
@@ -241,8 +241,10 @@ def test_api_keys(keyed_server: str) -> None:
 def test_cli_defaults_match_the_server() -> None:
     from trustjudge import _cli_serve, _server
 
-    assert (_cli_serve.DEFAULT_MAX_BODY_BYTES, _cli_serve.DEFAULT_MAX_ITEMS) == (
-        _server.DEFAULT_MAX_BODY_BYTES, _server.DEFAULT_MAX_ITEMS)
+    assert (_cli_serve.DEFAULT_MAX_BODY_BYTES, _cli_serve.DEFAULT_MAX_ITEMS, _cli_serve.DEFAULT_MAX_JUDGMENTS,
+            _cli_serve.DEFAULT_BODY_TIMEOUT_S) == (
+        _server.DEFAULT_MAX_BODY_BYTES, _server.DEFAULT_MAX_ITEMS, _server.DEFAULT_MAX_JUDGMENTS,
+        _server.DEFAULT_BODY_TIMEOUT_S)
 
 
 def test_refuses_public_address_without_key() -> None:

@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ._items import Item, Pair, Response, _jsonl_records, iter_items
+from ._items import Item, Pair, Response, _jsonl_records, iter_items, unicode_problem
 from .errors import ConfigError, InputError
 
 FORMATS = ("items", "pandalm", "llmbar", "topical-chat", "trustjudge-demo")
@@ -50,6 +50,9 @@ def _load_array(path: Path) -> list[Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                         file=name) from None
+    except (ValueError, RecursionError) as exc:  # over-long integers, too deep nesting
+        raise InputError(f"not valid JSON: {'nested too deeply' if isinstance(exc, RecursionError) else exc}",
                          file=name) from None
     if not isinstance(data, list):
         raise InputError(f"expected a JSON array of rows, got {type(data).__name__}", file=name)
@@ -77,6 +80,9 @@ class _Row:
             if not (lenient and isinstance(value, (bool, int, float))):
                 raise self.error(name, f"must be a string, got {type(value).__name__}")
             value = str(value)
+        problem = unicode_problem(value)
+        if problem:
+            raise self.error(name, problem)
         if not allow_empty and not value.strip():
             raise self.error(name, "must not be empty")
         return value
@@ -251,8 +257,15 @@ _SIGNATURES = (("pandalm", {"annotator1"}), ("llmbar", {"output_1", "output_2", 
 def _detect(path: Path) -> tuple[str, list[Any] | None]:
     with path.open("rb") as fh:
         head = fh.read(4096).decode("utf-8-sig", errors="replace").lstrip()
-    if path.suffix.lower() != ".csv" and head.startswith("["):
-        rows = _load_array(path)
+    # A .jsonl file is one value per line, even when its first line is a JSON array.
+    if path.suffix.lower() not in (".csv", ".jsonl", ".ndjson") and head.startswith("["):
+        try:
+            rows = _load_array(path)
+        except InputError:
+            first_line = next(_jsonl_records(path), None)
+            if first_line is not None and not isinstance(first_line[1], InputError):
+                return "items", None  # JSON lines whose first line is an array: reported line by line
+            raise
         first = rows[0] if rows else None
         for fmt, keys in _SIGNATURES:
             if isinstance(first, dict) and keys <= first.keys():
@@ -279,7 +292,7 @@ def detect_format(path: str | Path) -> str:
     Raises:
         InputError: The file is missing, or it is a JSON array that is invalid or matches no format.
     """
-    p = Path(path)
+    p = path if isinstance(path, Path) else Path(path)  # a Path subclass keeps its display name
     if not p.is_file():
         raise InputError("no such file", file=str(p))
     return _detect(p)[0]
@@ -324,7 +337,7 @@ def iter_dataset(path: str | Path, fmt: str = "auto", *, min_responses: int = 1,
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise ConfigError(f"unknown dataset format {fmt!r}: use 'auto' or one of {', '.join(FORMATS)}")
-    p = Path(path)
+    p = path if isinstance(path, Path) else Path(path)  # a Path subclass keeps its display name
     if not p.is_file():
         raise InputError("no such file", file=str(p))
     rows: list[Any] | None = None

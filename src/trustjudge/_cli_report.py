@@ -28,10 +28,11 @@ from .backends import DEFAULT_JUDGE
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
               help="Input format: trustjudge items (JSONL/CSV) or a dataset's own format (see README).")
 @click.option("--scales", default="5,100", show_default=True, help="Pointwise scales to judge and audit.")
-@click.option("--bootstrap", default=1000, show_default=True,
+@click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=0),
               help="Bootstrap resamples over items for the intervals (0: none).")
-@click.option("--delta", default=0.0, show_default=True, help="Score tolerance of the conflict ratio.")
-@click.option("--ks", default="3,4,5", show_default=True, help="Subset sizes k for NTR_k.")
+@click.option("--delta", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="Score tolerance of the conflict ratio.")
+@click.option("--ks", default="3,4,5", show_default=True, help="Subset sizes k (3 or more) for NTR_k.")
 @click.option("--title", default=None, help="Report title (default: 'trustjudge audit report').")
 @click.option("--skip-invalid", is_flag=True, help="Skip invalid lines (reported) instead of stopping.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
@@ -39,12 +40,14 @@ def command(items: Path, html_out: Path, judge: str, store: Path | None, protoco
             bootstrap: int, delta: float, ks: str, title: str | None, skip_invalid: bool, quiet: bool) -> None:
     """Audit ITEMS like `trustjudge audit` and write an HTML report: plots, audit table, ranking, conflicts."""
     from ._report import DEFAULT_TITLE, render_report
-    from .cli import _int_list, _make_judge, _progress, _read_items, err
+    from ._outputs import readable_input, write_text
+    from .cli import _guard, _make_judge, _progress, _read_items, err, parse_ks, parse_scales
 
-    scale_list, ks_list = _int_list(scales), _int_list(ks)
-    if not scale_list:
-        raise click.BadParameter("give at least one scale", param_hint="--scales")
-    loaded = _read_items(items, skip_invalid, 1, fmt)
+    scale_list, ks_list = parse_scales(scales), parse_ks(ks)
+    if delta != delta:
+        raise click.BadParameter("must be a finite number", param_hint="--delta")
+    _guard(items, store, None, {"--html": html_out})
+    loaded = _read_items(readable_input(items), skip_invalid, 1, fmt)
     j = _make_judge(judge, store, protocol, batch_size=8, temperature=0.0, seed=0, max_new_tokens=256,
                     min_label_mass=1e-3)
     try:
@@ -71,8 +74,7 @@ def command(items: Path, html_out: Path, judge: str, store: Path | None, protoco
 
     page = render_report(run, judge=name, protocol=used_protocol, data=str(items), ranking=ranking,
                          title=title or DEFAULT_TITLE, items=loaded)
-    html_out.parent.mkdir(parents=True, exist_ok=True)
-    html_out.write_text(page, encoding="utf-8")
+    write_text(html_out, page, "--html")
     if not quiet:
         err.print(f"report: {html_out} ({len(page) / 1024:,.0f} KiB); {run.report.items} items, "
                   f"{run.report.pairs} pairs; model calls: {calls}, from store: {from_store}", highlight=False)

@@ -20,6 +20,8 @@ KEYS_ENV = "TRUSTJUDGE_API_KEYS"
 # Equal to trustjudge._server's defaults (a test checks), kept here so that --help needs no fastapi.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 1000
+DEFAULT_MAX_JUDGMENTS = 10_000
+DEFAULT_BODY_TIMEOUT_S = 30.0
 
 
 class ServeError(click.ClickException):
@@ -60,6 +62,14 @@ def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -
               type=click.FloatRange(min=0.001), help="Largest request body (MiB); larger ones get 413.")
 @click.option("--max-items", default=DEFAULT_MAX_ITEMS, show_default=True, type=click.IntRange(min=1),
               help="Most items per request; more get 413.")
+@click.option("--max-judgments", default=DEFAULT_MAX_JUDGMENTS, show_default=True, type=click.IntRange(min=1),
+              help="Most judgments (prompts) per request, a pair counting two; more get 413.")
+@click.option("--max-connections", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Most concurrent connections; more get 503 at once.")
+@click.option("--timeout", "timeout_s", default=DEFAULT_BODY_TIMEOUT_S, show_default=True,
+              type=click.FloatRange(min=0.1),
+              help="Seconds a client may take to send its request body (408 after) and to keep an idle "
+                   "connection open.")
 @click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
               help="Default protocol (a request may ask for the other).")
 @click.option("--batch-wait-ms", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
@@ -68,7 +78,8 @@ def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
 def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[str, ...], max_body_mb: float,
-          max_items: int, protocol: str, batch_wait_ms: float, batch_size: int, log_level: str) -> None:
+          max_items: int, max_judgments: int, max_connections: int, timeout_s: float, protocol: str,
+          batch_wait_ms: float, batch_size: int, log_level: str) -> None:
     """Serve the judge over HTTP: POST /v1/score, /v1/compare, /v1/audit, /v1/rank; GET /healthz.
 
     The judge runs in one thread; concurrent requests are merged into shared judge calls.
@@ -86,7 +97,7 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
     try:
         app = create_app(judge, store_path=store, api_keys=keys, max_body_bytes=int(max_body_mb * 2**20),
                          max_items=max_items, protocol=protocol, batch_wait_s=batch_wait_ms / 1000,  # type: ignore[arg-type]
-                         batch_size=batch_size)
+                         max_judgments=max_judgments, body_timeout_s=timeout_s, batch_size=batch_size)
     except TrustJudgeError as exc:
         raise ServeError(str(exc)) from None
     if not is_loopback(host):
@@ -94,7 +105,8 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
                    err=True)
     click.echo(f"trustjudge serve: judge {app.state.judge.name}, store {app.state.judge.store.path}, "
                f"http://{host}:{port} ({'API keys required' if keys else 'no API key'})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, limit_concurrency=max_connections,
+                timeout_keep_alive=max(1, int(timeout_s)))
 
 
 command = serve

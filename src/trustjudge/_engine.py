@@ -24,7 +24,7 @@ from ._prompts import CLOSE, Protocol
 from ._retry import RetryPolicy
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
-from .errors import BackendError
+from .errors import BackendError, BackendUnavailable
 
 Closing = Literal["every", "needed"]
 """How labels end: each with its bracket (exact), or only where a label begins another."""
@@ -60,6 +60,8 @@ class Outcome:
     critique: str | None = None
     critique_ppl: float | None = None
     prompt_tokens: int = 0
+    method: str | None = None
+    """How the label distribution was read: ``exact`` or ``top_k`` (``None`` without one)."""
 
     @property
     def mass(self) -> float:
@@ -76,6 +78,8 @@ class EngineStats:
     unscored: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0
     seconds: float = 0.0
+    last_error: str | None = None
+    """The message of the last backend call that failed for good (its judgments are ``backend_error``)."""
 
     @property
     def model_calls(self) -> int:
@@ -191,6 +195,8 @@ class Engine:
             if self._backend_retries:
                 return fn(batch)
             return self.retry.call(lambda: fn(batch))
+        except BackendUnavailable:
+            raise
         except BackendError as exc:
             last = exc
         if len(batch) == 1:
@@ -265,6 +271,7 @@ class Engine:
             results[key] = out
             if isinstance(out, BackendError):
                 failed.append(key)
+                self.stats.last_error = str(out)
                 continue
             tokens += out.prompt_tokens
             if kind == "labels":
@@ -392,7 +399,7 @@ class Engine:
                 reason = NO_LABEL_MASS if mass < self.min_label_mass else None
                 if reason:
                     self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
-                outcomes[i] = Outcome(tuple(row), reason, critique, ppl, res.prompt_tokens)
+                outcomes[i] = Outcome(tuple(row), reason, critique, ppl, res.prompt_tokens, res.method)
         return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
 
     def plan(self, jobs: Sequence[Job | str]) -> PlanSummary:

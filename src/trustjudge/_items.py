@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -78,6 +79,42 @@ class Item:
         return tuple(Pair(rs[i].id, rs[j].id) for i in range(len(rs)) for j in range(i + 1, len(rs)))
 
 
+def unicode_problem(text: str) -> str | None:
+    """Why ``text`` is not valid Unicode (a lone surrogate such as JSON's ``"\\ud800"``), or ``None``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape
+            return f"invalid UTF-8 (byte 0x{code - 0xDC00:02x} at character {exc.start})"
+        return f"contains a lone surrogate (U+{code:04X} at character {exc.start}), which is not valid Unicode"
+    return None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r:.60}")
+        out[key] = value
+    return out
+
+
+def decode_json(text: str) -> Any:
+    """Strict JSON: no NaN/Infinity, no duplicate keys; every failure is a ``ValueError`` with a message
+    (too deep nesting and over-long integers included)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 class _Fields:
     """Typed access to one record's fields with errors that name file, line and field."""
 
@@ -100,6 +137,9 @@ class _Fields:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise self.error(name, f"must be a string, got {type(value).__name__}")
         text = str(value)
+        problem = unicode_problem(text)
+        if problem:
+            raise self.error(name, problem)
         if not allow_empty and not text.strip():
             raise self.error(name, "must not be empty")
         if len(text) > MAX_FIELD_CHARS:
@@ -149,6 +189,9 @@ def parse_record(record: Any, file: str, line: int) -> Item:
     context = f.text("context", required=False) or f.text("input", required=False)
     reference = f.text("reference", required=False)
     if "response_a" in record or "response_b" in record:
+        for other in ("responses", "pairs"):
+            if record.get(other) is not None:
+                raise f.error(other, "cannot be combined with response_a/response_b: use one form")
         a = f.text("response_a", allow_empty=True)
         b = f.text("response_b", allow_empty=True)
         assert a is not None and b is not None
@@ -174,7 +217,10 @@ def parse_record(record: Any, file: str, line: int) -> Item:
         raw_pairs = record["pairs"]
         if not isinstance(raw_pairs, list):
             raise f.error("pairs", "must be a list of {first, second} objects")
+        if not raw_pairs:
+            raise f.error("pairs", "must hold at least one pair (omit it to compare every pair of responses)")
         built = []
+        where: dict[frozenset[str], int] = {}
         for i, raw in enumerate(raw_pairs):
             pf = _Fields(raw, file, line, f"pairs[{i}].")
             first, second = pf.text("first"), pf.text("second")
@@ -183,6 +229,10 @@ def parse_record(record: Any, file: str, line: int) -> Item:
                     raise pf.error(name, f"names no response of this item: {rid!r}")
             if first == second:
                 raise pf.error("second", "must differ from first")
+            both = frozenset((str(first), str(second)))
+            if both in where:  # each pair is judged in both orders already
+                raise pf.error("first", f"repeats pairs[{where[both]}] (every pair is judged in both orders)")
+            where[both] = i
             annotators = raw.get("annotators") or []
             if not isinstance(annotators, list):
                 raise pf.error("annotators", "must be a list")
@@ -197,45 +247,105 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM may start the file
             except UnicodeDecodeError as exc:
                 yield number, InputError(f"invalid UTF-8 at byte {exc.start}", file=name, line=number)
                 continue
             if not text.strip():
                 continue
             try:
-                yield number, json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield number, InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=number)
+                yield number, decode_json(text)
+            except ValueError as exc:
+                yield number, InputError(f"invalid JSON: {exc}", file=name, line=number)
+
+
+_CsvRow = tuple[int, "dict[str, Any] | None", "InputError | None", list[str]]
+
+
+def _csv_rows(path: Path) -> Iterator[_CsvRow]:
+    """``(first line, row, problem, columns)`` for every CSV record. A record's problem (invalid UTF-8,
+    an unterminated quote, a field over the limit, extra fields) names its first line; ``row`` is
+    ``None`` where the record could not be read at all."""
+    name = str(path)
+    # Undecodable bytes are kept as surrogates so that one bad byte fails its record, not the file.
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS + 1))
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    try:
+        columns = list(reader.fieldnames or [])
+    except csv.Error as exc:
+        yield 1, None, InputError(f"invalid CSV header: {exc}", file=name, line=1), []
+        return
+    last = reader.line_num
+    while True:
+        first = last + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            what = str(exc)
+            if "end of data" in what:
+                what = "a quote opened in this record is never closed"
+            elif "field larger than field limit" in what:
+                what = f"a field is over {MAX_FIELD_CHARS:,} characters"
+            # The reader cannot find the next record reliably after this: the rest is not read.
+            yield first, None, InputError(f"invalid CSV: {what}; the lines after it were not read", file=name,
+                                          line=first), columns
+            return
+        last = reader.line_num
+        problem = None
+        if None in row:
+            problem = InputError(f"more fields than the header's {len(columns)} columns", file=name, line=first)
+        for key, value in row.items():
+            why = unicode_problem(value) if isinstance(value, str) else None
+            if problem is None and why:
+                problem = InputError(why, file=name, line=first, field=str(key))
+        yield first, row, problem, columns
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
     """CSV rows: flat pairwise columns, or one response per row grouped by consecutive ``id``."""
     name = str(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        yield 1, InputError(f"invalid UTF-8 at byte {exc.start}", file=name)
+    rows = _csv_rows(path)
+    head = next(rows, None)
+    if head is None:
         return
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    columns = set(reader.fieldnames or [])
+    columns = set(head[3])
+    rows = itertools.chain([head], rows)
     if {"response_a", "response_b"} <= columns:
-        for row in reader:
-            yield reader.line_num, {k: v for k, v in row.items() if v not in (None, "")}
+        for line, row, problem, _ in rows:
+            if problem is not None or row is None:
+                yield line, problem
+            else:
+                yield line, {k: v for k, v in row.items() if v not in (None, "")}
         return
     if not {"id", "question", "response"} <= columns:
         yield 1, InputError("CSV needs the columns id, question, response (one response per row) "
                             "or question, response_a, response_b", file=name, line=1)
         return
     group: dict[str, Any] | None = None
+    failed: InputError | None = None
     start = 0
-    for row in reader:
+    for line, row, problem, _ in rows:
+        if row is None:  # unreadable: it ends the file
+            if group is not None:
+                yield start, failed or group
+            yield line, problem
+            return
         if group is None or row["id"] != group["id"]:
             if group is not None:
-                yield start, group
-            start = reader.line_num
+                yield start, failed or group
+            start, failed = line, None
             group = {k: row.get(k) or None for k in ("id", "question", "context", "reference")}
             group["responses"] = []
+        elif failed is None:
+            for key in ("question", "context", "reference"):
+                if (row.get(key) or None) != group[key]:
+                    failed = InputError(f"rows of item {group['id']!r} must share one {key}, but this row's "
+                                        f"differs from line {start}'s", file=name, line=line, field=key)
+                    break
+        failed = failed or problem  # a bad row fails its whole item
         group["responses"].append({
             "id": row.get("response_id") or str(len(group["responses"])),
             "text": row.get("response") or "",
@@ -243,12 +353,12 @@ def _csv_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
             "human_score": row.get("human_score") or None,
         })
     if group is not None:
-        yield start, group
+        yield start, failed or group
 
 
 def iter_items(path: str | Path, *, min_responses: int = 1) -> Iterator[Item | InputError]:
     """Stream items from a JSONL or CSV file; problems come out as :class:`InputError` values."""
-    p = Path(path)
+    p = path if isinstance(path, Path) else Path(path)  # a Path subclass keeps its display name
     if not p.exists():
         raise InputError("no such file", file=str(p))
     records = _csv_records(p) if p.suffix.lower() == ".csv" else _jsonl_records(p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -55,6 +56,9 @@ class ScoreRecord:
     distribution: dict[str, float] | None = None
     closing: str | None = None
     """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
+    method: str | None = None
+    """How the label distribution was read: ``exact`` (every label teacher-forced) or ``top_k`` (from the
+    server's top-k log-probabilities: labels outside them count 0); ``None`` when there was none."""
 
     def to_dict(self) -> dict[str, Any]:
         # Built by hand: dataclasses.asdict deep-copies every value, which dominated re-aggregation time.
@@ -70,7 +74,7 @@ class ScoreRecord:
 
 
 _SCORE_FIELDS = ("item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
-                 "unscored", "human_score")
+                 "method", "unscored", "human_score")
 
 
 @dataclass
@@ -94,6 +98,9 @@ class CompareRecord:
     second_system: str | None = None
     closing: str | None = None
     """As :attr:`ScoreRecord.closing`."""
+    method: str | None = None
+    """``exact`` when both orders' labels were read exactly, ``top_k`` when either came from the top-k
+    (each order says which), ``None`` when neither was read."""
 
     def to_dict(self) -> dict[str, Any]:
         # By hand, like ScoreRecord.to_dict: asdict's deep copy was 60% of pairwise re-aggregation.
@@ -108,7 +115,7 @@ class CompareRecord:
 
 
 _COMPARE_FIELDS = ("item_id", "first_id", "second_id", "judge", "protocol", "verdicts", "probabilities", "orders",
-                   "unscored", "ppl_source", "human", "annotators", "first_system", "second_system")
+                   "method", "unscored", "ppl_source", "human", "annotators", "first_system", "second_system")
 
 
 @dataclass
@@ -118,6 +125,21 @@ class AuditRun:
     report: AuditReport
     score_records: dict[int, list[dict[str, Any]]]
     compare_records: list[dict[str, Any]]
+
+
+def _check_options(*, batch_size: int, max_new_tokens: int, temperature: float, min_label_mass: float,
+                   delta: float) -> None:
+    """Refuse out-of-range numeric options before any work (NaN included)."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be 1 or more, got {batch_size!r}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens must be 1 or more, got {max_new_tokens!r}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ConfigError(f"temperature must be a finite number of 0 or more, got {temperature!r}")
+    if not (math.isfinite(min_label_mass) and 0 <= min_label_mass <= 1):
+        raise ConfigError(f"min_label_mass must be between 0 and 1, got {min_label_mass!r}")
+    if not (math.isfinite(delta) and delta >= 0):
+        raise ConfigError(f"delta must be a finite number of 0 or more, got {delta!r}")
 
 
 class Judge:
@@ -150,6 +172,8 @@ class Judge:
             raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
         if closing not in ("every", "needed"):
             raise ConfigError(f"closing must be 'every' or 'needed', got {closing!r}")
+        _check_options(batch_size=batch_size, max_new_tokens=max_new_tokens, temperature=temperature,
+                       min_label_mass=min_label_mass, delta=delta)
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         self._backend = judge if isinstance(judge, Backend) else None
         self._store = store if isinstance(store, Store) else Store(store)
@@ -248,7 +272,7 @@ class Judge:
             dist = {lab: p for lab, p in zip(self.scale.labels, out.probs)}
         return ScoreRecord(item.id, rid, system, self.name, self.protocol, self.scale.points, scores, entropy,
                            out.mass if out.probs is not None else None, out.unscored, human, out.critique, dist,
-                           self._closing_mark)
+                           self._closing_mark, out.method if out.probs is not None else None)
 
     # -- pairwise ---------------------------------------------------------------------------------
     def compare(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[CompareRecord]:
@@ -269,7 +293,7 @@ class Judge:
         for shown_first, out in ((pair.first, o1), (pair.second, o2)):
             row: dict[str, Any] = {"shown_first": shown_first, "unscored": out.unscored}
             if out.probs is not None:
-                row.update(dict(zip(VERDICT_LABELS, out.probs)), mass=out.mass)
+                row.update(dict(zip(VERDICT_LABELS, out.probs)), mass=out.mass, method=out.method)
             if out.critique_ppl is not None:
                 row["critique_ppl"] = out.critique_ppl
             if out.critique is not None:
@@ -286,9 +310,11 @@ class Judge:
             total = f + s + t
             probabilities = {"first": f / total, "second": s / total, "tie": t / total}
         r1, r2 = item.response(pair.first), item.response(pair.second)
+        methods = {o.method for o in (o1, o2) if o.probs is not None}
+        method = None if not methods else "exact" if methods == {"exact"} else "top_k"
         return CompareRecord(item.id, pair.first, pair.second, self.name, self.protocol, verdicts, probabilities,
                              orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
-                             self._closing_mark)
+                             self._closing_mark, method)
 
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,

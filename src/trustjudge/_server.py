@@ -2,7 +2,7 @@
 
 Endpoints (JSON in, JSON out)::
 
-    GET  /healthz      judge name and store path (never needs a key)
+    GET  /healthz      liveness and judge name (never needs a key; no paths or other server details)
     POST /v1/score     {"items": [...], "scale": 100, "protocol": null}      -> {"records": [score records]}
     POST /v1/compare   {"items": [...], "delta": 0.0, "protocol": null}      -> {"records": [compare records]}
     POST /v1/audit     {"items": [...], "scales": [5, 100], "delta", "ks", "bootstrap", "seed"} -> audit report
@@ -18,8 +18,9 @@ Errors: every error body has a ``detail``. A 422 lists problems as
 of the bad item (``null`` when the problem is not one item's) and ``field`` the library's field name
 (``responses[0].text``). Request-schema problems (``"scale": 7``) use the same shape with ``item``
 and ``field`` null. Other errors are ``{"detail": "message"}``: 400 bad option, 401 missing or
-wrong key, 413 body or item count over the limit, 501 ranking unavailable, 503 backend failure,
-500 anything unexpected (the traceback goes to the server log only).
+wrong key, 408 body not sent in time, 413 body, item count or judgments over the limit, 501 ranking
+unavailable, 503 backend failure or store full, 500 anything unexpected (the traceback goes to the
+server log only).
 
 Batching: the judge runs in one worker thread (torch models are not thread-safe). Requests wait in
 a queue; each time the worker is free it takes every request waiting at that moment (after an
@@ -66,6 +67,7 @@ from ._store import Store
 from .backends import Backend
 from .errors import (
     BackendError,
+    BackendUnavailable,
     ConfigError,
     InputError,
     PrerequisiteError,
@@ -73,12 +75,15 @@ from .errors import (
     TrustJudgeError,
 )
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "JudgeWorker", "WorkerStats", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "JudgeWorker", "WorkerStats", "create_app"]
 
 log = logging.getLogger("trustjudge.server")
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 1000
+DEFAULT_MAX_JUDGMENTS = 10_000
+DEFAULT_BODY_TIMEOUT_S = 30.0
+DRAIN_LIMIT_BYTES = 64 * 1024 * 1024
 API_VERSION = "1.0.0"
 OPEN_PATHS = frozenset({"/healthz"})
 MAX_BOOTSTRAP = 10_000
@@ -193,10 +198,13 @@ class ScoreRecordOut(BaseModel):
     scores: dict[str, float | None]
     entropy: float | None
     label_mass: float | None
+    method: str | None = Field(None, description="How the labels were read: exact, or top_k (labels outside "
+                                                  "the server's top-k count 0); null when unscored.")
     unscored: str | None
     human_score: float | None = None
     critique: str | None = None
     distribution: dict[str, float] | None = None
+    closing: str | None = Field(None, description="`needed` when labels were read without the closing bracket.")
 
 
 class CompareRecordOut(BaseModel):
@@ -210,12 +218,15 @@ class CompareRecordOut(BaseModel):
     verdicts: dict[str, str | None]
     probabilities: dict[str, float] | None
     orders: list[dict[str, Any]]
+    method: str | None = Field(None, description="exact when both orders' labels were read exactly, top_k when "
+                                                  "either came from the top-k; null when unscored.")
     unscored: str | None
     ppl_source: str
     human: str | None = None
     annotators: list[str] = []
     first_system: str | None = None
     second_system: str | None = None
+    closing: str | None = Field(None, description="`needed` when labels were read without the closing bracket.")
 
 
 class ScoreResponse(BaseModel):
@@ -235,7 +246,6 @@ class Health(BaseModel):
 
     status: Literal["ok"]
     judge: str
-    store: str
 
 
 class Stats(BaseModel):
@@ -274,7 +284,7 @@ class ErrorOut(BaseModel):
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "Bad option"},
     401: {"model": ErrorOut, "description": "Missing or wrong API key (when the server has keys)"},
-    413: {"model": ErrorOut, "description": "Body or item count over the server's limit"},
+    413: {"model": ErrorOut, "description": "Body, item count or judgment count over the server's limit"},
     422: {"model": ValidationErrorOut, "description": "Invalid request or item"},
     503: {"model": ErrorOut, "description": "The judge backend failed"},
 }
@@ -418,7 +428,13 @@ class JudgeWorker:
     def _run_group(self, group: list[_Task]) -> None:
         try:
             results = self._run(group)
-        except Exception as exc:  # noqa: BLE001 - handed to every waiting request; the handlers map it to a status
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting requests; the handlers map it to a status
+            if len(group) > 1 and not isinstance(exc, BackendUnavailable):
+                # One request's problem must not fail the requests merged with it: run each apart
+                # (what the merged run finished is in the store, so nothing is judged twice).
+                for task in group:
+                    self._run_group([task])
+                return
             for task in group:
                 task.future.set_exception(exc)
             return
@@ -467,10 +483,34 @@ class _Guard:
     replayed to the app.
     """
 
-    def __init__(self, app: ASGIApp, *, keys: Sequence[str], max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, keys: Sequence[str], max_body_bytes: int,
+                 body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> None:
         self.app = app
         self.keys = tuple(k.encode() for k in keys)
         self.max_body = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+
+    async def _receive(self, receive: Receive) -> Message | None:
+        """The next body message, or ``None`` when the client sends nothing for ``body_timeout_s``."""
+        try:
+            return await asyncio.wait_for(receive(), self.body_timeout_s)
+        except asyncio.TimeoutError:
+            return None
+
+    async def _refuse(self, response: JSONResponse, scope: Scope, receive: Receive, send: Send,
+                      more: bool = True) -> None:
+        """Answer with ``response`` after reading what is left of the body (up to a cap), so that the
+        client reads the answer instead of a connection reset."""
+        drained = 0
+        while more and drained <= DRAIN_LIMIT_BYTES:
+            message = await self._receive(receive)
+            if message is None or message["type"] == "http.disconnect":
+                break
+            drained += len(message.get("body", b""))
+            more = bool(message.get("more_body", False))
+        if more:  # still sending: the connection cannot be reused
+            response.headers["connection"] = "close"
+        await response(scope, receive, send)
 
     def _authorised(self, scope: Scope) -> bool:
         given: list[bytes] = []
@@ -506,18 +546,23 @@ class _Guard:
                 await JSONResponse({"detail": "invalid Content-Length"}, status_code=400)(scope, receive, send)
                 return
             if declared > self.max_body:
-                await too_big(scope, receive, send)
+                await self._refuse(too_big, scope, receive, send)
                 return
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            message = await self._receive(receive)
+            if message is None:
+                slow = JSONResponse({"detail": f"request body not received within {self.body_timeout_s:g} s"},
+                                    status_code=408, headers={"connection": "close"})
+                await slow(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await too_big(scope, receive, send)
+                await self._refuse(too_big, scope, receive, send, bool(message.get("more_body", False)))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -592,6 +637,22 @@ def _install_error_handlers(app: FastAPI) -> None:
 # -- the app ----------------------------------------------------------------------------------------
 
 
+def _pairs(item: Item) -> int:
+    n = len(item.responses)
+    return len(item.pairs) if item.pairs is not None else n * (n - 1) // 2
+
+
+def _limit_judgments(items: list[Item], max_judgments: int, *, score_scales: int = 0, compare: bool = False) -> None:
+    """413 when a request needs more judgments (prompts) than ``max_judgments``: pairwise work grows with
+    the square of an item's responses, so the item limit alone does not bound a request."""
+    total = score_scales * sum(len(it.responses) for it in items)
+    if compare:
+        total += sum(2 * _pairs(it) for it in items if len(it.responses) >= 2)
+    if total > max_judgments:
+        raise HTTPException(413, f"{total:,} judgments (prompts) is over the limit of {max_judgments:,} per "
+                                 "request: send fewer items or responses per item")
+
+
 def _validate(raw: Any, max_items: int, min_responses: int = 1) -> list[Item]:
     if not isinstance(raw, list):
         raise InputError(f"items must be a list of item objects, got {type(raw).__name__}")
@@ -614,7 +675,8 @@ def _validate(raw: Any, max_items: int, min_responses: int = 1) -> list[Item]:
 def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | None = None,
                api_keys: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                max_items: int = DEFAULT_MAX_ITEMS, protocol: Protocol = "direct", batch_wait_s: float = 0.0,
-               preload: bool = True, **judge_options: Any) -> FastAPI:
+               preload: bool = True, max_judgments: int = DEFAULT_MAX_JUDGMENTS,
+               body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, **judge_options: Any) -> FastAPI:
     """Build the HTTP API around one judge.
 
     Args:
@@ -623,6 +685,9 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         api_keys: When non-empty, every request but ``/healthz`` needs one of these keys.
         max_body_bytes: Largest request body accepted (413 above).
         max_items: Most items accepted in one request (413 above).
+        max_judgments: Most judgments (prompts) one request may need (413 above): a pair counts two,
+            an audit counts every scale.
+        body_timeout_s: A client that sends no part of its body for this long gets 408.
         protocol: Default protocol; a request may ask for the other.
         batch_wait_s: Pause of the worker after the first request of a batch, to merge more requests.
         preload: Load the judge's backend now (a bad judge fails here, not on the first request).
@@ -635,8 +700,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     Raises:
         ConfigError: A bad option, limit or judge name.
     """
-    if max_body_bytes < 1 or max_items < 1:
-        raise ConfigError("max_body_bytes and max_items must be positive")
+    if max_body_bytes < 1 or max_items < 1 or max_judgments < 1 or not body_timeout_s > 0:
+        raise ConfigError("max_body_bytes, max_items, max_judgments and body_timeout_s must be positive")
     reserved = {"scale", "delta", "store"} & set(judge_options)
     if reserved:
         raise ConfigError(f"{', '.join(sorted(reserved))}: set per request or with store_path, not as judge options")
@@ -663,14 +728,15 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     app.state.judge = judge
     app.state.worker = worker
     app.state.max_items = max_items
-    app.add_middleware(_Guard, keys=tuple(api_keys), max_body_bytes=max_body_bytes)
+    app.state.max_judgments = max_judgments
+    app.add_middleware(_Guard, keys=tuple(api_keys), max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     _install_error_handlers(app)
     default_protocol = protocol
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> dict[str, Any]:
         """Liveness; needs no API key."""
-        return {"status": "ok", "judge": judge.name, "store": str(judge.store.path)}
+        return {"status": "ok", "judge": judge.name}
 
     @app.get("/v1/stats", response_model=Stats, responses={401: _ERRORS[401]}, tags=["service"])
     async def stats() -> dict[str, Any]:
@@ -684,6 +750,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     async def score(body: ScoreRequest) -> dict[str, Any]:
         """Score every response under every method (discrete, geval, expected, trustjudge)."""
         items = _validate(body.items, max_items)
+        _limit_judgments(items, max_judgments, score_scales=1)
         records = await worker.submit("score", items, protocol=body.protocol or default_protocol, scale=body.scale)
         return {"records": records}
 
@@ -692,6 +759,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     async def compare(body: CompareRequest) -> dict[str, Any]:
         """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
         items = _validate(body.items, max_items, min_responses=2)
+        _limit_judgments(items, max_judgments, compare=True)
         records = await worker.submit("compare", items, protocol=body.protocol or default_protocol,
                                       delta=body.delta)
         return {"records": records}
@@ -702,6 +770,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         if min(body.ks) < 3:
             raise InputError(f"ks must be >= 3, got {min(body.ks)}")
         items = _validate(body.items, max_items)
+        _limit_judgments(items, max_judgments, score_scales=len(set(body.scales)), compare=True)
         options = {"scales": list(dict.fromkeys(body.scales)), "delta": body.delta, "ks": body.ks,
                    "bootstrap": body.bootstrap, "seed": body.seed}
         report: dict[str, Any] = await worker.submit("audit", items, protocol=body.protocol or default_protocol,
@@ -718,6 +787,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         except ImportError as exc:
             raise HTTPException(501, f"ranking is not available in this trustjudge build ({exc})") from None
         items = _validate(body.items, max_items, min_responses=2)
+        _limit_judgments(items, max_judgments, score_scales=1, compare=True)
         use = body.protocol or default_protocol
         compared, scored = await asyncio.gather(
             worker.submit("compare", items, protocol=use, delta=body.delta),

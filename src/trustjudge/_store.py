@@ -10,6 +10,7 @@ The schema is an ordered list of named migrations, applied once each and recorde
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import platformdirs
@@ -109,6 +110,48 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def _rollback(db: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any. SQLite may have rolled it back itself (a full disk); a
+    failing ROLLBACK must not hide the error that caused it."""
+    if db.in_transaction:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    text = str(exc)
+    if "full" in text:
+        why = ("the disk is full: free some space and run the same command again (every finished batch is "
+               "kept)")
+    elif "malformed" in text or "not a database" in text or "no such table" in text or "no such column" in text:
+        why = (f"it is damaged or half-migrated ({text}): check it with `sqlite3 {path} 'PRAGMA integrity_check'`, "
+               "restore a copy or use another --store")
+    elif "readonly" in text or "read-only" in text:
+        why = f"it cannot be written ({text}): make it writable, or use another --store"
+    elif "locked" in text or "busy" in text:
+        why = f"another process holds it too long ({text}): try again"
+    else:
+        why = text
+    return StoreError(f"the judgment store {path} failed: {why}")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _store_op(fn: F) -> F:
+    """Turn SQLite errors of a store method into :class:`StoreError` with what to do about them."""
+    @functools.wraps(fn)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class StoredOutput:
     """One row of the store."""
@@ -128,13 +171,22 @@ class Store:
         self.path = Path(path) if path is not None else default_store_path()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the judgment store's folder {self.path.parent}: "
+                             f"{exc.strerror or exc}; choose another --store") from None
+        try:
             self._db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
                                        check_same_thread=False)
             self._db.execute("PRAGMA busy_timeout = 60000")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")
             self.migrate()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StoreError) as exc:
+            db = getattr(self, "_db", None)
+            if db is not None:
+                db.close()
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"cannot open the judgment store {self.path}: {exc}") from exc
         self._lock = threading.Lock()
 
@@ -145,21 +197,27 @@ class Store:
         try:
             db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
             done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
+            unknown = sorted(done - {name for name, _ in MIGRATIONS})
+            if unknown:
+                raise StoreError(f"the judgment store {self.path} was written by a newer trustjudge (unknown "
+                                 f"migration {', '.join(unknown)}): upgrade trustjudge, or use another --store")
             applied = []
             for name, fn in MIGRATIONS:
                 if name not in done:
                     fn(db)
-                    db.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
+                    db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
                     applied.append(name)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
         return applied
 
+    @_store_op
     def applied_migrations(self) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT name FROM _migrations ORDER BY rowid")]
 
+    @_store_op
     def get_many(self, keys: Sequence[str]) -> dict[str, StoredOutput]:
         """The stored outputs among ``keys``."""
         found: dict[str, StoredOutput] = {}
@@ -176,6 +234,7 @@ class Store:
                     found[key] = StoredOutput(key, kind, orjson.loads(result), pt, ct, lat)
         return found
 
+    @_store_op
     def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], dict[str, Any], int, int, float]],
                  owner: str | None = None) -> None:
         """Insert ``(key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s)``
@@ -191,19 +250,21 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR IGNORE INTO outputs VALUES (?,?,?,?,?,?,?,?,?)", data)
+                self._db.executemany("INSERT OR IGNORE INTO outputs (key, kind, backend, request, result, prompt_tokens, "
+                                     "completion_tokens, latency_s, created_at) VALUES (?,?,?,?,?,?,?,?,?)", data)
                 if owner is not None:
                     self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?",
                                          [(row[0], owner) for row in data])
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                _rollback(self._db)
                 raise
 
     def new_owner(self) -> str:
         """A claim owner name unique to this call: host, process and a random token."""
         return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
+    @_store_op
     def claim(self, keys: Sequence[str], owner: str, lease_s: float = 900.0) -> set[str]:
         """Claim the keys that are neither stored nor claimed by a live owner; return those now ``owner``'s.
 
@@ -230,39 +291,44 @@ class Store:
                     stored = {row[0] for row in self._db.execute(f"SELECT key FROM outputs WHERE key IN ({marks})",
                                                                  chunk)}
                     self._db.executemany(
-                        "INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?, ?)",
+                        "INSERT OR IGNORE INTO claims (key, owner, host, pid, expires_at) VALUES (?, ?, ?, ?, ?)",
                         [(k, owner, host, os.getpid(), now + lease_s) for k in chunk if k not in stored])
                     mine.update(row[0] for row in self._db.execute(
                         f"SELECT key FROM claims WHERE owner = ? AND key IN ({marks})", [owner, *chunk]))
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                _rollback(self._db)
                 raise
         return mine
 
+    @_store_op
     def release(self, keys: Sequence[str], owner: str) -> None:
         """Drop ``owner``'s claims on ``keys`` (work it gave up on: others may try)."""
         with self._lock:
             self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
 
+    @_store_op
     def record_speed(self, backend: str, prompt_tokens: int, seconds: float) -> None:
         """Accumulate measured prompt throughput for time estimates."""
         if prompt_tokens <= 0 or seconds <= 0:
             return
         with self._lock:
             self._db.execute(
-                "INSERT INTO speed VALUES (?, ?, ?) ON CONFLICT(backend) DO UPDATE SET "
+                "INSERT INTO speed (backend, prompt_tokens, seconds) VALUES (?, ?, ?) ON CONFLICT(backend) DO UPDATE SET "
                 "prompt_tokens = prompt_tokens + excluded.prompt_tokens, seconds = seconds + excluded.seconds",
                 (backend, prompt_tokens, seconds),
             )
 
+    @_store_op
     def tokens_per_second(self, backend: str) -> float | None:
         row = self._db.execute("SELECT prompt_tokens, seconds FROM speed WHERE backend = ?", (backend,)).fetchone()
         return float(row[0] / row[1]) if row and row[1] > 0 else None
 
+    @_store_op
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
 
+    @_store_op
     def integrity_check(self) -> str:
         return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
 

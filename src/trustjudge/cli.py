@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,14 +19,26 @@ from rich.table import Table
 from . import _audit
 from ._adapters import FORMATS, iter_dataset
 from ._items import Item
+from ._outputs import atomic_output, check_outputs, readable_input, write_text
 from ._prompts import scale as make_scale
 from ._judge import CompareRecord, Judge, ScoreRecord
 from ._scoring import AGGREGATIONS, SCORE_METHODS
 from ._store import default_store_path
 from .backends import DEFAULT_JUDGE
-from .errors import InputError, TrustJudgeError
+from ._engine import BACKEND_ERROR
+from .errors import BackendError, InputError, TrustJudgeError
 
 err = Console(stderr=True, soft_wrap=True)
+
+
+class _Finite(click.FloatRange):
+    """A float range that also refuses NaN and infinities (which FloatRange lets through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -41,11 +54,14 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Write JSONL records here (default: standard output)."),
         click.option("--dry-run", is_flag=True, help="Print the plan (calls, tokens, stored, time) and stop."),
         click.option("--skip-invalid", is_flag=True, help="Skip invalid lines (reported) instead of stopping."),
-        click.option("--batch-size", default=8, show_default=True, help="Prompts per backend call and store write."),
-        click.option("--temperature", default=0.0, show_default=True, help="cot sampling temperature (0 = greedy)."),
+        click.option("--batch-size", default=8, show_default=True, type=click.IntRange(min=1),
+                     help="Prompts per backend call and store write."),
+        click.option("--temperature", default=0.0, show_default=True, type=_Finite(min=0.0),
+                     help="cot sampling temperature (0 = greedy)."),
         click.option("--seed", default=0, show_default=True, help="Seed for cot sampling."),
-        click.option("--max-new-tokens", default=256, show_default=True, help="cot critique length limit."),
-        click.option("--min-label-mass", default=1e-3, show_default=True,
+        click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(min=1),
+                     help="cot critique length limit."),
+        click.option("--min-label-mass", default=1e-3, show_default=True, type=_Finite(min=0.0, max=1.0),
                      help="Below this probability on valid labels a judgment is unscored (no_label_mass)."),
         click.option("--closing", type=click.Choice(["every", "needed"]), default="every", show_default=True,
                      help="every: each label read with its closing bracket (exact); needed: only labels that "
@@ -79,7 +95,7 @@ def _report_problems(path: Path, problems: list[InputError], count: int, skip_in
 def _scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item: Callable[[Item], int]) -> int:
     """Validate the whole file before any model call (keeping nothing in memory); return the judgments."""
     problems: list[InputError] = []
-    count = total = 0
+    count = total = valid = 0
     for value in iter_dataset(path, fmt, min_responses=min_responses):
         if isinstance(value, InputError):
             count += 1
@@ -87,18 +103,70 @@ def _scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item
                 problems.append(value)
         else:
             total += per_item(value)
+            valid += 1
     _report_problems(path, problems, count, skip_invalid)
+    _require_items(path, valid, count)
     return total
 
 
-def _stream_items(path: Path, min_responses: int, fmt: str) -> Iterator[Item]:
-    return (v for v in iter_dataset(path, fmt, min_responses=min_responses) if not isinstance(v, InputError))
+def _require_items(path: Path, valid: int, invalid: int) -> None:
+    if not valid:
+        raise InputError("holds no valid item to judge" if invalid else "holds no items", file=str(path))
+
+
+def _digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (to tell that it changed between the validation and the judging)."""
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    return h.hexdigest()
+
+
+def _changed(path: Path) -> InputError:
+    return InputError("the file changed while it was being judged; nothing was written. Run the same command "
+                      "again: every finished judgment is in the store", file=str(path))
+
+
+def _stream_items(path: Path, min_responses: int, fmt: str, skip_invalid: bool, digest: str) -> Iterator[Item]:
+    """The items of a file validated (and hashed) before: the file is read a second time while judging,
+    so a problem that was not there at validation means the file changed, and stops the run."""
+    for value in iter_dataset(path, fmt, min_responses=min_responses):
+        if isinstance(value, InputError):
+            if not skip_invalid:
+                raise _changed(path)
+            continue
+        yield value
+    if _digest(path) != digest:
+        raise _changed(path)
 
 
 def _read_items(path: Path, skip_invalid: bool, min_responses: int, fmt: str = "auto") -> list[Item]:
-    """Validate the whole file before any model call; report every problem; return the valid items."""
-    _scan(path, skip_invalid, min_responses, fmt, lambda it: 0)
-    return list(_stream_items(path, min_responses, fmt))
+    """Read and validate the whole file once, before any model call; report every problem; return the
+    valid items."""
+    problems: list[InputError] = []
+    items: list[Item] = []
+    count = 0
+    for value in iter_dataset(path, fmt, min_responses=min_responses):
+        if isinstance(value, InputError):
+            count += 1
+            if len(problems) < 20:
+                problems.append(value)
+        else:
+            items.append(value)
+    _report_problems(path, problems, count, skip_invalid)
+    _require_items(path, len(items), count)
+    return items
+
+
+def _guard(items: Path, store: Path | None, template: Path | None, outputs: dict[str, Path | None],
+           *templates: Path | None) -> None:
+    """Refuse, before any work, outputs that would overwrite the input, a template, the store or each other."""
+    check_outputs(outputs, inputs=[items, template, *templates],
+                  store=store if store is not None else default_store_path())
 
 
 def _fail(message: str) -> int:
@@ -109,13 +177,6 @@ def _fail(message: str) -> int:
 def _progress(quiet: bool) -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, disable=quiet)
-
-
-def _open_out(path: Path | None) -> TextIO:
-    if path is None:
-        return sys.stdout
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.open("w", encoding="utf-8")
 
 
 def _make_judge(judge: str, store: Path | None, protocol: str, batch_size: int, temperature: float, seed: int,
@@ -164,30 +225,48 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
         finally:
             j.close()
         return
+    digest = _digest(items_path)
     total = _scan(items_path, skip_invalid, min_responses, fmt, per_item)
+    if _digest(items_path) != digest:
+        raise _changed(items_path)
     j = j_factory()
     summary = _Summary(kind)
     try:
-        stream = _open_out(out)
-        try:
+        with atomic_output(out, "--out") as stream:
             with _progress(quiet) as bar:
                 task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
-                items = _stream_items(items_path, min_responses, fmt)
+                items = _stream_items(items_path, min_responses, fmt, skip_invalid, digest)
                 gen: Iterator[ScoreRecord | CompareRecord] = (
                     j.score(items, progress=lambda n: bar.advance(task, n)) if kind == "score"
                     else j.compare(items, progress=lambda n: bar.advance(task, n)))
+                ascii_only = not _utf8(stream)
                 for record in gen:
                     row = record.to_dict()
-                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
                     summary.add(row)
                     stream.flush()
-        finally:
-            if stream is not sys.stdout:
-                stream.close()
         if not quiet:
             summary.show(j)
+        summary.check(j)
     finally:
         j.close()
+
+
+def _methods_note(records: list[dict[str, Any]], quiet: bool) -> None:
+    """Warn if any record's labels came from the top-k; unless quiet, count each method."""
+    methods = Counter(r["method"] for r in records if r.get("method"))
+    if methods["top_k"]:
+        _warn_top_k()
+    if methods and not quiet:
+        err.print("labels read: " + ", ".join(f"{k} {v}" for k, v in sorted(methods.items())), highlight=False)
+
+
+def _warn_top_k() -> None:
+    """Say once per run that labels came from the top-k log-probabilities (``-q`` does not hide it)."""
+    err.print("[yellow]warning:[/] labels are read from the judge server's top-k log-probabilities, not exactly: "
+              "a label outside the top-k gets probability 0 and scores can differ from an exact judge "
+              "(records say \"method\": \"top_k\"; see docs/judges.md for servers with exact labels)",
+              highlight=False)
 
 
 class _Summary:
@@ -200,9 +279,15 @@ class _Summary:
         self.sums: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
         self.verdicts: dict[str, Counter[str | None]] = {m: Counter() for m in AGGREGATIONS}
+        self.methods: Counter[str] = Counter()
 
     def add(self, row: dict[str, Any]) -> None:
         self.records += 1
+        method = row.get("method")
+        if method:
+            if method == "top_k" and not self.methods["top_k"]:
+                _warn_top_k()
+            self.methods[method] += 1
         if row["unscored"]:
             self.unscored[row["unscored"]] += 1
         if self.kind == "score":
@@ -236,6 +321,18 @@ class _Summary:
                   f"from store: {s.from_store}; store: {j.store.path}", highlight=False)
         if self.unscored:
             err.print("unscored: " + ", ".join(f"{k} {v}" for k, v in sorted(self.unscored.items())), highlight=False)
+        if self.methods:
+            err.print("labels read: " + ", ".join(f"{k} {v}" for k, v in sorted(self.methods.items())), highlight=False)
+        if s.last_error and self.unscored.get(BACKEND_ERROR):
+            err.print(f"[yellow]backend error:[/] {s.last_error}", highlight=False)
+
+    def check(self, j: Judge) -> None:
+        """Fail (exit non-zero) when the judge failed every judgment it was asked for."""
+        failed = self.unscored.get(BACKEND_ERROR, 0)
+        if failed and failed == self.records:
+            cause = j.stats.last_error or "no message"
+            raise BackendError(f"every judgment failed ({failed} backend errors; the records say backend_error): "
+                               f"{cause}")
 
 
 @click.group()
@@ -253,18 +350,21 @@ def score_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
               skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scale: str, distribution: bool,
               **run: Any) -> None:
     """Score every response under every method (discrete, geval, expected, trustjudge)."""
-    _run("score", items, out, dry_run, skip_invalid, quiet,
+    _guard(items, store, template, {"--out": out})
+    _run("score", readable_input(items), out, dry_run, skip_invalid, quiet,
          lambda: _make_judge(judge, store, protocol, scale=int(scale), pointwise_template=template,
                              keep_distribution=distribution, **run), fmt)
 
 
 @cli.command("compare")
 @_judge_options
-@click.option("--delta", default=0.0, show_default=True, help="Tie margin for likelihood and ppl aggregation.")
+@click.option("--delta", default=0.0, show_default=True, type=_Finite(min=0.0),
+              help="Tie margin for likelihood and ppl aggregation.")
 def compare_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
                 skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, delta: float, **run: Any) -> None:
     """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
-    _run("compare", items, out, dry_run, skip_invalid, quiet,
+    _guard(items, store, template, {"--out": out})
+    _run("compare", readable_input(items), out, dry_run, skip_invalid, quiet,
          lambda: _make_judge(judge, store, protocol, delta=delta, pairwise_template=template, **run), fmt)
 
 
@@ -275,36 +375,71 @@ def _int_list(text: str) -> list[int]:
         raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
 
 
+def parse_scales(text: str, param: Any = None) -> list[int]:
+    """``--scales``: comma-separated 5, 10 or 100, at least one (checked before any judging)."""
+    values = _int_list(text)
+    bad = [v for v in values if v not in (5, 10, 100)]
+    if bad or not values:
+        raise click.BadParameter(f"scales are 5, 10 or 100, got {text!r}", param=param)
+    return list(dict.fromkeys(values))
+
+
+def parse_ks(text: str, param: Any = None) -> list[int]:
+    """``--ks``: comma-separated subset sizes of 3 or more."""
+    values = _int_list(text)
+    if not values or min(values) < 3:
+        raise click.BadParameter(f"subset sizes k must be 3 or more, got {text!r}", param=param)
+    return values
+
+
+def parse_deltas(text: str, param: Any = None) -> list[float]:
+    """``--delta-sweep``: comma-separated finite tolerances of 0 or more."""
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {text!r}", param=param) from None
+    if any(not math.isfinite(v) or v < 0 for v in values):
+        raise click.BadParameter(f"deltas must be finite and 0 or more, got {text!r}", param=param)
+    return values
+
+
 def _fmt(value: float) -> str:
     return "-" if value != value else f"{value:.3f}"
 
 
 @cli.command("audit")
 @_judge_options
-@click.option("--scales", default="5,100", show_default=True, help="Pointwise scales to judge and audit.")
-@click.option("--delta", default=0.0, show_default=True, help="Score tolerance of the conflict ratio.")
-@click.option("--delta-sweep", default="", help="Comma-separated deltas: CR for each (e.g. 0,1,2,5).")
-@click.option("--ks", default="3,4,5", show_default=True, help="Subset sizes k for NTR_k.")
-@click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples over items (0: no intervals).")
+@click.option("--scales", default="5,100", show_default=True, callback=lambda c, p, v: parse_scales(v, p),
+              help="Pointwise scales to judge and audit.")
+@click.option("--delta", default=0.0, show_default=True, type=_Finite(min=0.0),
+              help="Score tolerance of the conflict ratio.")
+@click.option("--delta-sweep", default="", callback=lambda c, p, v: parse_deltas(v, p),
+              help="Comma-separated deltas: CR for each (e.g. 0,1,2,5).")
+@click.option("--ks", default="3,4,5", show_default=True, callback=lambda c, p, v: parse_ks(v, p),
+              help="Subset sizes k (3 or more) for NTR_k.")
+@click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=0),
+              help="Bootstrap resamples over items (0: no intervals).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the audit as JSON here.")
+@click.option("--pairwise-template", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Your own pairwise prompt template (--template sets the pointwise one).")
 @click.option("--injection", is_flag=True,
               help="Also score every response with an appended instruction to give the top score, and report "
                    "how far the judge moves (one more pointwise judgment per response and scale).")
 def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
-              skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scales: str, delta: float,
-              delta_sweep: str, ks: str, bootstrap: int, json_out: Path | None, injection: bool,
-              **run: Any) -> None:
+              skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scales: list[int], delta: float,
+              delta_sweep: list[float], ks: list[int], bootstrap: int, json_out: Path | None,
+              pairwise_template: Path | None, injection: bool, **run: Any) -> None:
     """Judge what the store lacks, then audit consistency and agreement with human labels.
 
     One table, a row per method: conflict ratio of every scoring method against every aggregation,
     NTR_k with circular/equivalence splits and tie rates, swap flips, position and length bias,
     agreement with human labels (with bootstrap intervals over items), and unscored counts.
     """
-    scale_list = _int_list(scales)
-    ks_list = _int_list(ks)
-    loaded = _read_items(items, skip_invalid, 1, fmt)
-    j = _make_judge(judge, store, protocol, pointwise_template=template, **run)
+    scale_list, ks_list = scales, ks
+    _guard(items, store, template, {"--out": out, "--json": json_out}, pairwise_template)
+    loaded = _read_items(readable_input(items), skip_invalid, 1, fmt)
+    j = _make_judge(judge, store, protocol, pointwise_template=template, pairwise_template=pairwise_template, **run)
     try:
         if dry_run:
             for points in scale_list:
@@ -328,7 +463,7 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
         wide = Console(width=max(Console().width, 120))
         wide.print(table)
         payload = report.to_dict()
-        deltas = [float(x) for x in delta_sweep.split(",") if x.strip()]
+        deltas = delta_sweep
         if deltas:
             sweep = Table(title="Conflict ratio by tolerance delta")
             sweep.add_column("scores x verdicts")
@@ -346,15 +481,15 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
             wide.print(sweep)
         payload.update(judge=j.name, protocol=j.protocol, input=str(items), scales=scale_list)
         if json_out is not None:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps(payload, indent=2) + "\n")
+            write_text(json_out, json.dumps(payload, indent=2) + "\n", "--json")
         if out is not None:
-            with _open_out(out) as fh:
+            with atomic_output(out, "--out") as fh:
                 for records in result.score_records.values():
                     for rec in records:
                         fh.write(json.dumps({"kind": "score", **rec}) + "\n")
                 for rec in result.compare_records:
                     fh.write(json.dumps({"kind": "compare", **rec}) + "\n")
+        _methods_note([*(r for rs in result.score_records.values() for r in rs), *result.compare_records], quiet)
         if not quiet:
             s = j.stats
             err.print(f"model calls: {s.model_calls}; from store: {s.from_store}; store: {j.store.path}",
@@ -369,7 +504,8 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
               help="Scale of the pointwise scores whose means are ranked too.")
 @click.option("--method", type=click.Choice(["single", "two_pass", "likelihood", "ppl"]), default="likelihood",
               show_default=True, help="Verdicts for the hard Bradley-Terry fit, Elo and win rates.")
-@click.option("--bootstrap", default=200, show_default=True, help="Bootstrap resamples over questions.")
+@click.option("--bootstrap", default=200, show_default=True, type=click.IntRange(min=0),
+              help="Bootstrap resamples over questions.")
 @click.option("--rank-seed", default=0, show_default=True, help="Bootstrap and Elo seed.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the ranking as JSON here.")
@@ -384,7 +520,8 @@ def rank_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Pa
     """
     from ._ranking import rank
 
-    loaded = _read_items(items, skip_invalid, 1, fmt)
+    _guard(items, store, template, {"--out": out, "--json": json_out})
+    loaded = _read_items(readable_input(items), skip_invalid, 1, fmt)
     j = _make_judge(judge, store, protocol, scale=int(scale), pointwise_template=template, **run)
     try:
         if dry_run:
@@ -397,6 +534,13 @@ def rank_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Pa
             scores = [r.to_dict() for r in j.score(loaded, progress=lambda n: bar.advance(task, n))]
             pairs = [r.to_dict() for r in j.compare([it for it in loaded if len(it.responses) >= 2],
                                                     progress=lambda n: bar.advance(task, n))]
+        _methods_note([*scores, *pairs], quiet)
+        if out is not None:  # the records the ranking rests on
+            with atomic_output(out, "--out") as fh:
+                for rec in scores:
+                    fh.write(json.dumps({"kind": "score", **rec}) + "\n")
+                for rec in pairs:
+                    fh.write(json.dumps({"kind": "compare", **rec}) + "\n")
         try:
             ranking = rank(pairs, scores, method=method, bootstrap=bootstrap, seed=rank_seed)
         except ValueError as exc:
@@ -418,7 +562,8 @@ def rank_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Pa
             agree.add_row(str(a.get("first")), str(a.get("second")), "-" if tau is None else f"{tau:.2f}", str(a.get("n")))
         wide.print(agree)
         if json_out is not None:
-            json_out.write_text(json.dumps({"judge": j.name, "protocol": j.protocol, **data}, indent=2) + "\n")
+            write_text(json_out, json.dumps({"judge": j.name, "protocol": j.protocol, **data}, indent=2) + "\n",
+                       "--json")
     finally:
         j.close()
 
@@ -435,8 +580,21 @@ def _register_extra_commands() -> None:
 _register_extra_commands()
 
 
+def _utf8(stream: Any) -> bool:
+    return str(getattr(stream, "encoding", "") or "").lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def _safe_std_streams() -> None:
+    """On a terminal or pipe that is not UTF-8, write what it cannot show as escapes instead of failing
+    (JSON records on such a standard output are written with \\u escapes: the same JSON)."""
+    for stream in (sys.stdout, sys.stderr):
+        if not _utf8(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
     """Entry point: turns trustjudge errors into one clear line and exit status 2."""
+    _safe_std_streams()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -444,11 +602,14 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("aborted")
+    except click.exceptions.Abort:  # click turns Ctrl-C into Abort
+        err.print("interrupted: every finished batch is in the store; run the same command to resume")
         sys.exit(130)
     except TrustJudgeError as exc:
         sys.exit(_fail(str(exc)))
+    except OSError as exc:  # a file or device failed (unreadable input, full disk): one line, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.exit(_fail(f"{where}{exc.strerror or exc}"))
     except KeyboardInterrupt:
         err.print("interrupted: every finished batch is in the store; run the same command to resume")
         sys.exit(130)

@@ -7,8 +7,9 @@
     ├── PrerequisiteError      an optional dependency or a model file is missing
     ├── InputError             a bad line in an items file (names file, line, field)
     ├── StoreError             the judgment store cannot be opened or migrated
-    └── BackendError           a backend call failed
-        └── TransientBackendError   worth retrying (timeouts, rate limits, 5xx)
+    └── BackendError           a backend call failed (that judgment is unscored: backend_error)
+        ├── TransientBackendError   worth retrying (timeouts, rate limits, 5xx)
+        └── BackendUnavailable      no judgment can succeed (connection refused, HTTP 401/403/404): the run stops
 
 Messages say how to fix the problem.
 """
@@ -59,6 +60,10 @@ class StoreError(TrustJudgeError):
 
 class BackendError(TrustJudgeError):
     """A backend call failed for good."""
+
+
+class BackendUnavailable(BackendError):
+    """The judge cannot be reached or refuses every request: stop the run instead of failing each judgment."""
 
 
 class TransientBackendError(BackendError):

@@ -46,6 +46,7 @@ from __future__ import annotations
 import email.utils
 import functools
 import hashlib
+import ipaddress
 import json
 import logging
 import math
@@ -63,6 +64,7 @@ from urllib.parse import parse_qsl
 from .._retry import RetryPolicy
 from ..errors import (
     BackendError,
+    BackendUnavailable,
     ConfigError,
     TransientBackendError,
     pip_dependency_error,
@@ -206,6 +208,25 @@ def _server_message(body: str) -> str:
     return body.strip()[:500]
 
 
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _warn_key_destination(preset: Preset, name: str, root: str, scheme: str, host: str) -> None:
+    """Say where a key from the environment goes when that is not the preset's own server, or in clear text."""
+    default = (preset.base_url or "").rstrip("/").removesuffix("/v1")
+    if preset.base_url and root != default:
+        log.warning("%s/ sends $%s to %s, not to %s", name, preset.key_env, root, default)
+    if scheme == "http" and not _is_loopback(host):
+        log.warning("$%s is sent to %s over plain HTTP: anyone on the path can read it (use https)",
+                    preset.key_env, root)
+
+
 def _obj(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one (servers omit optional fields)."""
     return value if isinstance(value, dict) else {}
@@ -306,6 +327,14 @@ class OpenAICompatibleBackend(Backend):
         key = api_key if api_key is not None else (os.environ.get(self.preset.key_env) if self.preset.key_env else None)
         if self.preset.key_required and not key:
             raise ConfigError(f"{preset}/ judges need an API key: set {self.preset.key_env}")
+        try:
+            parsed = httpx.URL(self.root)
+        except httpx.InvalidURL as exc:
+            raise ConfigError(f"invalid judge server URL {base_url!r}: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host or not 0 < (parsed.port or 80) < 65536:
+            raise ConfigError(f"invalid judge server URL {base_url!r}: use http(s)://host[:port]")
+        if key and api_key is None:
+            _warn_key_destination(self.preset, preset, self.root, parsed.scheme, parsed.host)
         self.labels: LabelMode = labels
         self.top_k = top_k or self.preset.top_k
         self._context_option = context_length
@@ -392,6 +421,8 @@ class OpenAICompatibleBackend(Backend):
                         return value
         except TransientBackendError:
             return None  # server down: ask again next time
+        except BackendUnavailable:
+            raise
         except BackendError:
             pass
         try:
@@ -402,6 +433,8 @@ class OpenAICompatibleBackend(Backend):
                     return value
         except TransientBackendError:
             return None
+        except BackendUnavailable:
+            raise
         except BackendError:
             pass
         return 4096
@@ -440,6 +473,8 @@ class OpenAICompatibleBackend(Backend):
                 data = self._retrying(functools.partial(self._request, "POST", self.root + kind, body))
             except TransientBackendError:
                 raise _Unreachable from None  # server unreachable now: estimate, and ask again next time
+            except BackendUnavailable:
+                raise
             except BackendError:
                 continue
             tokens = data.get("tokens") if isinstance(data, dict) else None
@@ -462,8 +497,13 @@ class OpenAICompatibleBackend(Backend):
         return max(counts) + 1
 
     # -- HTTP -------------------------------------------------------------------------------------
-    def _request(self, method: str, url: str, body: Mapping[str, Any] | None = None) -> Any:
-        """One HTTP call; errors become (Transient)BackendError, the JSON body is returned."""
+    def _request(self, method: str, url: str, body: Mapping[str, Any] | None = None, *,
+                 fatal_404: bool = False) -> Any:
+        """One HTTP call; errors become (Transient)BackendError, the JSON body is returned.
+
+        Connection refused and HTTP 401/403 (and 404 with ``fatal_404``: an endpoint every judgment
+        needs) raise :class:`BackendUnavailable`, which stops the run at once.
+        """
         httpx = self._httpx
         if self._limiter is not None:
             self._limiter.wait()
@@ -480,6 +520,10 @@ class OpenAICompatibleBackend(Backend):
                     if attempt == 0:
                         continue
                     raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
+                except httpx.ConnectError as exc:
+                    # Nothing listens there (or the name does not resolve): no retry can help.
+                    raise BackendUnavailable(f"{url}: cannot connect ({exc}); is the judge server running "
+                                             f"at {self.root}?") from exc
                 except httpx.TransportError as exc:
                     raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
         status = resp.status_code
@@ -489,6 +533,12 @@ class OpenAICompatibleBackend(Backend):
         if status == 429:
             raise TransientBackendError(f"{url} returned HTTP 429: {_server_message(resp.text)}",
                                         retry_after=_retry_after(resp.headers))
+        if status in (401, 403):
+            key = f" (check {self.preset.key_env})" if self.preset.key_env else ""
+            raise BackendUnavailable(f"{url} returned HTTP {status}: {_server_message(resp.text)}{key}")
+        if status == 404 and fatal_404:
+            raise BackendUnavailable(f"{url} returned HTTP 404: {_server_message(resp.text)} (check the URL "
+                                     f"and the model name {self.model!r})")
         if status >= 400:
             raise BackendError(f"{url} returned HTTP {status}: {_server_message(resp.text)}")
         try:
@@ -498,7 +548,8 @@ class OpenAICompatibleBackend(Backend):
 
     def _complete(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """POST /v1/completions; check the response shape and count tokens."""
-        data = self._request("POST", self.base_url + "/completions", {"model": self.model, **payload})
+        data = self._request("POST", self.base_url + "/completions", {"model": self.model, **payload},
+                             fatal_404=True)
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
             raise TransientBackendError(f"{self.base_url}/completions returned no choices: {str(data)[:200]}")
         usage = _obj(data.get("usage"))
@@ -568,7 +619,7 @@ class OpenAICompatibleBackend(Backend):
             return False, f"echo request failed: {exc}"
         except _MalformedResponse as exc:
             return False, str(exc)
-        except TransientBackendError:
+        except (TransientBackendError, BackendUnavailable):
             raise
         except BackendError as exc:
             return False, f"echo unsupported: {exc}"
@@ -581,6 +632,8 @@ class OpenAICompatibleBackend(Backend):
     def _probe_lists(self) -> bool:
         try:
             data = self._retrying(lambda: self._complete({"prompt": ["1", "2"], "max_tokens": 1, "temperature": 0.0}))
+        except BackendUnavailable:
+            raise
         except BackendError:  # llama-cpp-python asserts a single prompt (HTTP 500)
             return False
         return len(data["choices"]) == 2

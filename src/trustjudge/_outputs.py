@@ -1,0 +1,178 @@
+"""Input and output files that cannot destroy data: guarded paths and writes that replace the target only when complete.
+
+Every file a command writes (``--out``, ``--json``, ``--html``) goes through :func:`check_outputs` before
+any work starts, and through :func:`atomic_output` while it is written. An output that names an input,
+the judgment store (or its ``-wal``/``-shm`` files) or another output is refused; a command that fails or
+is interrupted leaves the previous file as it was. ``-`` means standard output (and, as an input,
+standard input: :func:`readable_input` copies it, or a FIFO, to a private file read once).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from .errors import ConfigError
+
+STDIO = "-"
+
+
+def is_stdio(path: str | Path | None) -> bool:
+    """True for ``-`` (standard input or output)."""
+    return path is not None and str(path) == STDIO
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        if a.resolve() == b.resolve():
+            return True
+    except (OSError, RuntimeError):  # a symlink loop: compare what exists below
+        pass
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)  # hard links
+    except OSError:
+        return False
+
+
+def check_outputs(outputs: dict[str, Path | None], *, inputs: Iterable[Path | None] = (),
+                  store: Path | None = None) -> None:
+    """Refuse outputs that would overwrite an input, the store, its WAL/SHM files or each other.
+
+    Args:
+        outputs: Option name (``--out``) to the path it names; ``None`` and ``-`` are skipped.
+        inputs: Files the command reads (the items file, templates).
+        store: The judgment store file.
+
+    Raises:
+        ConfigError: naming the option and what it would overwrite.
+    """
+    protected: list[tuple[str, Path]] = [(f"the input {p}", p) for p in inputs if p is not None and not is_stdio(p)]
+    if store is not None:
+        protected += [(f"the judgment store {store}", store),
+                      (f"the judgment store's WAL file {store}-wal", Path(f"{store}-wal")),
+                      (f"the judgment store's shared-memory file {store}-shm", Path(f"{store}-shm")),
+                      (f"the judgment store's journal {store}-journal", Path(f"{store}-journal"))]
+    for option, path in outputs.items():
+        if path is None or is_stdio(path):
+            continue
+        for what, other in protected:
+            if _same(path, other):
+                raise ConfigError(f"{option} {path} would overwrite {what}: choose another output file")
+        if path.is_dir():
+            raise ConfigError(f"{option} {path} is a folder: name a file")
+        _probe(option, path)
+        protected.append((f"the {option} output {path}", path))
+
+
+def _probe(option: str, path: Path) -> None:
+    """Fail now, not after the judging, if ``path``'s folder cannot hold the output."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise _unwritable(option, path, exc) from None
+
+
+def _unwritable(option: str, path: Path, exc: OSError) -> ConfigError:
+    return ConfigError(f"cannot write {option} {path}: {exc.strerror or exc}")
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
+    """A text stream that replaces ``path`` only when the block ends without an exception.
+
+    The data goes to a temporary file in the same folder (so the final rename is atomic); on any
+    exception the temporary file is removed and ``path`` is untouched. ``None`` or ``-`` is standard
+    output, written through as it comes.
+
+    Raises:
+        ConfigError: the folder cannot be created or written (naming ``option`` and the path).
+    """
+    if path is None or is_stdio(path):
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _unwritable(option, path, exc) from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            yield fh
+            try:
+                fh.flush()
+                os.fsync(fh.fileno())
+            except OSError as exc:
+                raise _unwritable(option, path, exc) from None
+        try:
+            if path.exists():  # keep the target's permissions (mkstemp makes the file 0600)
+                os.chmod(tmp, path.stat().st_mode & 0o7777)
+            else:
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise _unwritable(option, path, exc) from None
+        _fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_text(path: Path, text: str, option: str) -> None:
+    """Write ``text`` to ``path`` (or standard output for ``-``) atomically."""
+    with atomic_output(path, option) as fh:
+        fh.write(text)
+
+
+class _Spooled(type(Path())):  # type: ignore[misc]
+    """A private copy of a stream input: opened as the copy, named (in messages) as the original."""
+
+    _display: str | None = None
+
+    def __str__(self) -> str:
+        return self._display if self._display is not None else super().__str__()
+
+    def __fspath__(self) -> str:
+        return super().__str__()
+
+
+def readable_input(path: Path) -> Path:
+    """``path`` itself for a regular file; for ``-`` (standard input), a FIFO or a device, a private copy
+    of what it holds (such inputs can be read only once, and trustjudge validates before judging)."""
+    if not is_stdio(path) and (not path.exists() or path.is_file()):
+        return path
+    folder = tempfile.mkdtemp(prefix="trustjudge-input-")
+    atexit.register(shutil.rmtree, folder, True)
+    suffix = "" if is_stdio(path) else path.suffix
+    copy = _Spooled(folder, "input" + (suffix or ".jsonl"))
+    copy._display = "<stdin>" if is_stdio(path) else str(path)
+    with open(os.fspath(copy), "wb") as out:
+        if is_stdio(path):
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        else:
+            with path.open("rb") as src:
+                shutil.copyfileobj(src, out)
+    return copy
