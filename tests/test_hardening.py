@@ -664,3 +664,38 @@ def test_f39_audit_takes_a_pairwise_template(tmp_path: Path, items_file: Path,
         assert judge.stats.model_calls == 0  # the audit stored these very prompts
     finally:
         judge.close()
+
+
+def test_f26_a_read_only_store_can_be_re_aggregated(tmp_path: Path, items_file: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the command as another user")
+    folder = Path(tempfile.mkdtemp(prefix="trustjudge-ro-"))
+    try:
+        folder.chmod(0o755)
+        items = folder / "items.jsonl"
+        items.write_bytes(items_file.read_bytes())
+        store = folder / "s.sqlite"
+        assert main(capsys, "score", items, "-j", "mock/hash", "--store", store, "-q", "--out",
+                    folder / "first.jsonl")[0] == 0
+        for p in folder.iterdir():
+            p.chmod(0o644)
+        # another user: neither the store nor its folder is writable
+        result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                                 "-m", "trustjudge.cli", "score", str(items), "-j", "mock/hash", "--store", str(store)],
+                                capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "HOME": str(folder), "TRUSTJUDGE_CACHE": str(folder)})
+        assert result.returncode == 0, result.stderr
+        assert [json.loads(x) for x in result.stdout.splitlines()] == lines(folder / "first.jsonl")
+        changed = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                                  "-m", "trustjudge.cli", "score", str(items), "-j", "mock/hash", "--store",
+                                  str(store), "--scale", "5"], capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "HOME": str(folder), "TRUSTJUDGE_CACHE": str(folder)})
+        assert changed.returncode == 2 and "cannot be written" in changed.stderr, changed.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -174,13 +174,18 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot create the judgment store's folder {self.path.parent}: "
                              f"{exc.strerror or exc}; choose another --store") from None
+        self.read_only = self.path.exists() and not (os.access(self.path, os.W_OK)
+                                                     and os.access(self.path.parent, os.W_OK))
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 60000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self.migrate()
+            if self.read_only:
+                self._open_read_only()
+            else:
+                self._db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
+                                           check_same_thread=False)
+                self._db.execute("PRAGMA busy_timeout = 60000")
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+                self.migrate()
         except (sqlite3.Error, StoreError) as exc:
             db = getattr(self, "_db", None)
             if db is not None:
@@ -189,6 +194,26 @@ class Store:
                 raise
             raise StoreError(f"cannot open the judgment store {self.path}: {exc}") from exc
         self._lock = threading.Lock()
+
+    def _open_read_only(self) -> None:
+        """Open a store this process cannot write: every stored judgment can be read (re-aggregated);
+        a run that needs a model call fails when it tries to store it."""
+        uri = self.path.resolve().as_uri()
+        try:
+            self._db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60.0, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL store in a folder we cannot write (no -shm file can be made): read it as it is on disk.
+            self._db = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None,
+                                       check_same_thread=False)
+        done = {row[0] for row in self._db.execute("SELECT name FROM _migrations")}
+        unknown = sorted(done - {name for name, _ in MIGRATIONS})
+        missing = [name for name, _ in MIGRATIONS if name not in done]
+        if unknown or missing:
+            raise StoreError(f"the judgment store {self.path} is read-only and its schema differs from this "
+                             f"trustjudge's ({', '.join(unknown or missing)}): open it once writable, or use "
+                             "another --store")
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied; return their names."""
