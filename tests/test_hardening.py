@@ -699,3 +699,63 @@ def test_f26_a_read_only_store_can_be_re_aggregated(tmp_path: Path, items_file: 
         assert changed.returncode == 2 and "cannot be written" in changed.stderr, changed.stderr
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- F11: a dead run's claims do not stall a resume ---------------------------------------------------------
+
+
+def _foreign_claims(store: Path, judge: Any, items: Any, *, host: str, started: str | None,
+                    expires_in: float) -> int:
+    """Claim every judgment ``items`` need as another run would have: this PID (alive), another host."""
+    import os
+
+    from trustjudge import _store
+
+    keys = [judge.engine._label_key(job.prompt, judge.engine._closed(job.labels))
+            for item in items for r in item.responses for job in [judge._score_job(item, r.text)]]
+    db = sqlite3.connect(store)
+    columns = [row[1] for row in db.execute("PRAGMA table_info(claims)")]
+    row = {"owner": "dead-run", "host": host, "pid": os.getpid(), "expires_at": time.time() + expires_in,
+           "boot": _store._boot_id() if hasattr(_store, "_boot_id") else "",
+           "started": started if started is not None else "",
+           "pidns": _store._pid_namespace() if hasattr(_store, "_pid_namespace") else ""}
+    names = ["key", *(c for c in columns if c in row)]
+    db.executemany(f"INSERT INTO claims ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                   [(k, *(row[c] for c in names[1:])) for k in keys])
+    db.commit()
+    db.close()
+    return len(keys)
+
+
+def test_f11_a_reused_pid_under_another_host_name_does_not_stall_the_resume(tmp_path: Path) -> None:
+    from trustjudge import Judge, items_from_dicts
+
+    store = tmp_path / "s.sqlite"
+    items = items_from_dicts(small_items())
+    judge = Judge("mock/hash", store=store, scale=5)
+    try:
+        # The dead run's PID now belongs to a live process (this one, started at another time) and the
+        # container came back with another host name: its claims are void all the same.
+        assert _foreign_claims(store, judge, items, host="old-container", started="1", expires_in=900) == 5
+        with time_limit(20):
+            records = list(judge.score(items))
+        assert all(r.unscored is None for r in records) and judge.stats.model_calls == 5
+    finally:
+        judge.close()
+
+
+def test_f11_waiting_for_another_run_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from trustjudge import Judge, items_from_dicts
+
+    store = tmp_path / "s.sqlite"
+    items = items_from_dicts(small_items())
+    judge = Judge("mock/hash", store=store, scale=5)
+    try:
+        # A live run on another machine holds the claims; its lease lapses in 2 s (it stopped renewing).
+        _foreign_claims(store, judge, items, host="other-machine", started=None, expires_in=2)
+        with time_limit(30), caplog.at_level("WARNING", logger="trustjudge"):
+            records = list(judge.score(items))
+        assert all(r.unscored is None for r in records)
+        assert "waiting for 5 judgment(s) that another run (host other-machine" in caplog.text
+    finally:
+        judge.close()

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +26,9 @@ from ._prompts import CLOSE, Protocol
 from ._retry import RetryPolicy
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
-from .errors import BackendError, BackendUnavailable
+from .errors import BackendError, BackendUnavailable, StoreError
+
+log = logging.getLogger("trustjudge.engine")
 
 Closing = Literal["every", "needed"]
 """How labels end: each with its bracket (exact), or only where a label begins another."""
@@ -131,6 +135,9 @@ class Engine:
         self._label_budget: dict[tuple[str, ...], int] = {}
         self.poll_s = 0.2
         """Seconds between looks at work another process has claimed."""
+        self.lease_s = 60.0
+        """How long a claim holds without renewal (a running engine renews its claims every quarter)."""
+        self._next_wait_note = 0.0
 
     # -- keys -------------------------------------------------------------------------------------
     def _label_request(self, req: LabelRequest) -> dict[str, Any]:
@@ -213,11 +220,41 @@ class Engine:
         Each batch is claimed in the store first: keys another live process is already computing are
         not computed again here, but waited for (and taken over if that process dies).
         """
+        if not todo:
+            return {}
+        stop = threading.Event()
+        beat = threading.Thread(target=self._renew_claims, args=(stop,), name="trustjudge-claims", daemon=True)
+        beat.start()
+        try:
+            return self._run_claimed(kind, todo, progress)
+        finally:
+            stop.set()
+            beat.join()
+
+    def _renew_claims(self, stop: threading.Event) -> None:
+        """Keep this engine's claims alive while it runs (a dead run's lapse within ``lease_s``)."""
+        while not stop.wait(self.lease_s / 4):
+            try:
+                self.store.renew(self._owner, self.lease_s)
+            except StoreError as exc:  # the next claim or store write reports it
+                log.debug("could not renew claims: %s", exc)
+
+    def _say_waiting(self, keys: list[str]) -> None:
+        now = time.monotonic()
+        if now < self._next_wait_note:
+            return
+        self._next_wait_note = now + 30.0
+        for host, pid, left, n in self.store.claim_holders(keys):
+            log.warning("waiting for %d judgment(s) that another run (host %s, pid %d) is computing; they are "
+                        "taken over if it stops, at the latest in %.0f s", n, host, pid, left)
+
+    def _run_claimed(self, kind: str, todo: list[tuple[str, dict[str, Any], Any]],
+                     progress: ProgressFn | None) -> dict[str, Any]:
         results: dict[str, Any] = {}
         todo.sort(key=lambda t: t[2].prompt)  # neighbours share prefixes: the backend reuses KV state
         waiting: list[tuple[str, dict[str, Any], Any]] = []
         for chunk in self._chunks(todo):
-            mine = self.store.claim([t[0] for t in chunk], self._owner)
+            mine = self.store.claim([t[0] for t in chunk], self._owner, self.lease_s)
             waiting.extend(t for t in chunk if t[0] not in mine)
             self._run_batch(kind, [t for t in chunk if t[0] in mine], results, progress)
         while waiting:
@@ -228,12 +265,13 @@ class Engine:
             if progress is not None and kind == "labels" and stored:
                 progress(len(stored))
             waiting = [t for t in waiting if t[0] not in stored]
-            mine = self.store.claim([t[0] for t in waiting], self._owner)
+            mine = self.store.claim([t[0] for t in waiting], self._owner, self.lease_s)
             taken = [t for t in waiting if t[0] in mine]
             for start in range(0, len(taken), self.batch_size):
                 self._run_batch(kind, taken[start : start + self.batch_size], results, progress)
             waiting = [t for t in waiting if t[0] not in mine]
             if waiting:
+                self._say_waiting([t[0] for t in waiting])
                 time.sleep(self.poll_s)
         return results
 

@@ -100,6 +100,58 @@ def m003_claims(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m004_claim_identity(db: sqlite3.Connection) -> None:
+    # Who holds a claim, robustly: the kernel's boot id and the process's start time, so that a PID
+    # reused after a crash or a container restart is not taken for the dead run's process.
+    db.execute("ALTER TABLE claims ADD COLUMN boot TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE claims ADD COLUMN started TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE claims ADD COLUMN pidns TEXT NOT NULL DEFAULT ''")
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _boot_id() -> str:
+    """This kernel boot's id (Linux); empty elsewhere."""
+    return _read("/proc/sys/kernel/random/boot_id")
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot (Linux); empty if unknown."""
+    stat = _read(f"/proc/{pid}/stat")
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _claim_void(claim: tuple[str, int, str, str, str, float], host: str, now: float) -> bool:
+    """Whether a claim of another owner is void: its lease ended, or its process is gone."""
+    c_host, pid, boot, started, pidns, expires = claim
+    if expires < now:
+        return True
+    mine_boot = _boot_id()
+    if boot and mine_boot and boot == mine_boot and pidns == _pid_namespace():
+        # Same running kernel and PID namespace: the PID and its start time name one process.
+        return not _process_alive(pid) or (bool(started) and _start_time(pid) != started)
+    if boot and mine_boot and boot != mine_boot and c_host == host:
+        return True  # this machine rebooted since the claim was made
+    if c_host == host and not boot:
+        return not _process_alive(pid)  # a claim made without an identity: as before
+    return False  # another machine or container: its lease says (it renews it while it runs)
+
+
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -290,11 +342,12 @@ class Store:
         return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
     @_store_op
-    def claim(self, keys: Sequence[str], owner: str, lease_s: float = 900.0) -> set[str]:
+    def claim(self, keys: Sequence[str], owner: str, lease_s: float = 60.0) -> set[str]:
         """Claim the keys that are neither stored nor claimed by a live owner; return those now ``owner``'s.
 
-        A claim is void once its lease ends or, on this host, once its process is gone (a killed run's
-        claims are taken over at once by the next run).
+        A claim is void once its lease ends (a running engine renews its leases, see :meth:`renew`) or,
+        on the same machine and PID namespace, once its process is gone: the process is named by PID
+        and start time, so a PID reused after a crash or restart does not keep a dead run's claims.
         """
         unique = list(dict.fromkeys(keys))
         if not unique:
@@ -308,16 +361,19 @@ class Store:
                     chunk = unique[start : start + 500]
                     marks = ",".join("?" * len(chunk))
                     stale = [
-                        key for key, c_owner, c_host, pid, expires in self._db.execute(
-                            f"SELECT key, owner, host, pid, expires_at FROM claims WHERE key IN ({marks})", chunk)
-                        if c_owner != owner and (expires < now or (c_host == host and not _process_alive(pid)))
+                        key for key, c_owner, *claim in self._db.execute(
+                            "SELECT key, owner, host, pid, boot, started, pidns, expires_at FROM claims "
+                            f"WHERE key IN ({marks})", chunk)
+                        if c_owner != owner and _claim_void(tuple(claim), host, now)  # type: ignore[arg-type]
                     ]
                     self._db.executemany("DELETE FROM claims WHERE key = ?", [(k,) for k in stale])
                     stored = {row[0] for row in self._db.execute(f"SELECT key FROM outputs WHERE key IN ({marks})",
                                                                  chunk)}
+                    me = (owner, host, os.getpid(), now + lease_s, _boot_id(), _start_time(os.getpid()),
+                          _pid_namespace())
                     self._db.executemany(
-                        "INSERT OR IGNORE INTO claims (key, owner, host, pid, expires_at) VALUES (?, ?, ?, ?, ?)",
-                        [(k, owner, host, os.getpid(), now + lease_s) for k in chunk if k not in stored])
+                        "INSERT OR IGNORE INTO claims (key, owner, host, pid, expires_at, boot, started, pidns) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [(k, *me) for k in chunk if k not in stored])
                     mine.update(row[0] for row in self._db.execute(
                         f"SELECT key FROM claims WHERE owner = ? AND key IN ({marks})", [owner, *chunk]))
                 self._db.execute("COMMIT")
@@ -325,6 +381,26 @@ class Store:
                 _rollback(self._db)
                 raise
         return mine
+
+    @_store_op
+    def renew(self, owner: str, lease_s: float = 60.0) -> None:
+        """Extend every claim of ``owner`` by ``lease_s`` from now (the engine does this while it runs)."""
+        with self._lock:
+            self._db.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", (time.time() + lease_s, owner))
+
+    @_store_op
+    def claim_holders(self, keys: Sequence[str]) -> list[tuple[str, int, float, int]]:
+        """``(host, pid, seconds left on the lease, keys)`` of each owner holding claims among ``keys``."""
+        unique = list(dict.fromkeys(keys))[:500]
+        if not unique:
+            return []
+        marks = ",".join("?" * len(unique))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT host, pid, MAX(expires_at), COUNT(*) FROM claims WHERE key IN ({marks}) GROUP BY owner",
+                unique).fetchall()
+        now = time.time()
+        return [(str(h), int(p), max(0.0, float(e) - now), int(n)) for h, p, e, n in rows]
 
     @_store_op
     def release(self, keys: Sequence[str], owner: str) -> None:
