@@ -759,3 +759,35 @@ def test_f11_waiting_for_another_run_says_so(tmp_path: Path, caplog: pytest.LogC
         assert "waiting for 5 judgment(s) that another run (host other-machine" in caplog.text
     finally:
         judge.close()
+
+
+def test_f36_a_client_that_never_finishes_its_request_head_is_disconnected(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    import uvicorn
+
+    from trustjudge._server import create_app, uvicorn_options
+
+    app = create_app("mock/hash", store_path=tmp_path / "s.sqlite")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    options = uvicorn_options(timeout_s=1.0, max_connections=8)
+    options.pop("workers")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", **options))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        with time_limit(60):
+            while not server.started:
+                time.sleep(0.02)
+            with socket.create_connection(("127.0.0.1", port), timeout=15) as client:
+                client.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+                began = time.monotonic()
+                assert client.recv(100) == b""  # closed by the server
+                assert time.monotonic() - began < 10
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()

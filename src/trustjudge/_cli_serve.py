@@ -87,7 +87,7 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
     try:
         import uvicorn
 
-        from ._server import create_app
+        from ._server import create_app, uvicorn_options
     except ImportError:
         raise ServeError(str(pip_dependency_error("trustjudge serve", ["fastapi", "uvicorn"], "server"))) from None
     keys = api_keys(api_key)
@@ -105,8 +105,8 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
                    err=True)
     click.echo(f"trustjudge serve: judge {app.state.judge.name}, store {app.state.judge.store.path}, "
                f"http://{host}:{port} ({'API keys required' if keys else 'no API key'})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, limit_concurrency=max_connections,
-                timeout_keep_alive=max(1, int(timeout_s)))
+    uvicorn.run(app, host=host, port=port, log_level=log_level,
+                **uvicorn_options(timeout_s=timeout_s, max_connections=max_connections))
 
 
 command = serve

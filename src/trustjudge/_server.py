@@ -75,7 +75,8 @@ from .errors import (
     TrustJudgeError,
 )
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "JudgeWorker", "WorkerStats", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "JudgeWorker", "WorkerStats", "create_app",
+           "uvicorn_options"]
 
 log = logging.getLogger("trustjudge.server")
 
@@ -824,6 +825,59 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _header_deadline_protocol(timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a deadline on request headers: a client that opens a connection and
+    sends no complete request head within ``timeout_s`` (slow or no headers) is disconnected. uvicorn
+    has no such timeout of its own (its keep-alive timer stops at the first byte)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadlineProtocol(H11Protocol):  # type: ignore[misc]
+        _deadline: asyncio.TimerHandle | None = None
+        _cycle_seen: Any = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(timeout_s, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            if self.cycle is self._cycle_seen or self.cycle is None or self.cycle.response_complete:
+                self.transport.close()  # no new request head arrived in time
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and self.cycle is not self._cycle_seen:
+                self._cycle_seen = self.cycle  # a complete request head: the body has its own timeout
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadlineProtocol
+
+
+def uvicorn_options(*, timeout_s: float = DEFAULT_BODY_TIMEOUT_S, max_connections: int = 64) -> dict[str, Any]:
+    """The uvicorn options ``trustjudge serve`` runs with (``uvicorn.run(app, host=..., **options)``): request
+    heads must arrive within ``timeout_s`` (bodies: ``create_app(body_timeout_s=...)``), idle keep-alive
+    connections close after it, and at most ``max_connections`` connections are served at once (503 beyond)."""
+    return {"workers": 1, "http": _header_deadline_protocol(timeout_s), "limit_concurrency": max_connections,
+            "timeout_keep_alive": max(1, int(timeout_s))}
 
 
 def openapi_json() -> str:
