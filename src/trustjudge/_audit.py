@@ -803,4 +803,4 @@ def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_record
 
 
 # Last: the injection measure uses this module's helpers (an import at the top would be circular).
-from . import _injection
+from . import _injection  # noqa: E402

@@ -284,7 +284,8 @@ class Engine:
             end = min(start + size, n)
             if end < n and size > 1:
                 low = start + max(1, size // 2)
-                shared = [len(os.path.commonprefix([todo[i - 1][2].prompt, todo[i][2].prompt])) for i in range(low, end + 1)]
+                shared = [len(os.path.commonprefix([todo[i - 1][2].prompt, todo[i][2].prompt]))
+                          for i in range(low, end + 1)]
                 end = low + min(range(len(shared)), key=lambda k: (shared[k], -k))
             yield todo[start:end]
             start = end
@@ -314,7 +315,8 @@ class Engine:
             tokens += out.prompt_tokens
             if kind == "labels":
                 payload = {"logprobs": list(out.logprobs), "method": out.method}
-                rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens, 0, out.latency_s))
+                rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens, 0,
+                             out.latency_s))
             else:
                 payload = {"text": out.text, "token_logprobs": list(out.token_logprobs),
                            "finish_reason": out.finish_reason}
@@ -394,7 +396,8 @@ class Engine:
             else:
                 label_prompts[i] = (job.prompt, None, None)
         if gen_wanted:
-            gen_requests = {key: (self._gen_key(req)[1], req) for key, req in gen_wanted.values()}
+            gen_requests: dict[str, tuple[dict[str, Any] | None, Any]] = {
+                key: (self._gen_key(req)[1], req) for key, req in gen_wanted.values()}
             gens = self._fetch("generate", gen_requests, progress)
             for i, (key, _) in gen_wanted.items():
                 job = jobs[i]
@@ -433,11 +436,11 @@ class Engine:
             probs = np.exp(np.array([res.logprobs for _, res in group], dtype=np.float64))
             masses = probs.sum(axis=1).tolist()
             for (i, res), row, mass in zip(group, probs.tolist(), masses):
-                _, critique, ppl = label_prompts[i]
+                _, critique, critique_ppl = label_prompts[i]
                 reason = NO_LABEL_MASS if mass < self.min_label_mass else None
                 if reason:
                     self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
-                outcomes[i] = Outcome(tuple(row), reason, critique, ppl, res.prompt_tokens, res.method)
+                outcomes[i] = Outcome(tuple(row), reason, critique, critique_ppl, res.prompt_tokens, res.method)
         return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
 
     def plan(self, jobs: Sequence[Job | str]) -> PlanSummary:

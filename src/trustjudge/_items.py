@@ -203,7 +203,8 @@ def parse_record(record: Any, file: str, line: int) -> Item:
     assert item_id is not None
     raw_responses = record.get("responses")
     if not isinstance(raw_responses, list):
-        raise f.error("responses", "must be a list of {id, text} objects" if raw_responses is not None else "is missing")
+        raise f.error("responses",
+                      "must be a list of {id, text} objects" if raw_responses is not None else "is missing")
     if not raw_responses:
         raise f.error("responses", "must hold at least one response")
     responses = tuple(_response(r, file, line, i) for i, r in enumerate(raw_responses))

@@ -156,7 +156,7 @@ class _Spooled(type(Path())):  # type: ignore[misc]
         return self._display if self._display is not None else super().__str__()
 
     def __fspath__(self) -> str:
-        return super().__str__()
+        return str(super().__str__())
 
 
 def readable_input(path: Path) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal
@@ -48,12 +48,12 @@ class Scale:
         return _labels(self.points)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _values(points: int) -> tuple[int, ...]:
     return tuple(range(1, points + 1))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _labels(points: int) -> tuple[str, ...]:
     return tuple(str(v) for v in _values(points))
 
@@ -79,7 +79,8 @@ def _read_template(path: str | Path | None, default: str, required: set[str]) ->
     missing = required - names
     unknown = names - required - OPTIONAL_FIELDS
     if missing:
-        raise ConfigError(f"template {path or default} lacks the field(s) {', '.join('${' + m + '}' for m in sorted(missing))}")
+        fields = ", ".join("${" + m + "}" for m in sorted(missing))
+        raise ConfigError(f"template {path or default} lacks the field(s) {fields}")
     if unknown:
         raise ConfigError(f"template {path or default} uses unknown field(s) {', '.join(sorted(unknown))}")
     return template
@@ -175,9 +176,3 @@ def _shared_fields(question: str, context: str | None, reference: str | None, sc
                    task: str) -> dict[str, object]:
     """The fields every response to one question shares, quoted once (copied before use)."""
     return dict(question=quote(question), scale_min=1, scale_max=scale_max, task=task, **_blocks(context, reference))
-
-    def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
-                        protocol: Protocol) -> str:
-        return self._render("pairwise", dict(question=quote(question), response_a=quote(a), response_b=quote(b),
-                                             scale_min=1, scale_max=1, task=self.verdict_task(protocol),
-                                             **_blocks(context, reference)))

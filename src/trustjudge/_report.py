@@ -66,7 +66,8 @@ _RC: Any = {  # matplotlib's rc_context is typed with a Literal of every key
 
 _SECTIONS = {
     "conflict": ("Conflict ratio",
-                 "Share of judged pairs whose pairwise verdict contradicts the two pointwise scores (lower is better)."),
+                 "Share of judged pairs whose pairwise verdict contradicts the two pointwise scores "
+                 "(lower is better)."),
     "transitivity": ("Transitivity",
                      ("NTR_k: share of k-response subsets whose verdicts fit no weak order (lower is better); "
                       "read it next to the verdict tie rate.")),
@@ -566,7 +567,8 @@ def _conflicts_html(run: AuditRun, items: Sequence[Item] | None, max_items: int,
             except KeyError:
                 text = ""
             if text:
-                return f'<span title="{_e(_short(text, 400))}">{label}<span class="resp">{_e(_short(text, 70))}</span></span>'
+                shown = f'<span class="resp">{_e(_short(text, 70))}</span>'
+                return f'<span title="{_e(_short(text, 400))}">{label}{shown}</span>'
         return label
 
     for item_id in shown:

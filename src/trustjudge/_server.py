@@ -75,8 +75,8 @@ from .errors import (
     TrustJudgeError,
 )
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "JudgeWorker", "WorkerStats", "create_app",
-           "uvicorn_options"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "JudgeWorker", "WorkerStats",
+           "create_app", "uvicorn_options"]
 
 log = logging.getLogger("trustjudge.server")
 
@@ -264,7 +264,8 @@ class ProblemOut(BaseModel):
     """One validation problem."""
 
     type: str
-    loc: list[str | int] = Field(description='JSON path in the request, e.g. ["body", "items", 3, "responses", 0, "text"].')
+    loc: list[str | int] = Field(
+        description='JSON path in the request, e.g. ["body", "items", 3, "responses", 0, "text"].')
     msg: str
     item: int | None = Field(None, description="0-based index of the bad item, if one item is at fault.")
     field: str | None = Field(None, description="The library's field name, e.g. `responses[0].text`.")
@@ -833,7 +834,7 @@ def _header_deadline_protocol(timeout_s: float) -> type:
     has no such timeout of its own (its keep-alive timer stops at the first byte)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeaderDeadlineProtocol(H11Protocol):  # type: ignore[misc]
+    class HeaderDeadlineProtocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         _cycle_seen: Any = None
 

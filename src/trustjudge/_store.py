@@ -327,7 +327,8 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR IGNORE INTO outputs (key, kind, backend, request, result, prompt_tokens, "
+                self._db.executemany("INSERT OR IGNORE INTO outputs (key, kind, backend, request, result, "
+                                     "prompt_tokens, "
                                      "completion_tokens, latency_s, created_at) VALUES (?,?,?,?,?,?,?,?,?)", data)
                 if owner is not None:
                     self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?",
@@ -364,7 +365,7 @@ class Store:
                         key for key, c_owner, *claim in self._db.execute(
                             "SELECT key, owner, host, pid, boot, started, pidns, expires_at FROM claims "
                             f"WHERE key IN ({marks})", chunk)
-                        if c_owner != owner and _claim_void(tuple(claim), host, now)  # type: ignore[arg-type]
+                        if c_owner != owner and _claim_void(tuple(claim), host, now)
                     ]
                     self._db.executemany("DELETE FROM claims WHERE key = ?", [(k,) for k in stale])
                     stored = {row[0] for row in self._db.execute(f"SELECT key FROM outputs WHERE key IN ({marks})",
@@ -415,7 +416,8 @@ class Store:
             return
         with self._lock:
             self._db.execute(
-                "INSERT INTO speed (backend, prompt_tokens, seconds) VALUES (?, ?, ?) ON CONFLICT(backend) DO UPDATE SET "
+                "INSERT INTO speed (backend, prompt_tokens, seconds) VALUES (?, ?, ?) "
+                "ON CONFLICT(backend) DO UPDATE SET "
                 "prompt_tokens = prompt_tokens + excluded.prompt_tokens, seconds = seconds + excluded.seconds",
                 (backend, prompt_tokens, seconds),
             )

@@ -45,7 +45,8 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.argument("items", type=click.Path(dir_okay=False, path_type=Path)),
         click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True,
-                     help="Judge name: hf/smollm2-135m, hf/gemma3-270m, hf//path/to/model (folder or .gguf), mock/hash."),
+                     help="Judge name: hf/smollm2-135m, hf/gemma3-270m, hf//path/to/model (folder or .gguf), "
+                          "mock/hash."),
         click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
                      help="direct: labels read right after the prompt; cot: the judge writes a critique first."),
         click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -235,10 +236,10 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
         with atomic_output(out, "--out") as stream:
             with _progress(quiet) as bar:
                 task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
-                items = _stream_items(items_path, min_responses, fmt, skip_invalid, digest)
+                stream_items = _stream_items(items_path, min_responses, fmt, skip_invalid, digest)
                 gen: Iterator[ScoreRecord | CompareRecord] = (
-                    j.score(items, progress=lambda n: bar.advance(task, n)) if kind == "score"
-                    else j.compare(items, progress=lambda n: bar.advance(task, n)))
+                    j.score(stream_items, progress=lambda n: bar.advance(task, n)) if kind == "score"
+                    else j.compare(stream_items, progress=lambda n: bar.advance(task, n)))
                 ascii_only = not _utf8(stream)
                 for record in gen:
                     row = record.to_dict()
@@ -448,7 +449,8 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
             _print_plan(j, [it for it in loaded if len(it.responses) >= 2], "compare")
             return
         with _progress(quiet) as bar:
-            task = bar.add_task(f"audit ({j.name}, {j.protocol})", total=j.audit_judgments(loaded, scale_list, injection))
+            task = bar.add_task(f"audit ({j.name}, {j.protocol})",
+                                total=j.audit_judgments(loaded, scale_list, injection))
             result = j.audit(loaded, scales=scale_list, delta=delta, ks=ks_list, bootstrap=bootstrap,
                              progress=lambda n: bar.advance(task, n), injection=injection)
         report = result.report
@@ -559,7 +561,8 @@ def rank_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Pa
             agree.add_column(col)
         for a in data.get("agreements", []):
             tau = a.get("tau")
-            agree.add_row(str(a.get("first")), str(a.get("second")), "-" if tau is None else f"{tau:.2f}", str(a.get("n")))
+            agree.add_row(str(a.get("first")), str(a.get("second")), "-" if tau is None else f"{tau:.2f}",
+                          str(a.get("n")))
         wide.print(agree)
         if json_out is not None:
             write_text(json_out, json.dumps({"judge": j.name, "protocol": j.protocol, **data}, indent=2) + "\n",

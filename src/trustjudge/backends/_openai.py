@@ -426,7 +426,8 @@ class OpenAICompatibleBackend(Backend):
         except BackendError:
             pass
         try:
-            props = self._retrying(lambda: self._request("GET", self.root + "/props"))  # llama-server: the serving context
+            # llama-server: the serving context
+            props = self._retrying(lambda: self._request("GET", self.root + "/props"))
             gen = _obj(_obj(props).get("default_generation_settings"))
             for value in (gen.get("n_ctx"), _obj(props).get("n_ctx")):
                 if isinstance(value, int) and value > 0:
