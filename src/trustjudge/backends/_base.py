@@ -51,6 +51,27 @@ class GenerateRequest:
 
 FinishReason = Literal["stop", "length", "eos"]
 
+WORD_JOINER = "\u2060"
+
+
+def neutralise(text: str, specials: Sequence[str]) -> str:
+    """``text`` with every special-token string in it broken by a word joiner (U+2060, invisible).
+
+    The texts a judge prompt quotes (responses, questions, contexts) are read as plain text, never as
+    the model's control tokens: a response holding ``<|im_end|>`` must not close the judge's turn and
+    write a fake assistant turn. Longest strings first, repeated until none is left.
+    """
+    ordered = sorted((s for s in specials if len(s) >= 2), key=len, reverse=True)
+    for _ in range(8):
+        hit = False
+        for special in ordered:
+            if special in text:
+                text = text.replace(special, special[0] + WORD_JOINER + special[1:])
+                hit = True
+        if not hit:
+            break
+    return text
+
 
 @dataclass(frozen=True)
 class Generation:

@@ -24,6 +24,7 @@ without ``logits_all`` (which would allocate ``n_ctx x n_vocab`` floats).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, ConfigError, pip_dependency_error
-from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
+from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult, neutralise
 from ._models import ModelSpec, file_sha256
 
 
@@ -193,16 +194,35 @@ class LlamaCppBackend(Backend):
         return max(len(self._encode_label(label)) for label in labels)
 
     def format_prompt(self, system: str, user: str, assistant_prefix: str) -> str:
+        # The texts are the judge's (system) and quoted user data: control-token strings in them are
+        # broken so that they tokenize as plain text (see neutralise); plain prompts parse none at all.
         if self._chat is not None:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            messages = [{"role": "system", "content": neutralise(system, self._specials)},
+                        {"role": "user", "content": neutralise(user, self._specials)}]
             return str(self._chat(messages=messages).prompt) + assistant_prefix
         return f"{system}\n\n{user}\n\n{assistant_prefix}"
+
+    @functools.cached_property
+    def _specials(self) -> tuple[str, ...]:
+        """The text of every control or user-defined token of the vocabulary (``<|im_end|>``, ...)."""
+        lib, model = self._llama_cpp, self._llm._model
+        vocab = model.vocab
+        kinds = lib.LLAMA_TOKEN_ATTR_CONTROL | lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+        found = set()
+        for token in range(self._n_vocab):
+            if lib.llama_vocab_get_attr(vocab, token) & kinds:
+                text = model.token_get_text(token)
+                if text:
+                    found.add(text)
+        return tuple(sorted(found))
 
     # -- tokens -----------------------------------------------------------------------------------
     def _encode(self, text: str) -> list[int]:
         # Same call as llama-cpp-python's completion endpoint: BOS if the model asks for it, and special
-        # tokens written in the text (chat markers) parsed as such.
-        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+        # tokens written in the text (chat markers) parsed as such; quoted texts cannot hold any (they are
+        # neutralised by format_prompt). A plain-format prompt has no markers: nothing in it is parsed.
+        chat = self.prompt_format == "chat"
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=chat))
 
     def _encode_label(self, label: str) -> tuple[int, ...]:
         ids = self._label_cache.get(label)

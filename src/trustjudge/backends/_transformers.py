@@ -17,6 +17,7 @@ Label scoring is exact. For a batch of prompts the backend
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import PrerequisiteError
-from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
+from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult, neutralise
 from ._models import ModelSpec, converted_folder, file_sha256
 
 try:
@@ -140,7 +141,10 @@ class TransformersBackend(Backend):
 
     def format_prompt(self, system: str, user: str, assistant_prefix: str) -> str:
         if self.prompt_format == "chat":
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            # Control-token strings in the quoted texts are broken so that they stay plain text.
+            specials = self._specials
+            messages = [{"role": "system", "content": neutralise(system, specials)},
+                        {"role": "user", "content": neutralise(user, specials)}]
             rendered = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             return str(rendered) + assistant_prefix
         return f"{system}\n\n{user}\n\n{assistant_prefix}"
@@ -167,7 +171,18 @@ class TransformersBackend(Backend):
         return self._model
 
     def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=True).input_ids)
+        # Chat prompts parse the template's markers (quoted texts hold none: format_prompt neutralised
+        # them); a plain-format prompt has no markers, so nothing in it becomes a control token.
+        plain = self.prompt_format != "chat"
+        return list(self.tokenizer(text, add_special_tokens=True, split_special_tokens=plain).input_ids)
+
+    @functools.cached_property
+    def _specials(self) -> tuple[str, ...]:
+        """The text of every special or added token (``<|im_end|>``, ...)."""
+        tok = self.tokenizer
+        found = set(tok.all_special_tokens)
+        found.update(t.content for t in getattr(tok, "added_tokens_decoder", {}).values())
+        return tuple(sorted(t for t in found if t))
 
     def _encode_label(self, label: str) -> tuple[int, ...]:
         ids = self._label_cache.get(label)
