@@ -26,7 +26,8 @@ from typing import Any
 
 from _common import RESULTS, machine
 from trustjudge import InputError, Item, Judge
-from trustjudge._adapters import budget_subset, iter_dataset
+from trustjudge._adapters import _short_hash, budget_subset, iter_dataset
+from trustjudge._prompts import scale as make_scale
 
 
 @dataclass(frozen=True)
@@ -39,18 +40,20 @@ class Dataset:
 
 
 DATASETS = [
-    Dataset("Topical-Chat USR", "topical-chat-usr/topical_chat.json", 700, 84),
     Dataset("PandaLM test set", "pandalm-testset/testset-v1.json", 600, 0),
+    Dataset("Topical-Chat USR", "topical-chat-usr/topical_chat.json", 700, 84),
     Dataset("LLMBar Natural", "llmbar/Natural/dataset.json", 240, 0),
     Dataset("LLMBar FairEval", "llmbar/Processed/FairEval/dataset.json", 120, 0),
     Dataset("LLMBar LLMEval2", "llmbar/Processed/LLMEval2/dataset.json", 120, 0),
     Dataset("LLMBar MT-Bench", "llmbar/Processed/MT-Bench/dataset.json", 120, 0),
 ]
-JUDGES = {"hf/smollm2-135m": 1.0, "hf/gemma3-270m": 0.5}  # budget factor: Gemma is ~2x slower here
+# Budget factor per judge: Gemma is ~2x slower than SmolLM2 here, the 1.5B default judge ~20x.
+JUDGES = {"llamacpp/qwen2.5-coder-1.5b": 0.1, "hf/smollm2-135m": 1.0, "hf/gemma3-270m": 0.5}
+SCALES = (5, 10, 100)
 
 
 def judgments(item: Item) -> int:
-    return 2 * len(item.responses) + (2 * len(item.all_pairs()) if len(item.responses) >= 2 else 0)
+    return len(SCALES) * len(item.responses) + (2 * len(item.all_pairs()) if len(item.responses) >= 2 else 0)
 
 
 def load(data: Path, ds: Dataset) -> list[Item]:
@@ -86,8 +89,13 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
         out[f"acc {agg}"] = pick(report["pairwise"], agg, "accuracy")
         out[f"acc-no-ties {agg}"] = pick(report["pairwise"], agg, "accuracy_no_ties")
         out[f"kappa {agg}"] = pick(report["pairwise"], agg, "kappa")
-    for key in ("5/discrete", "5/geval", "100/trustjudge", "100/expected"):
+    for key in ("5/discrete", "5/geval", "5/trustjudge", "10/discrete", "10/trustjudge", "100/discrete",
+                "100/trustjudge", "100/expected"):
         out[f"spearman {key}"] = pick(report["scores"], key, "spearman_mean")
+    for points in (5, 10):
+        for method in ("discrete", "trustjudge"):
+            for agg in ("two_pass", "likelihood"):
+                out[f"CR {method}-{points} x {agg}"] = pick(cr, f"{points}/{method}/{agg}", "ratio")
     out["swap flip"] = pick(report, "swap", "rate")
     out["first-shown wins"] = pick(report, "position", "overall", "first_shown_rate")
     out["annotator loo acc"] = pick(report, "annotators", "loo_accuracy") if report.get("annotators") else math.nan
@@ -113,6 +121,47 @@ def table(rows: list[tuple[str, str, str, dict[str, Any]]]) -> list[str]:
         lines.append(f"| {judge} | {data} | {protocol} | {s['items']} / {s['pairs']} | {two('CR discrete-5')} | "
                      f"{two('CR geval-5')} | {two('CR trustjudge-100')} | {three('NTR_4')} | {three('NTR_5')} | "
                      f"{three('tie rate')} | {acc} | {pct(s['acc-no-ties likelihood'])} | {sp} |")
+    return lines
+
+
+def scale_table(rows: list[tuple[str, str, str, dict[str, Any]]], chosen: dict[str, Any]) -> list[str]:
+    """Per scale, for the judges measured on 5, 10 and 100 points: agreement with human scores, CR against
+    likelihood verdicts, and seconds per judgment (what the default scale is chosen from)."""
+    lines = ["## Scales (5, 10, 100 points), where measured", "",
+             "| judge | data | Spearman discrete / trustjudge: 5 | 10 | 100 | CR trustjudge x lik: 5 | 10 | 100 | "
+             "s per judgment: 5 | 10 | 100 |", "|" + "---|" * 11]
+    for judge, data, protocol, s in rows:
+        c = chosen.get(f"{judge} | {data} | {protocol}", {})
+        if protocol != "direct" or "CR trustjudge-10 x likelihood" not in s:
+            continue
+
+        def sp(points: int) -> str:
+            a, b = s.get(f"spearman {points}/discrete", math.nan), s.get(f"spearman {points}/trustjudge", math.nan)
+            return "-" if a != a and b != b else f"{a:.2f} / {b:.2f}"
+
+        def cr(points: int) -> str:
+            return pct(s.get(f"CR trustjudge-{points} x likelihood", math.nan))
+
+        def sec(points: int) -> str:
+            v = c.get(f"s_per_judgment_{points}")
+            return "-" if v is None else f"{v:.1f}"
+
+        lines.append(f"| {judge} | {data} | {sp(5)} | {sp(10)} | {sp(100)} | {cr(5)} | {cr(10)} | {cr(100)} | "
+                     f"{sec(5)} | {sec(10)} | {sec(100)} |")
+    return lines
+
+
+def reference_table(references: dict[str, Any]) -> list[str]:
+    if not references:
+        return []
+    lines = ["## Published judges on the same PandaLM pairs", "",
+             "| our run | judge | pairs | human accuracy (ties included) | kappa | unparsed |",
+             "|---|---|---|---|---|---|"]
+    for key, ref in references.items():
+        for name, r in ref.items():
+            kappa = r.get("kappa")
+            lines.append(f"| {key.split(' | ')[0]} | {name} | {r['pairs']} | {pct(r['accuracy'])} | "
+                         f"{'-' if kappa is None or kappa != kappa else f'{kappa:.2f}'} | {r['unparsed']} |")
     return lines
 
 
@@ -151,6 +200,17 @@ def main() -> None:
     args.store.parent.mkdir(parents=True, exist_ok=True)
     rows: list[tuple[str, str, str, dict[str, Any]]] = []
     chosen: dict[str, Any] = {}
+    references: dict[str, Any] = {}
+    ran = set(args.judges.split(","))
+    previous = RESULTS / "consistency.json"
+    if previous.exists():  # judges not run now keep their earlier rows (the study store is not committed)
+        old = json.loads(previous.read_text())
+        for row in old["rows"]:
+            if row["judge"] not in ran:
+                row = dict(row)
+                rows.append((row.pop("judge"), row.pop("data"), row.pop("protocol"), row))
+        chosen.update({k: v for k, v in old["subsets"].items() if k.split(" | ")[0] not in ran})
+        references.update({k: v for k, v in old.get("references", {}).items() if k.split(" | ")[0] not in ran})
     timings: dict[str, float] = {}
     wanted = [d for d in DATASETS if not args.datasets or any(d.name.startswith(p) for p in args.datasets.split(","))]
     for judge_name in args.judges.split(","):
@@ -170,22 +230,80 @@ def main() -> None:
                     subset = budget_subset(items, min(judgments(it) for it in items), judgments, seed=0)
                 began = time.perf_counter()
                 calls_before = judge.stats.model_calls
-                run = judge.audit(subset, scales=(5, 100), bootstrap=args.bootstrap)
+                per_scale: dict[str, float] = {}
+                for points in SCALES:  # judged one scale at a time first, to time each (the audit reuses them)
+                    calls = judge.stats.model_calls
+                    t0 = time.perf_counter()
+                    judge.scale = make_scale(points)
+                    list(judge.score(subset))
+                    if judge.stats.model_calls > calls:
+                        per_scale[f"s_per_judgment_{points}"] = (time.perf_counter() - t0) / sum(
+                            len(it.responses) for it in subset)
+                judge.scale = make_scale(100)
+                run = judge.audit(subset, scales=SCALES, bootstrap=args.bootstrap)
                 elapsed = time.perf_counter() - began
                 key = f"{judge_name} | {ds.name} | {protocol}"
                 timings[key] = elapsed
                 chosen[key] = {"items": [it.id for it in subset], "judgments": sum(judgments(it) for it in subset),
                                "of_items": len(items), "model_calls": judge.stats.model_calls - calls_before,
-                               "seconds": elapsed}
+                               "seconds": elapsed, **per_scale}
                 s = summarise(run.report.to_dict())
                 rows.append((judge_name, ds.name, protocol, s))
+                if ds.name.startswith("PandaLM") and protocol == "direct":
+                    references[key] = published_on_the_same_pairs(args.data, subset, run.compare_records)
                 print(f"{key}: {len(subset)}/{len(items)} items, {chosen[key]['judgments']} judgments, "
                       f"{elapsed:.0f} s", flush=True)
-                write(rows, chosen, args)
+                write(rows, chosen, references, args)
             judge.close()
 
 
-def write(rows: list[tuple[str, str, str, dict[str, Any]]], chosen: dict[str, Any], args: argparse.Namespace) -> None:
+PUBLISHED = {"gpt-3.5-turbo": ("gpt-3.5-turbo-testset-v1.json", "gpt_result"),
+             "PandaLM-7B": ("pandalm-7b-testset-v1.json", "pandalm_result")}
+VERDICT = {"1": "first", "2": "second", "0": "tie", "Tie": "tie"}
+
+
+def published_on_the_same_pairs(data: Path, subset: list[Item], pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The published gpt-3.5-turbo and PandaLM-7B verdicts on exactly the PandaLM pairs we judged: accuracy
+    against the human majority (ties included, as ours) and Cohen's kappa; unparsed ("garbage") verdicts
+    are counted apart and scored as wrong, as they would be in use."""
+    from trustjudge._audit import cohen_kappa
+
+    rows = json.loads((data / "pandalm-testset" / "testset-v1.json").read_text())
+    wanted = {it.id for it in subset}
+    human: dict[tuple[str, str, str], str] = {}
+    for it in subset:
+        for pair in it.pairs:
+            if pair.human:
+                human[(it.id, pair.first, pair.second)] = pair.human
+    ours = {(p["item_id"], p["first_id"], p["second_id"]): p["verdicts"].get("likelihood") for p in pairs}
+    out: dict[str, Any] = {}
+    for name, (file, field) in PUBLISHED.items():
+        verdicts = json.loads((data / "pandalm-testset" / "judge_outputs" / file).read_text())
+        by_idx = {v["idx"]: str(v[field]) for v in verdicts}
+        gold, got, unparsed = [], [], 0
+        seen = set()
+        for idx, row in enumerate(rows):
+            item = "pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))
+            key = (item, _short_hash(str(row["response1"])), _short_hash(str(row["response2"])))
+            if item not in wanted or key not in human or key in seen or key not in ours:
+                continue
+            seen.add(key)
+            verdict = VERDICT.get(by_idx.get(idx, ""), "unparsed")
+            unparsed += verdict == "unparsed"
+            gold.append(human[key])
+            got.append(verdict)
+        acc = sum(a == b for a, b in zip(gold, got)) / len(gold) if gold else math.nan
+        kappa = cohen_kappa((a, b) for a, b in zip(gold, got) if b != "unparsed")  # over parsed verdicts
+        out[name] = {"pairs": len(gold), "accuracy": acc, "kappa": kappa, "unparsed": unparsed}
+    gold = [human[k] for k in ours if k in human]
+    got = [ours[k] or "unscored" for k in ours if k in human]
+    out["ours (likelihood)"] = {"pairs": len(gold), "accuracy": sum(a == b for a, b in zip(gold, got)) / len(gold)
+                                if gold else math.nan, "unparsed": 0}
+    return out
+
+
+def write(rows: list[tuple[str, str, str, dict[str, Any]]], chosen: dict[str, Any], references: dict[str, Any],
+          args: argparse.Namespace) -> None:
     notes = RESULTS / "consistency_notes.md"
     lines = ["# TrustJudge consistency study on real human-labelled data (bench/consistency.py)", "",
              f"Machine: {machine()}.", "",
@@ -195,7 +313,8 @@ def write(rows: list[tuple[str, str, str, dict[str, Any]]], chosen: dict[str, An
              "them); tie rate is the share of pairs the aggregation calls a tie (read NTR next to it: an all-tie "
              "judge is perfectly transitive). Human accuracy is against the (majority) human label, ties included. "
              "Spearman is the mean within-question rank correlation of scores with human scores (Topical-Chat).", "",
-             *table(rows), "", "## Direction of the effects, checked automatically", "", *directions(rows), "",
+             *table(rows), "", *scale_table(rows, chosen), "", *reference_table(references), "",
+             "## Direction of the effects, checked automatically", "", *directions(rows), "",
              "## Subsets (whole questions, stratified by number of responses; ids in consistency.json)", ""]
     for key, c in chosen.items():
         lines.append(f"- {key}: {len(c['items'])} of {c['of_items']} questions, {c['judgments']} judgments, "
@@ -204,7 +323,8 @@ def write(rows: list[tuple[str, str, str, dict[str, Any]]], chosen: dict[str, An
         lines += ["", notes.read_text()]
     (RESULTS / "consistency.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "consistency.json").write_text(json.dumps(
-        {"rows": [{"judge": j, "data": d, "protocol": p, **s} for j, d, p, s in rows], "subsets": chosen},
+        {"rows": [{"judge": j, "data": d, "protocol": p, **s} for j, d, p, s in rows], "subsets": chosen,
+         "references": references},
         indent=1, default=lambda x: None) + "\n")
 
 

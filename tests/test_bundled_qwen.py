@@ -44,7 +44,8 @@ def test_a_tampered_piece_is_refused_naming_it_and_nothing_is_published(tmp_path
     bad[10] ^= 1
     parts[1].path.write_bytes(bytes(bad))  # type: ignore[union-attr]
     target = tmp_path / "model.gguf"
-    with pytest.raises(PrerequisiteError, match=r"fake-part2==1.0: .* SHA-256 .*--force-reinstall --no-deps fake-part2==1.0"):
+    with pytest.raises(PrerequisiteError,
+                       match=r"fake-part2==1.0: .* SHA-256 .*--force-reinstall --no-deps fake-part2==1.0"):
         _assemble(parts, target, whole)
     assert not target.exists()
     # The good piece before it was kept for the next try; once the piece is repaired, assembly completes.
@@ -129,3 +130,33 @@ def test_the_installed_default_judge_assembles_to_the_pinned_sha256() -> None:
         for block in iter(lambda: fh.read(1 << 22), b""):
             digest.update(block)
     assert digest.hexdigest() == _models.QWEN_SHA256
+
+
+@pytest.mark.model
+def test_the_cli_without_judge_uses_the_default_judge_and_tells_answers_apart(tmp_path: Path) -> None:
+    """What `scripts/demo` runs, on the example file's first question: no --judge, the default judge."""
+    import json
+    import subprocess
+    import sys
+
+    from trustjudge import DEFAULT_JUDGE
+
+    assert DEFAULT_JUDGE == "llamacpp/qwen2.5-coder-1.5b"
+    root = Path(__file__).resolve().parents[1]
+    first = (root / "examples" / "items.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    items = tmp_path / "items.jsonl"
+    items.write_text(first + "\n", encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    cmd = [sys.executable, "-m", "trustjudge.cli", "score", str(items), "--store", str(tmp_path / "s.sqlite"),
+           "--out", str(out), "-q"]
+    subprocess.run(cmd, check=True, timeout=600)
+    records = {r["response_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert {r["judge"] for r in records.values()} == {DEFAULT_JUDGE}
+    assert all(r["unscored"] is None and r["label_mass"] > 0.9 for r in records.values())
+    # The careful answer (Canberra, with the reason) above the wrong one (Sydney).
+    assert records["good"]["scores"]["trustjudge"] > records["wrong"]["scores"]["trustjudge"]
+    assert records["good"]["scores"]["expected"] > records["wrong"]["scores"]["expected"]
+    # Run again: zero model calls, the same records.
+    again = tmp_path / "again.jsonl"
+    subprocess.run(cmd[:-3] + ["--out", str(again), "-q"], check=True, timeout=300)
+    assert again.read_text() == out.read_text()

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +29,7 @@ def records(path: Path) -> list[dict]:  # type: ignore[type-arg]
 def test_score_and_compare_on_the_bundled_judge(tmp_path: Path, items_file: Path) -> None:
     store = tmp_path / "s.sqlite"
     out = tmp_path / "scores.jsonl"
-    first = run("score", items_file, "--store", store, "--out", out, "--scale", "10")
+    first = run("score", items_file, "--judge", "hf/smollm2-135m", "--store", store, "--out", out, "--scale", "10")
     assert first.returncode == 0, first.stderr
     assert "model calls: 5" in first.stderr
     rows = records(out)
@@ -41,12 +39,13 @@ def test_score_and_compare_on_the_bundled_judge(tmp_path: Path, items_file: Path
         assert row["judge"] == "hf/smollm2-135m" and row["protocol"] == "direct" and row["scale"] == 10
         assert 1 <= row["scores"]["expected"] <= 10 and 0 < row["label_mass"] <= 1
         assert row["scores"]["geval"] <= row["scores"]["expected"] + 1e-9
-    second = run("score", items_file, "--store", store, "--out", tmp_path / "again.jsonl", "--scale", "10")
+    second = run("score", items_file, "--judge", "hf/smollm2-135m", "--store", store, "--out", tmp_path / "again.jsonl",
+                 "--scale", "10")
     assert "model calls: 0" in second.stderr and "from store: 5" in second.stderr
     assert records(tmp_path / "again.jsonl") == rows
 
     cmp_out = tmp_path / "verdicts.jsonl"
-    result = run("compare", items_file, "--store", store, "--out", cmp_out)
+    result = run("compare", items_file, "--judge", "hf/smollm2-135m", "--store", store, "--out", cmp_out)
     assert result.returncode == 0, result.stderr
     pairs = records(cmp_out)
     assert len(pairs) == 4  # 3 pairs in q1, 1 in q2
@@ -60,7 +59,7 @@ def test_score_and_compare_on_the_bundled_judge(tmp_path: Path, items_file: Path
 @pytest.mark.model
 def test_dry_run_counts_tokens_and_stored(tmp_path: Path, items_file: Path) -> None:
     store = tmp_path / "s.sqlite"
-    plan = run("score", items_file, "--store", store, "--dry-run", "--scale", "5")
+    plan = run("score", items_file, "--judge", "hf/smollm2-135m", "--store", store, "--dry-run", "--scale", "5")
     assert plan.returncode == 0, plan.stderr
     assert "model calls to make" in plan.stdout and "│                         5 │" not in plan.stderr
     assert not store.exists() or sqlite3.connect(store).execute("SELECT COUNT(*) FROM outputs").fetchone()[0] == 0

@@ -76,17 +76,21 @@ def test_audit_reports_how_far_the_judge_moves(follow: bool, tmp_path: Path) -> 
     assert not judge.audit(items_from_dicts(ROWS), scales=(5,), bootstrap=0).report.injection  # opt-in
 
 
+SMOL = "hf/smollm2-135m"  # the small bundled judge: the default 1.5B one is too slow for this test
+
+
 @pytest.mark.model
 def test_bundled_judge_under_injection_is_measured_not_assumed_immune(tmp_path: Path) -> None:
     """The real SmolLM2 judge: the audit's number equals a direct comparison of stored scores."""
     items = write_jsonl(tmp_path / "items.jsonl", ROWS)
     store = tmp_path / "s.sqlite"
-    out = subprocess.run([sys.executable, "-m", "trustjudge.cli", "audit", str(items), "--store", str(store),
-                          "--scales", "100", "--injection", "--bootstrap", "0", "-q", "--json", str(tmp_path / "a.json")],
+    out = subprocess.run([sys.executable, "-m", "trustjudge.cli", "audit", str(items), "--judge", SMOL, "--store",
+                          str(store), "--scales", "100", "--injection", "--bootstrap", "0", "-q", "--json",
+                          str(tmp_path / "a.json")],
                          capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr
     measured = json.loads((tmp_path / "a.json").read_text())["injection"]["100"]
-    judge = Judge(store=store, scale=100)
+    judge = Judge(SMOL, store=store, scale=100)
     plain = {(r.item_id, r.response_id): r.scores["trustjudge"] for r in judge.score(items_from_dicts(ROWS))}
     steered_rows = [{**row, "responses": [{**r, "text": r["text"] + INJECTION.format(label=100)}
                                           for r in row["responses"]]} for row in ROWS]

@@ -3,7 +3,7 @@
 Public API::
 
     from trustjudge import Judge, load_items
-    judge = Judge("hf/smollm2-135m", scale=100)
+    judge = Judge()  # the default judge, llamacpp/qwen2.5-coder-1.5b
     for record in judge.score(load_items("items.jsonl")):
         print(record.scores["trustjudge"])
 """

@@ -49,7 +49,7 @@ def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -
 
 @click.command("serve")
 @click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True,
-              help="Judge name: hf/smollm2-135m, hf/gemma3-270m, hf//path/to/model, mock/hash.")
+              help="Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path, mock/hash.")
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help=f"SQLite judgment store. [default: {default_store_path()}]")
 @click.option("--host", default="127.0.0.1", show_default=True,

@@ -146,11 +146,12 @@ class Judge:
     """An LLM judge with TrustJudge's scoring and aggregation, backed by a judgment store.
 
     Args:
-        judge: a judge name (``hf/smollm2-135m``, ``hf/gemma3-270m``, ``hf//path``, ``mock/...``)
+        judge: a judge name (default ``llamacpp/qwen2.5-coder-1.5b``; ``hf/smollm2-135m``, ``hf//path``, ``mock/...``)
             or a :class:`~trustjudge.backends.Backend`.
         store: a :class:`Store`, a path, or ``None`` for the default store file.
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
-        scale: 5, 10 or 100 points for ``score``.
+        scale: 5, 10 or 100 points for ``score`` (default 10: on the default judge it separated answers
+            the 100-point scale tied, at half the cost; bench/results/consistency.md).
         closing: ``every`` (default) reads each label with its closing bracket, "57]": the exact
             probability that the judge writes that label and stops. ``needed`` reads the bracket only
             after labels that begin another label ("5" of "57"), so two-digit labels count the judge's
@@ -163,7 +164,7 @@ class Judge:
     """
 
     def __init__(self, judge: str | Backend = DEFAULT_JUDGE, *, store: Store | str | Path | None = None,
-                 protocol: Protocol = "direct", scale: int = 100, temperature: float = 0.0, seed: int = 0,
+                 protocol: Protocol = "direct", scale: int = 10, temperature: float = 0.0, seed: int = 0,
                  max_new_tokens: int = 256, min_label_mass: float = 1e-3, batch_size: int = 8,
                  chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
                  pairwise_template: str | Path | None = None, keep_distribution: bool = False,

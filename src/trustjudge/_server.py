@@ -3,7 +3,7 @@
 Endpoints (JSON in, JSON out)::
 
     GET  /healthz      liveness and judge name (never needs a key; no paths or other server details)
-    POST /v1/score     {"items": [...], "scale": 100, "protocol": null}      -> {"records": [score records]}
+    POST /v1/score     {"items": [...], "scale": 10, "protocol": null}      -> {"records": [score records]}
     POST /v1/compare   {"items": [...], "delta": 0.0, "protocol": null}      -> {"records": [compare records]}
     POST /v1/audit     {"items": [...], "scales": [5, 100], "delta", "ks", "bootstrap", "seed"} -> audit report
     POST /v1/rank      {"items": [...], "scale", "method", "bootstrap", ...}  -> ranking of the systems
@@ -148,7 +148,7 @@ class ScoreRequest(_Body):
     """Score every response of every item."""
 
     items: Items = Field(description=_ITEMS_DOC)
-    scale: Scale = Field(100, description="Rating scale 1..N.")
+    scale: Scale = Field(10, description="Rating scale 1..N.")
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
@@ -176,7 +176,7 @@ class RankRequest(_Body):
     """Judge the items (pairwise and pointwise) and rank the systems behind the responses."""
 
     items: Items = Field(description=_ITEMS_DOC + " Responses need `system`; items need two or more responses.")
-    scale: Scale = Field(100, description="Scale of the mean-score ranking.")
+    scale: Scale = Field(10, description="Scale of the mean-score ranking.")
     delta: float = Field(0.0, ge=0.0, description="Tie margin of the pairwise verdicts.")
     method: Literal["single", "two_pass", "likelihood", "ppl"] = Field(
         "likelihood", description="Aggregation whose verdicts give the hard fit, Elo and win rates.")

@@ -45,7 +45,7 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.argument("items", type=click.Path(dir_okay=False, path_type=Path)),
         click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True,
-                     help="Judge name: hf/smollm2-135m, hf/gemma3-270m, hf//path/to/model (folder or .gguf), "
+                     help="Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path (folder or .gguf), "
                           "mock/hash."),
         click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
                      help="direct: labels read right after the prompt; cot: the judge writes a critique first."),
@@ -344,8 +344,8 @@ def cli() -> None:
 
 @cli.command("score")
 @_judge_options
-@click.option("--scale", type=click.Choice(["5", "10", "100"]), default="100", show_default=True,
-              help="Rating scale 1..N.")
+@click.option("--scale", type=click.Choice(["5", "10", "100"]), default="10", show_default=True,
+              help="Rating scale 1..N (10: the default judge's best trade-off, bench/results/consistency.md).")
 @click.option("--distribution", is_flag=True, help="Include each response's full label distribution.")
 def score_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: Path | None, dry_run: bool,
               skip_invalid: bool, template: Path | None, quiet: bool, fmt: str, scale: str, distribution: bool,
@@ -502,7 +502,7 @@ def audit_cmd(items: Path, judge: str, protocol: str, store: Path | None, out: P
 
 @cli.command("rank")
 @_judge_options
-@click.option("--scale", type=click.Choice(["5", "10", "100"]), default="100", show_default=True,
+@click.option("--scale", type=click.Choice(["5", "10", "100"]), default="10", show_default=True,
               help="Scale of the pointwise scores whose means are ranked too.")
 @click.option("--method", type=click.Choice(["single", "two_pass", "likelihood", "ppl"]), default="likelihood",
               show_default=True, help="Verdicts for the hard Bradley-Terry fit, Elo and win rates.")
