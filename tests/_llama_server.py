@@ -54,15 +54,16 @@ def running_server(model: Path, *, alias: str = "smollm2", n_ctx: int = 2048, re
     """Run ``python -m llama_cpp.server`` on a free loopback port; yield its base URL, then stop it.
 
     ``--logits_all true`` keeps every position's logits, which echoed prompt log-probabilities need;
-    ``--type_k 0 --type_v 0`` (a float32 KV cache, as the in-process ``llamacpp/`` backend uses) makes
-    the results independent of how the server batches and reuses cached prefixes.
+    ``--type_k 0 --type_v 0`` (a float32 KV cache), ``--flash_attn true`` and ``--n_ubatch 32`` are the
+    in-process ``llamacpp/`` backend's numerics settings: with them the results are independent of how
+    the server batches and reuses cached prefixes, and equal to the in-process judge's.
     """
     import httpx
 
     port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias,
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--logits_all", "true",
-           "--type_k", "0", "--type_v", "0", "--verbose", "false"]
+           "--type_k", "0", "--type_v", "0", "--flash_attn", "true", "--n_ubatch", "32", "--verbose", "false"]
     # The batch default (every core) spins OpenMP barriers: on a busy machine that is seconds per request.
     threads = str(n_threads or max(1, (os.cpu_count() or 2) // 2))
     cmd += ["--n_threads", threads, "--n_threads_batch", threads]
