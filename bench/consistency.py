@@ -295,10 +295,6 @@ def published_on_the_same_pairs(data: Path, subset: list[Item], pairs: list[dict
         acc = sum(a == b for a, b in zip(gold, got)) / len(gold) if gold else math.nan
         kappa = cohen_kappa((a, b) for a, b in zip(gold, got) if b != "unparsed")  # over parsed verdicts
         out[name] = {"pairs": len(gold), "accuracy": acc, "kappa": kappa, "unparsed": unparsed}
-    gold = [human[k] for k in ours if k in human]
-    got = [ours[k] or "unscored" for k in ours if k in human]
-    out["ours (likelihood)"] = {"pairs": len(gold), "accuracy": sum(a == b for a, b in zip(gold, got)) / len(gold)
-                                if gold else math.nan, "unparsed": 0}
     return out
 
 

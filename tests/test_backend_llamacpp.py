@@ -41,7 +41,6 @@ def smol() -> Iterator[Any]:
 def full_logits() -> Iterator[Any]:
     """A second llama.cpp context that keeps every position's logits, for brute force."""
     require_llama_cpp()
-    import llama_cpp
 
     from trustjudge.backends._models import smollm2_gguf
 

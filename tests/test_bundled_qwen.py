@@ -160,3 +160,15 @@ def test_the_cli_without_judge_uses_the_default_judge_and_tells_answers_apart(tm
     again = tmp_path / "again.jsonl"
     subprocess.run(cmd[:-3] + ["--out", str(again), "-q"], check=True, timeout=300)
     assert again.read_text() == out.read_text()
+
+
+@pytest.mark.parametrize("prefix", ["hf", "llamacpp"])
+def test_a_model_file_that_is_not_gguf_is_a_clear_error(tmp_path: Path, prefix: str) -> None:
+    """F22: a non-GGUF model path is refused naming the file, before any library tries to load it."""
+    from trustjudge.backends import get_backend
+    from trustjudge.errors import ConfigError
+
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"<html>not a model</html>")
+    with pytest.raises(ConfigError, match=r"model.gguf is not a GGUF file"):
+        get_backend(f"{prefix}/{fake}")

@@ -259,7 +259,8 @@ BUNDLED = {
 def resolve(name: str) -> ModelSpec:
     """Turn the part of a judge name after ``hf/`` into a :class:`ModelSpec`.
 
-    ``qwen2.5-coder-1.5b``, ``smollm2-135m`` and ``gemma3-270m`` are the bundled judges; ``/path/to/model`` (so ``hf//path``)
+    ``qwen2.5-coder-1.5b``, ``smollm2-135m`` and ``gemma3-270m`` are the bundled judges;
+    ``/path/to/model`` (so ``hf//path``)
     is a local folder or GGUF file. A ``:plain`` or ``:chat`` suffix forces the prompt format.
     """
     fmt: str | None = None
@@ -273,6 +274,15 @@ def resolve(name: str) -> ModelSpec:
     if not path.exists():
         known = ", ".join(f"hf/{k}" for k in BUNDLED)
         raise ConfigError(f"Unknown judge model {name!r}: use one of {known} or hf/<path to a folder or .gguf file>.")
+    if path.is_file():
+        try:
+            with path.open("rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the judge model {path}: {exc.strerror or exc}") from exc
+        if magic != b"GGUF":
+            raise ConfigError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'): a judge model is "
+                              "a .gguf file or a transformers folder")
     return ModelSpec(str(path), path, fmt or "auto")
 
 
