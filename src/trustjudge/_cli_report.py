@@ -20,7 +20,8 @@ from .backends import DEFAULT_JUDGE
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Write the HTML report here (one self-contained file).")
 @click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True,
-              help="Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path (folder or .gguf), mock/hash.")
+              help="Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, "
+                   "hf//path (folder or .gguf), mock/hash.")
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SQLite judgment store (default: the user store, as for `trustjudge audit`).")
 @click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,

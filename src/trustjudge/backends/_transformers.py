@@ -97,8 +97,8 @@ class TransformersBackend(Backend):
         from transformers import AutoConfig, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         self._folder = converted_folder(spec, self._sha)
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self._folder))
@@ -164,7 +164,7 @@ class TransformersBackend(Backend):
             self.device = torch.device(device)
             self.dtype = getattr(torch, dtype_name)
             model = AutoModelForCausalLM.from_pretrained(str(self._folder), dtype=self.dtype)
-            self._model = model.to(self.device).eval()
+            self._model = model.to(self.device).eval()  # type: ignore[arg-type]
             # transformers 5.x renames `past_key_values` to `cache`; accept both.
             params = inspect.signature(self._model.forward).parameters
             self._cache_kw = "cache" if "cache" in params else "past_key_values"
