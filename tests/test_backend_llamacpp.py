@@ -26,13 +26,19 @@ def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         get_backend("llamacpp/smollm2-135m")
 
 
-@pytest.fixture(scope="module")
-def smol() -> Iterator[Any]:
+def bundled_backend(name: str, n_ctx: int) -> Any:
+    """A bundled judge on the in-process llama.cpp backend (skipped without llama-cpp-python)."""
     require_llama_cpp()
     from trustjudge.backends._llamacpp import LlamaCppBackend
-    from trustjudge.backends._models import ModelSpec, smollm2_gguf
+    from trustjudge.backends._models import BUNDLED, ModelSpec
 
-    backend = LlamaCppBackend(ModelSpec("smollm2-135m", smollm2_gguf(), "chat"), n_ctx=2048)
+    fmt, locate = BUNDLED[name]
+    return LlamaCppBackend(ModelSpec(name, locate(), fmt), n_ctx=n_ctx)
+
+
+@pytest.fixture(scope="module")
+def smol() -> Iterator[Any]:
+    backend = bundled_backend("smollm2-135m", 2048)
     yield backend
     backend.close()
 
@@ -215,11 +221,7 @@ QWEN_TOLERANCE = 0.02
 
 @pytest.fixture(scope="module")
 def qwen() -> Iterator[Any]:
-    require_llama_cpp()
-    from trustjudge.backends._llamacpp import LlamaCppBackend
-    from trustjudge.backends._models import ModelSpec, qwen_coder_gguf
-
-    backend = LlamaCppBackend(ModelSpec("qwen2.5-coder-1.5b", qwen_coder_gguf(), "chat"), n_ctx=1024)
+    backend = bundled_backend("qwen2.5-coder-1.5b", 1024)
     yield backend
     backend.close()
 
