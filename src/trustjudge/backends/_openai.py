@@ -72,11 +72,19 @@ from ..errors import (
 from ._base import (
     Backend,
     FinishReason,
+    neutralise,
     GenerateRequest,
     Generation,
     LabelRequest,
     LabelResult,
 )
+
+# The control strings of the chat templates in common use (ChatML/Qwen, Llama 3, Gemma, Mistral, Phi,
+# SentencePiece BOS/EOS). A server parses them in prompt text, so quoted texts must not carry them.
+REMOTE_SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|start_header_id|>",
+                   "<|end_header_id|>", "<|begin_of_text|>", "<|end_of_text|>", "<start_of_turn>", "<end_of_turn>",
+                   "<bos>", "<eos>", "[INST]", "[/INST]", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>",
+                   "<s>", "</s>")
 
 log = logging.getLogger("trustjudge.backends.openai")
 T = TypeVar("T")
@@ -393,6 +401,9 @@ class OpenAICompatibleBackend(Backend):
         return f"openai:{self.base_url}:{self.model}:{self._template_tag}:labels={labels}"
 
     def format_prompt(self, system: str, user: str, assistant_prefix: str) -> str:
+        # A server tokenizes the prompt text with its special tokens parsed: the control strings of the
+        # common chat templates are broken in the quoted texts so that they reach the model as plain text.
+        system, user = neutralise(system, REMOTE_SPECIALS), neutralise(user, REMOTE_SPECIALS)
         if self._template is None:
             return f"{system}\n\n{user}\n\n{assistant_prefix}"
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
