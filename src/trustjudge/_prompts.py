@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.resources import files
@@ -86,18 +88,43 @@ def _read_template(path: str | Path | None, default: str, required: set[str]) ->
     return template
 
 
-_TAGS = re.compile(r"<(/?\s*(?:response(?:_a|_b)?|question|context|reference_answer)\s*)>", re.IGNORECASE)
+DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "reference_answer")
 
 
-def quote(text: str) -> str:
-    """``text`` with the template's own delimiter tags neutralised (``</response>`` -> ``&lt;/response&gt;``),
-    so that a quoted text cannot close its block and pose as instructions. Other text is unchanged."""
-    return _TAGS.sub(r"&lt;\1&gt;", text) if "<" in text else text
+def tag_pattern(names: Iterable[str]) -> re.Pattern[str]:
+    """A regex for the delimiter tags ``<name>`` / ``</name>`` (any case, spaces inside the brackets)."""
+    alternatives = "|".join(sorted((re.escape(n) for n in set(names)), key=len, reverse=True))
+    return re.compile(rf"<(\s*/?\s*(?:{alternatives})\s*)>", re.IGNORECASE)
 
 
-def _blocks(context: str | None, reference: str | None) -> dict[str, str]:
-    context = quote(context) if context else context
-    reference = quote(reference) if reference else reference
+_TAGS = tag_pattern(DEFAULT_TAGS)
+# Invisible format characters a text can hide inside a tag (soft hyphen, zero-width space/joiners, direction
+# marks and overrides, word joiner and friends, BOM): a model reads "</res\u200bponse>" as the tag.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_OPENERS = ("<", "\uff1c", "\ufe64")  # "<", full-width and small variants
+
+
+def quote(text: str, tags: re.Pattern[str] = _TAGS) -> str:
+    """``text`` with the template's delimiter tags neutralised (``</response>`` -> ``&lt;/response&gt;``),
+    so that a quoted text cannot close its block and pose as instructions.
+
+    Variants a model reads as the same tag count too: spaces inside the brackets (``< /response>``),
+    invisible characters inside it, full-width forms (``＜／ｒｅｓｐｏｎｓｅ＞``). A text holding any of
+    them is quoted in its folded form (NFKC, invisible characters removed); other text is unchanged.
+    """
+    if not any(o in text for o in _OPENERS):
+        return text
+    if tags.search(text) is None:
+        folded = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+        if tags.search(folded) is None:
+            return text
+        text = folded
+    return tags.sub(r"&lt;\1&gt;", text)
+
+
+def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str]) -> dict[str, str]:
+    context = quote(context, tags) if context else context
+    reference = quote(reference, tags) if reference else reference
     return {
         "context": context or "",
         "reference": reference or "",
@@ -131,6 +158,9 @@ class Prompts:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_parts", {"pointwise": _compile(self.pointwise),
                                             "pairwise": _compile(self.pairwise)})
+        # A user template's own tags (<answer>...</answer>) are delimiters too: texts cannot write them.
+        found = re.findall(r"</?\s*([A-Za-z_][\w-]*)\s*>", self.pointwise.template + self.pairwise.template)
+        object.__setattr__(self, "_tags", tag_pattern((*DEFAULT_TAGS, *found)))
 
     def _render(self, which: str, fields: dict[str, object]) -> str:
         """The same text as ``string.Template.substitute(fields)`` (a test checks it), faster."""
@@ -159,20 +189,23 @@ class Prompts:
 
     def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
                          sc: Scale, protocol: Protocol) -> str:
-        fields = dict(_shared_fields(question, context, reference, sc.points, self.score_task(sc, protocol)))
-        fields["response"] = quote(response)
+        tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
+        fields = dict(_shared_fields(question, context, reference, sc.points, self.score_task(sc, protocol), tags))
+        fields["response"] = quote(response, tags)
         return self._render("pointwise", fields)
 
     def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
                         protocol: Protocol) -> str:
-        fields = dict(_shared_fields(question, context, reference, 1, self.verdict_task(protocol)))
-        fields["response_a"] = quote(a)
-        fields["response_b"] = quote(b)
+        tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
+        fields = dict(_shared_fields(question, context, reference, 1, self.verdict_task(protocol), tags))
+        fields["response_a"] = quote(a, tags)
+        fields["response_b"] = quote(b, tags)
         return self._render("pairwise", fields)
 
 
 @lru_cache(maxsize=1024)
 def _shared_fields(question: str, context: str | None, reference: str | None, scale_max: int,
-                   task: str) -> dict[str, object]:
+                   task: str, tags: re.Pattern[str] = _TAGS) -> dict[str, object]:
     """The fields every response to one question shares, quoted once (copied before use)."""
-    return dict(question=quote(question), scale_min=1, scale_max=scale_max, task=task, **_blocks(context, reference))
+    return dict(question=quote(question, tags), scale_min=1, scale_max=scale_max, task=task,
+                **_blocks(context, reference, tags))
