@@ -94,21 +94,26 @@ def _report_problems(path: Path, problems: list[InputError], count: int, skip_in
     err.print(f"[yellow]{count} invalid line(s) skipped[/]")
 
 
-def _scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item: Callable[[Item], int]) -> int:
-    """Validate the whole file before any model call (keeping nothing in memory); return the judgments."""
+def _validated(path: Path, skip_invalid: bool, min_responses: int, fmt: str) -> Iterator[Item]:
+    """The file's valid items; once it is read through, every problem is reported (the run stops on them
+    unless ``skip_invalid``) and a file without a valid item is an error."""
     problems: list[InputError] = []
-    count = total = valid = 0
+    count = valid = 0
     for value in iter_dataset(path, fmt, min_responses=min_responses):
         if isinstance(value, InputError):
             count += 1
             if len(problems) < 20:
                 problems.append(value)
         else:
-            total += per_item(value)
             valid += 1
+            yield value
     _report_problems(path, problems, count, skip_invalid)
     _require_items(path, valid, count)
-    return total
+
+
+def _scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item: Callable[[Item], int]) -> int:
+    """Validate the whole file before any model call (keeping nothing in memory); return the judgments."""
+    return sum(per_item(item) for item in _validated(path, skip_invalid, min_responses, fmt))
 
 
 def _require_items(path: Path, valid: int, invalid: int) -> None:
@@ -149,19 +154,7 @@ def _stream_items(path: Path, min_responses: int, fmt: str, skip_invalid: bool, 
 def _read_items(path: Path, skip_invalid: bool, min_responses: int, fmt: str = "auto") -> list[Item]:
     """Read and validate the whole file once, before any model call; report every problem; return the
     valid items."""
-    problems: list[InputError] = []
-    items: list[Item] = []
-    count = 0
-    for value in iter_dataset(path, fmt, min_responses=min_responses):
-        if isinstance(value, InputError):
-            count += 1
-            if len(problems) < 20:
-                problems.append(value)
-        else:
-            items.append(value)
-    _report_problems(path, problems, count, skip_invalid)
-    _require_items(path, len(items), count)
-    return items
+    return list(_validated(path, skip_invalid, min_responses, fmt))
 
 
 def _guard(items: Path, store: Path | None, template: Path | None, outputs: dict[str, Path | None],
