@@ -122,7 +122,8 @@ def quote(text: str, tags: re.Pattern[str] = _TAGS) -> str:
     return tags.sub(r"&lt;\1&gt;", text)
 
 
-def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str]) -> dict[str, str]:
+def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | None = None) -> dict[str, str]:
+    tags = _TAGS if tags is None else tags
     context = quote(context, tags) if context else context
     reference = quote(reference, tags) if reference else reference
     return {
