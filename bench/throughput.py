@@ -284,6 +284,7 @@ def main() -> None:
                                     responses=len(items[0]["responses"]),
                                     run=dict(stamp, load_1min_after=os.getloadavg()[0]))
                 print(key, results[key], flush=True)
+                write_results("throughput", results, markdown(results))  # a killed run keeps what it measured
         if "cot" in parts:
             results["cot"] = cot_vs_direct(args.judge, synthetic_items(1 if is_big(args.judge) else 4, 5, 80, seed=5),
                                            tmp)

@@ -7,6 +7,14 @@ An item is one question with two or more responses::
      "pairs": [{"first": "a", "second": "b", "human": "first"}]}
 
 The flat pairwise form ``{"question", "response_a", "response_b", "label"}`` is accepted too.
+
+Judging modes add optional fields (docs/modes.md)::
+
+    {"profile": "...", "knowledge": "...", "evidence": ["passage 1", "passage 2"],
+     "criteria": [{"name": "accuracy", "description": "...", "weight": 2, "levels": ["wrong", ..., "exact"]}],
+     "checklist": [{"id": "c1", "text": "Does it name the capital?", "weight": 1}],
+     "responses": [{"id": "a", "text": "...", "checklist": [...],
+                    "human_criteria": {"accuracy": 4}, "human_checks": {"c1": true}}]}
 Loaders stream: they yield one :class:`Item` (or one :class:`InputError`) per line.
 """
 
@@ -32,6 +40,30 @@ HUMAN_ALIASES = {
 
 
 @dataclass(frozen=True)
+class Criterion:
+    """A named rubric criterion: judged on its own, combined into a weighted aggregate."""
+
+    name: str
+    description: str
+    weight: float = 1.0
+    levels: tuple[str, ...] = ()
+    """Descriptions of the levels 1..N, lowest first (N = len(levels)); empty: the task's scale."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One yes/no checklist question about a response ("Does it cite a source?")."""
+
+    id: str
+    text: str
+    weight: float = 1.0
+
+
+HumanCheck = float | str
+"""A human checklist label: a number in [0, 1] (``true`` is 1) or a label name of the task's label set."""
+
+
+@dataclass(frozen=True)
 class Response:
     """One candidate response to judge."""
 
@@ -39,6 +71,10 @@ class Response:
     text: str
     system: str | None = None
     human_score: float | None = None
+    checklist: tuple[Check, ...] = ()
+    """Checks that apply to this response only (asked after the item's own checks)."""
+    human_criteria: dict[str, float] | None = field(default=None, hash=False)
+    human_checks: dict[str, HumanCheck] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -64,6 +100,18 @@ class Item:
     reference: str | None = None
     pairs: tuple[Pair, ...] | None = None
     line: int | None = field(default=None, compare=False)
+    profile: str | None = None
+    """Who the answer is for (personalised criteria): quoted into the prompt like a response."""
+    knowledge: str | None = None
+    """Supplied knowledge the judge must ground its judgment in."""
+    evidence: tuple[str, ...] = ()
+    """Passages (sources, retrieved documents) the judgment is grounded in, in this order."""
+    criteria: tuple[Criterion, ...] = ()
+    checklist: tuple[Check, ...] = ()
+
+    def checks(self, response: Response) -> tuple[Check, ...]:
+        """The checks asked of ``response``: the item's, then the response's own."""
+        return self.checklist + response.checklist
 
     def response(self, rid: str) -> Response:
         for r in self.responses:
@@ -173,12 +221,126 @@ class _Fields:
         return HUMAN_ALIASES[key]
 
 
+def _weight(f: _Fields) -> float:
+    weight = f.number("weight")
+    if weight is None:
+        return 1.0
+    if weight < 0:
+        raise f.error("weight", f"must be 0 or more, got {weight:g}")
+    return weight
+
+
+def _list(f: _Fields, name: str, what: str) -> list[Any]:
+    raw = f.record.get(name)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise f.error(name, f"must be a list of {what}")
+    return raw
+
+
+def parse_criteria(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Criterion, ...]:
+    """Validate a list of criteria (an item's or a suite's ``criteria``)."""
+    f = _Fields({"criteria": raw}, file, line, prefix)
+    out: list[Criterion] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(_list(f, "criteria", "{name, description} objects")):
+        cf = _Fields(entry, file, line, f"{prefix}criteria[{i}].")
+        name, description = cf.text("name"), cf.text("description")
+        assert name is not None and description is not None
+        if name in seen:
+            raise cf.error("name", f"repeats criteria[{seen[name]}]'s name {name!r}")
+        seen[name] = i
+        levels = tuple(_level(cf, k, v) for k, v in enumerate(_list(cf, "levels", "level descriptions, lowest first")))
+        if levels and not 2 <= len(levels) <= 10:
+            raise cf.error("levels", f"must describe 2 to 10 levels, got {len(levels)}")
+        out.append(Criterion(name, description, _weight(cf), levels))
+    if out and sum(c.weight for c in out) <= 0:
+        raise f.error("criteria", "the weights add up to 0: give at least one criterion a positive weight")
+    return tuple(out)
+
+
+def _level(f: _Fields, k: int, value: Any) -> str:
+    text = _Fields({"v": value}, f.file, f.line, f"{f.prefix}levels[{k}]").text("v")
+    assert text is not None
+    return text
+
+
+def parse_checklist(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Check, ...]:
+    """Validate a list of checks (an item's, a response's or a suite's ``checklist``)."""
+    f = _Fields({"checklist": raw}, file, line, prefix)
+    out: list[Check] = []
+    for i, entry in enumerate(_list(f, "checklist", "{id, text} objects or strings")):
+        if isinstance(entry, str):
+            entry = {"text": entry}
+        cf = _Fields(entry, file, line, f"{prefix}checklist[{i}].")
+        text = cf.text("text")
+        assert text is not None
+        out.append(Check(cf.text("id", required=False) or str(i + 1), text, _weight(cf)))
+    return tuple(out)
+
+
+def _human_map(f: _Fields, name: str, numbers_only: bool) -> dict[str, Any] | None:
+    raw = f.record.get(name)
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise f.error(name, "must be an object mapping a name to a label")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"{name}.{key}"
+        if isinstance(value, bool):
+            if numbers_only:
+                raise f.error(where, "must be a number, got a boolean")
+            out[key] = 1.0 if value else 0.0
+        elif isinstance(value, (int, float)):
+            number = float(value)
+            if number != number or number in (float("inf"), float("-inf")):
+                raise f.error(where, "must be a finite number")
+            if not numbers_only and not 0 <= number <= 1:
+                raise f.error(where, f"must be between 0 and 1 (or true/false, or a label), got {number:g}")
+            out[key] = number
+        elif isinstance(value, str) and not numbers_only and value.strip():
+            out[key] = value.strip()
+        elif value is not None:
+            raise f.error(where, f"must be a {'number' if numbers_only else 'boolean, number or label'}, "
+                                 f"got {value!r:.40}")
+    return out
+
+
 def _response(raw: Any, file: str, line: int, index: int) -> Response:
     f = _Fields(raw, file, line, f"responses[{index}].")
     rid = f.text("id", required=False) or str(index)
     text = f.text("text", allow_empty=True)
     assert text is not None
-    return Response(rid, text, f.text("system", required=False), f.number("human_score"))
+    return Response(rid, text, f.text("system", required=False), f.number("human_score"),
+                    parse_checklist(raw.get("checklist"), file, line, f"responses[{index}]."),
+                    _human_map(f, "human_criteria", numbers_only=True),
+                    _human_map(f, "human_checks", numbers_only=False))
+
+
+def _evidence(f: _Fields) -> tuple[str, ...]:
+    raw = f.record.get("evidence")
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        text = f.text("evidence")
+        return (text,) if text else ()
+    if not isinstance(raw, list):
+        raise f.error("evidence", "must be a string or a list of passages")
+    out = []
+    for i, value in enumerate(raw):
+        text = _Fields({"v": value}, f.file, f.line, f"evidence[{i}]").text("v")
+        assert text is not None
+        out.append(text)
+    return tuple(out)
+
+
+def _modes(f: _Fields) -> dict[str, Any]:
+    """The judging-mode fields of an item (grounding blocks, criteria, checklist)."""
+    return dict(profile=f.text("profile", required=False), knowledge=f.text("knowledge", required=False),
+                evidence=_evidence(f), criteria=parse_criteria(f.record.get("criteria"), f.file, f.line),
+                checklist=parse_checklist(f.record.get("checklist"), f.file, f.line))
 
 
 def parse_record(record: Any, file: str, line: int) -> Item:
@@ -198,7 +360,8 @@ def parse_record(record: Any, file: str, line: int) -> Item:
         flat_id = f.text("id", required=False) or f"line-{line}"
         flat = (Response("a", a, f.text("system_a", required=False)),
                 Response("b", b, f.text("system_b", required=False)))
-        return Item(flat_id, question, flat, context, reference, (Pair("a", "b", f.human("label")),), line)
+        return Item(flat_id, question, flat, context, reference, (Pair("a", "b", f.human("label")),), line,
+                    **_modes(f))
     item_id = f.text("id")
     assert item_id is not None
     raw_responses = record.get("responses")
@@ -240,7 +403,7 @@ def parse_record(record: Any, file: str, line: int) -> Item:
             ann = tuple(pf.human(f"annotators[{k}]", v) or "" for k, v in enumerate(annotators))
             built.append(Pair(str(first), str(second), pf.human("human"), ann))
         pairs = tuple(built)
-    return Item(item_id, question, responses, context, reference, pairs, line)
+    return Item(item_id, question, responses, context, reference, pairs, line, **_modes(f))
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
