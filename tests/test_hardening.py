@@ -711,8 +711,9 @@ def _foreign_claims(store: Path, judge: Any, items: Any, *, host: str, started: 
 
     from trustjudge import _store
 
-    keys = [judge.engine._label_key(job.prompt, judge.engine._closed(job.labels))
-            for item in items for r in item.responses for job in [judge._score_job(item, r.text)]]
+    task = judge.score_task()
+    keys = [judge.engine._label_key(q.prompt, judge.engine._closed(q.labels))
+            for item in items for r in item.responses for q in [task.question(item, r.text, judge.backend.format_prompt)]]
     db = sqlite3.connect(store)
     columns = [row[1] for row in db.execute("PRAGMA table_info(claims)")]
     row = {"owner": "dead-run", "host": host, "pid": os.getpid(), "expires_at": time.time() + expires_in,

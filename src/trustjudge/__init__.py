@@ -8,8 +8,10 @@ Public API::
         print(record.scores["trustjudge"])
 """
 
-from ._items import Item, Pair, Response, items_from_dicts, iter_items, load_items
-from ._judge import CompareRecord, Judge, ScoreRecord, compare, score
+from ._items import Check, Criterion, Item, Pair, Response, items_from_dicts, iter_items, load_items
+from ._judge import Judge, compare, score
+from ._prompts import LabelSet
+from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
 from ._store import Store, default_store_path
 from .backends import DEFAULT_JUDGE, Backend, MockBackend, get_backend, register_backend, register_mock
 from .errors import (
@@ -26,11 +28,16 @@ __all__ = [
     "DEFAULT_JUDGE",
     "Backend",
     "BackendError",
+    "Check",
+    "ChecklistRecord",
     "CompareRecord",
     "ConfigError",
+    "CriteriaRecord",
+    "Criterion",
     "InputError",
     "Item",
     "Judge",
+    "LabelSet",
     "MockBackend",
     "Pair",
     "PrerequisiteError",

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
-from ._prompts import CLOSE, Protocol
+from ._prompts import CLOSE
 from ._retry import RetryPolicy
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
@@ -45,14 +45,13 @@ BACKEND_ERROR = "backend_error"
 
 @dataclass(frozen=True)
 class Job:
-    """One judgment to obtain: a prompt (ending at the marker for ``direct``) and its labels."""
+    """One label question: a prompt that ends where a label is written, and the labels to read there."""
 
     prompt: str
     labels: tuple[str, ...]
     """Label texts without the closing bracket, e.g. ``("1", ..., "100")``."""
-    marker: str
-    stop: str
-    """For ``cot``: the text at which the critique generation stops (the marker without ``[``)."""
+    extra_tokens: int = 0
+    """Tokens to keep free in the context besides the prompt and the labels (a critique still to write)."""
 
 
 @dataclass(frozen=True)
@@ -110,19 +109,15 @@ class PlanSummary:
 
 
 class Engine:
-    """Runs judgment jobs on a backend through a store."""
+    """Reads label distributions and generations through the store: looks up, claims, batches, calls the
+    backend and stores. It knows nothing of judging protocols (``_protocol.ask`` builds on it)."""
 
-    def __init__(self, backend: Backend, store: Store, *, protocol: Protocol = "direct",
-                 temperature: float = 0.0, seed: int = 0, max_new_tokens: int = 256,
-                 min_label_mass: float = 1e-3, batch_size: int = 8, max_retries: int = 4,
-                 retry_base_s: float = 0.5, closing: Closing = "every") -> None:
+    def __init__(self, backend: Backend, store: Store, *, seed: int = 0, min_label_mass: float = 1e-3,
+                 batch_size: int = 8, max_retries: int = 4, retry_base_s: float = 0.5,
+                 closing: Closing = "every") -> None:
         self.backend = backend
         self.closing = closing
         self.store = store
-        self.protocol = protocol
-        self.temperature = temperature
-        self.seed = seed
-        self.max_new_tokens = max_new_tokens
         self.min_label_mass = min_label_mass
         self.batch_size = max(1, batch_size)
         self.stats = EngineStats()
@@ -171,25 +166,25 @@ class Engine:
             entry = self._closed_labels[id(labels)] = (labels, closed)
         return entry[1]
 
-    def _gen_request(self, job: Job) -> GenerateRequest:
-        seed = self.seed
-        if self.temperature > 0:  # a per-prompt seed: results do not depend on batch order
-            seed = int.from_bytes(hashlib.sha256(f"{self.seed}:{job.prompt}".encode()).digest()[:4], "big")
-        return GenerateRequest(job.prompt, (job.stop,), self.max_new_tokens, self.temperature, seed)
-
     def _gen_key(self, req: GenerateRequest) -> tuple[str, dict[str, Any]]:
         request = {"kind": "generate", "backend": self.backend.fingerprint, "prompt": req.prompt,
                    "stop": list(req.stop), "max_new_tokens": req.max_new_tokens,
                    "temperature": req.temperature, "seed": req.seed}
         return content_key(request), request
 
-    def _overflows(self, job: Job) -> bool:
+    def label_key(self, job: Job) -> str:
+        """The store key of ``job``'s label output."""
+        return self._label_key(job.prompt, self._closed(job.labels))
+
+    def generate_key(self, req: GenerateRequest) -> str:
+        return self._gen_key(req)[0]
+
+    def overflows(self, job: Job) -> bool:
+        """Whether ``job`` (prompt, labels and ``extra_tokens``) exceeds the backend's context."""
         budget = self._label_budget.get(job.labels)
         if budget is None:
             budget = self._label_budget[job.labels] = self.backend.max_label_tokens(list(self._closed(job.labels)))
-        if self.protocol == "cot":
-            budget += self.max_new_tokens + self.backend.count_tokens(job.marker)
-        return self.backend.count_tokens(job.prompt) + budget > self.backend.context_length
+        return self.backend.count_tokens(job.prompt) + budget + job.extra_tokens > self.backend.context_length
 
     # -- calls ------------------------------------------------------------------------------------
     def _call(self, fn: Callable[[Sequence[Any]], list[Any]], batch: Sequence[Any]) -> list[Any | BackendError]:
@@ -314,7 +309,10 @@ class Engine:
                 continue
             tokens += out.prompt_tokens
             if kind == "labels":
-                payload = {"logprobs": list(out.logprobs), "method": out.method}
+                # -inf (a label outside a server's top-k, or of probability 0) is stored as null: JSON has
+                # no infinity, and a stored row must read back.
+                payload = {"logprobs": [None if lp == -math.inf else lp for lp in out.logprobs],
+                           "method": out.method}
                 rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens, 0,
                              out.latency_s))
             else:
@@ -338,7 +336,8 @@ class Engine:
     @staticmethod
     def _from_row(kind: str, row: StoredOutput) -> LabelResult | Generation:
         if kind == "labels":
-            return LabelResult(tuple(row.result["logprobs"]), row.prompt_tokens, row.latency_s,
+            return LabelResult(tuple(-math.inf if lp is None else lp for lp in row.result["logprobs"]),
+                               row.prompt_tokens, row.latency_s,
                                row.result.get("method", "exact"))
         return Generation(row.result["text"], tuple(row.result["token_logprobs"]), row.result["finish_reason"],
                           row.prompt_tokens, row.latency_s)
@@ -366,63 +365,40 @@ class Engine:
         self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
         return Outcome(None, reason)
 
-    def run(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
-        """Obtain every job's outcome. A ``str`` in place of a job is an unscored reason decided upstream."""
+    def generate(self, requests: Sequence[GenerateRequest],
+                 progress: ProgressFn | None = None) -> list[Generation | BackendError]:
+        """Each request's generation: from the store, else from the backend (and then stored)."""
+        wanted: dict[str, tuple[dict[str, Any] | None, Any]] = {}
+        keys = []
+        for req in requests:
+            key, request = self._gen_key(req)
+            keys.append(key)
+            wanted[key] = (request, req)
+        gens = self._fetch("generate", wanted, progress) if wanted else {}
+        return [gens[key] for key in keys]
+
+    def labels(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
+        """Every job's label distribution. A ``str`` in place of a job is an unscored reason decided upstream."""
         outcomes: list[Outcome | None] = [None] * len(jobs)
-        label_prompts: dict[int, tuple[str, str | None, float | None]] = {}
-        gen_wanted: dict[int, tuple[str, GenerateRequest]] = {}
-        # Direct judgments already stored skip the context check (they fitted when they were made, and
-        # counting tokens is the costliest step of re-aggregation with a real tokenizer).
-        stored: dict[str, StoredOutput] = {}
-        keys: dict[int, str] = {}
-        if self.protocol == "direct":
-            keys = {i: self._label_key(job.prompt, self._closed(job.labels))
-                    for i, job in enumerate(jobs) if not isinstance(job, str)}
-            stored = self.store.get_many(list(keys.values()))
+        # Judgments already stored skip the context check (they fitted when they were made, and counting
+        # tokens is the costliest step of re-aggregation with a real tokenizer).
+        keys = {i: self._label_key(job.prompt, self._closed(job.labels))
+                for i, job in enumerate(jobs) if not isinstance(job, str)}
+        stored = self.store.get_many(list(keys.values()))
+        requests: dict[str, tuple[dict[str, Any] | None, Any]] = {}
+        label_keys: dict[int, str] = {}
         for i, job in enumerate(jobs):
             if isinstance(job, str):
                 outcomes[i] = self._unscored(job)
-                if progress:
-                    progress(1)
-            elif keys.get(i) in stored:
-                label_prompts[i] = (job.prompt, None, None)
-            elif self._overflows(job):
+            elif keys[i] not in stored and self.overflows(job):
                 outcomes[i] = self._unscored(CONTEXT_OVERFLOW)
-                if progress:
-                    progress(1)
-            elif self.protocol == "cot":
-                req = self._gen_request(job)
-                gen_wanted[i] = (self._gen_key(req)[0], req)
             else:
-                label_prompts[i] = (job.prompt, None, None)
-        if gen_wanted:
-            gen_requests: dict[str, tuple[dict[str, Any] | None, Any]] = {
-                key: (self._gen_key(req)[1], req) for key, req in gen_wanted.values()}
-            gens = self._fetch("generate", gen_requests, progress)
-            for i, (key, _) in gen_wanted.items():
-                job = jobs[i]
-                assert isinstance(job, Job)
-                gen = gens[key]
-                if isinstance(gen, BackendError):
-                    outcomes[i] = self._unscored(BACKEND_ERROR)
-                elif gen.finish_reason == "length":
-                    outcomes[i] = self._unscored(TRUNCATED)
-                else:
-                    n = max(1, len(gen.token_logprobs))
-                    ppl = math.exp(-sum(gen.token_logprobs) / n)
-                    label_prompts[i] = (job.prompt + gen.text + job.marker, gen.text, ppl)
-                if outcomes[i] is not None and progress:
-                    progress(1)
-        label_keys: dict[int, str] = {}
-        requests: dict[str, tuple[dict[str, Any] | None, Any]] = {}
-        for i, (prompt, _, _) in label_prompts.items():
-            job = jobs[i]
-            assert isinstance(job, Job)
-            labels = self._closed(job.labels)
-            key = keys[i] if i in keys else self._label_key(prompt, labels)
-            label_keys[i] = key
-            if key not in requests:
-                requests[key] = (None, LabelRequest(prompt, labels))  # the request JSON only if it is run
+                label_keys[i] = key = keys[i]
+                if key not in requests:  # the request JSON is built only if it is run
+                    requests[key] = (None, LabelRequest(job.prompt, self._closed(job.labels)))
+                continue
+            if progress:
+                progress(1)
         results = self._fetch("labels", requests, progress, stored)
         good = [(i, results[key]) for i, key in label_keys.items() if not isinstance(results[key], BackendError)]
         for i, key in label_keys.items():
@@ -436,36 +412,27 @@ class Engine:
             probs = np.exp(np.array([res.logprobs for _, res in group], dtype=np.float64))
             masses = probs.sum(axis=1).tolist()
             for (i, res), row, mass in zip(group, probs.tolist(), masses):
-                _, critique, critique_ppl = label_prompts[i]
                 reason = NO_LABEL_MASS if mass < self.min_label_mass else None
                 if reason:
                     self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
-                outcomes[i] = Outcome(tuple(row), reason, critique, critique_ppl, res.prompt_tokens, res.method)
+                outcomes[i] = Outcome(tuple(row), reason, prompt_tokens=res.prompt_tokens, method=res.method)
         return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
 
-    def plan(self, jobs: Sequence[Job | str]) -> PlanSummary:
-        """Count calls, stored outputs and prompt tokens without calling the model."""
-        keys: list[str] = []
-        tokens: dict[str, int] = {}
-        unscorable = 0
-        for job in jobs:
-            if isinstance(job, str) or self._overflows(job):
-                unscorable += 1
-                continue
-            if self.protocol == "cot":
-                key = self._gen_key(self._gen_request(job))[0]
-            else:
-                key = self._label_key(job.prompt, self._closed(job.labels))
-            keys.append(key)
-            tokens[key] = self.backend.count_tokens(job.prompt)
-        stored = self.store.get_many(keys)
-        missing = [k for k in dict.fromkeys(keys) if k not in stored]
-        per_call = 2 if self.protocol == "cot" else 1
+    def unscored(self, reason: str) -> Outcome:
+        """An outcome without labels, counted in the stats."""
+        return self._unscored(reason)
+
+    def plan(self, keys: Sequence[str | None], tokens: Sequence[int], calls_per_key: int, protocol: str) -> PlanSummary:
+        """What running ``keys`` (``None``: unscorable) would cost, from the store, without calling the model."""
+        wanted = [k for k in keys if k is not None]
+        stored = self.store.get_many(wanted)
+        per_key = {k: t for k, t in zip(keys, tokens) if k is not None}
+        missing = [k for k in dict.fromkeys(wanted) if k not in stored]
         measured = self.store.tokens_per_second(self.backend.fingerprint)
         return PlanSummary(
-            judgments=len(jobs), model_calls=per_call * len(missing), stored=len(keys) - len(missing),
-            unscorable=unscorable, prompt_tokens=sum(tokens.values()),
-            prompt_tokens_to_run=sum(tokens[k] for k in missing),
+            judgments=len(keys), model_calls=calls_per_key * len(missing), stored=len(wanted) - len(missing),
+            unscorable=len(keys) - len(wanted), prompt_tokens=sum(per_key.values()),
+            prompt_tokens_to_run=sum(per_key[k] for k in missing),
             tokens_per_s=measured or self.backend.default_tokens_per_s, measured=measured is not None,
-            protocol=self.protocol,
+            protocol=protocol,
         )

@@ -260,10 +260,15 @@ def parse_criteria(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Cr
     return tuple(out)
 
 
-def _level(f: _Fields, k: int, value: Any) -> str:
-    text = _Fields({"v": value}, f.file, f.line, f"{f.prefix}levels[{k}]").text("v")
+def _element(f: _Fields, where: str, value: Any) -> str:
+    """One string element of a list field, validated like a field named ``where``."""
+    text = _Fields({where: value}, f.file, f.line, f.prefix).text(where)
     assert text is not None
     return text
+
+
+def _level(f: _Fields, k: int, value: Any) -> str:
+    return _element(f, f"levels[{k}]", value)
 
 
 def parse_checklist(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Check, ...]:
@@ -330,9 +335,7 @@ def _evidence(f: _Fields) -> tuple[str, ...]:
         raise f.error("evidence", "must be a string or a list of passages")
     out = []
     for i, value in enumerate(raw):
-        text = _Fields({"v": value}, f.file, f.line, f"evidence[{i}]").text("v")
-        assert text is not None
-        out.append(text)
+        out.append(_element(f, f"evidence[{i}]", value))
     return tuple(out)
 
 

@@ -4,118 +4,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import _scoring as S
 from ._audit import AuditReport
 from ._audit import audit as run_audit
-from ._engine import (
-    EMPTY_RESPONSE,
-    Closing,
-    Engine,
-    EngineStats,
-    Job,
-    Outcome,
-    PlanSummary,
-    ProgressFn,
-)
+from ._engine import Closing, Engine, EngineStats, PlanSummary, ProgressFn
 from ._injection import INJECTION
-from ._items import Item, Pair
-from ._prompts import (
-    SCORE_MARKER,
-    SYSTEM,
-    VERDICT_LABELS,
-    VERDICT_MARKER,
-    Prompts,
-    Protocol,
-)
+from ._items import Check, Criterion, Item
+from ._prompts import YES_NO, LabelSet, Prompts, Protocol
 from ._prompts import scale as make_scale
+from ._protocol import Question, Sampling, ask
+from ._protocol import plan as plan_questions
+from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, Record, ScoreRecord
 from ._store import Store
+from ._tasks import ChecklistTask, CompareTask, CriteriaTask, ScoreTask, Task
 from .backends import DEFAULT_JUDGE, Backend, get_backend
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
-
-@dataclass
-class ScoreRecord:
-    """One response's scores under every method (all ``None`` when unscored)."""
-
-    item_id: str
-    response_id: str
-    system: str | None
-    judge: str
-    protocol: str
-    scale: int
-    scores: dict[str, float | None]
-    entropy: float | None
-    label_mass: float | None
-    unscored: str | None
-    human_score: float | None = None
-    critique: str | None = None
-    distribution: dict[str, float] | None = None
-    closing: str | None = None
-    """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
-    method: str | None = None
-    """How the label distribution was read: ``exact`` (every label teacher-forced) or ``top_k`` (from the
-    server's top-k log-probabilities: labels outside them count 0); ``None`` when there was none."""
-
-    def to_dict(self) -> dict[str, Any]:
-        # Built by hand: dataclasses.asdict deep-copies every value, which dominated re-aggregation time.
-        out = {f: getattr(self, f) for f in _SCORE_FIELDS}
-        out["scores"] = dict(self.scores)
-        if self.critique is not None:
-            out["critique"] = self.critique
-        if self.distribution is not None:
-            out["distribution"] = dict(self.distribution)
-        if self.closing is not None:
-            out["closing"] = self.closing
-        return out
-
-
-_SCORE_FIELDS = ("item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
-                 "method", "unscored", "human_score")
-
-
-@dataclass
-class CompareRecord:
-    """One pair's verdict under every aggregation method, from both presentation orders."""
-
-    item_id: str
-    first_id: str
-    second_id: str
-    judge: str
-    protocol: str
-    verdicts: dict[str, str | None]
-    probabilities: dict[str, float] | None
-    """Likelihood aggregation's combined probabilities, renormalised: first wins / second wins / tie."""
-    orders: list[dict[str, Any]]
-    unscored: str | None
-    ppl_source: str
-    human: str | None = None
-    annotators: list[str] = field(default_factory=list)
-    first_system: str | None = None
-    second_system: str | None = None
-    closing: str | None = None
-    """As :attr:`ScoreRecord.closing`."""
-    method: str | None = None
-    """``exact`` when both orders' labels were read exactly, ``top_k`` when either came from the top-k
-    (each order says which), ``None`` when neither was read."""
-
-    def to_dict(self) -> dict[str, Any]:
-        # By hand, like ScoreRecord.to_dict: asdict's deep copy was 60% of pairwise re-aggregation.
-        out = {f: getattr(self, f) for f in _COMPARE_FIELDS}
-        out["verdicts"] = dict(self.verdicts)
-        out["probabilities"] = dict(self.probabilities) if self.probabilities is not None else None
-        out["orders"] = [dict(order) for order in self.orders]
-        out["annotators"] = list(self.annotators)
-        if self.closing is not None:
-            out["closing"] = self.closing
-        return out
-
-
-_COMPARE_FIELDS = ("item_id", "first_id", "second_id", "judge", "protocol", "verdicts", "probabilities", "orders",
-                   "method", "unscored", "ppl_source", "human", "annotators", "first_system", "second_system")
+__all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
+           "score"]
 
 
 @dataclass
@@ -168,7 +77,8 @@ class Judge:
                  max_new_tokens: int = 256, min_label_mass: float = 1e-3, batch_size: int = 8,
                  chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
                  pairwise_template: str | Path | None = None, keep_distribution: bool = False,
-                 max_retries: int = 4, retry_base_s: float = 0.5, closing: Closing = "every") -> None:
+                 max_retries: int = 4, retry_base_s: float = 0.5, closing: Closing = "every",
+                 criterion_template: str | Path | None = None, check_template: str | Path | None = None) -> None:
         if protocol not in ("direct", "cot"):
             raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
         if closing not in ("every", "needed"):
@@ -180,16 +90,17 @@ class Judge:
         self._store = store if isinstance(store, Store) else Store(store)
         self.protocol: Protocol = protocol
         self.scale = make_scale(scale)
-        self.prompts = Prompts.load(pointwise_template, pairwise_template)
+        self.prompts = Prompts.load(pointwise_template, pairwise_template, criterion_template, check_template)
         self.delta = delta
         self.chunk_size = max(1, chunk_size)
         self.keep_distribution = keep_distribution
         self._closing_mark = None if closing == "every" else closing  # named in records only when not exact
-        self._engine_args = dict(protocol=protocol, temperature=temperature, seed=seed,
-                                 max_new_tokens=max_new_tokens, min_label_mass=min_label_mass,
-                                 batch_size=batch_size, max_retries=max_retries, retry_base_s=retry_base_s,
-                                 closing=closing)
+        self._sampling = dict(temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+        self._engine_args = dict(seed=seed, min_label_mass=min_label_mass, batch_size=batch_size,
+                                 max_retries=max_retries, retry_base_s=retry_base_s, closing=closing)
         self._engine: Engine | None = None
+        self.source: str | None = None
+        """The input file's name, for errors about an item that a task cannot judge (set by the CLI)."""
 
     @property
     def backend(self) -> Backend:
@@ -211,111 +122,76 @@ class Judge:
     def stats(self) -> EngineStats:
         return self.engine.stats
 
-    # -- prompts ----------------------------------------------------------------------------------
-    def _score_job(self, item: Item, text: str) -> Job | str:
-        if not text.strip():
-            return EMPTY_RESPONSE
-        user = self.prompts.render_pointwise(item.question, text, item.context, item.reference,
-                                             self.scale, self.protocol)
-        prefix = SCORE_MARKER if self.protocol == "direct" else ""
-        return Job(self.backend.format_prompt(SYSTEM, user, prefix), self.scale.labels, SCORE_MARKER,
-                   SCORE_MARKER.rstrip("[").rstrip())
+    # -- tasks ----------------------------------------------------------------------------------------
+    def score_task(self, scale: int | None = None, protocol: Protocol | None = None) -> ScoreTask:
+        """The pointwise task with this judge's settings (``scale``/``protocol`` override them)."""
+        return ScoreTask(self.prompts, self.scale if scale is None else make_scale(scale), protocol or self.protocol,
+                         self.keep_distribution, self._closing_mark)
 
-    def _compare_jobs(self, item: Item, pair: Pair) -> tuple[Job | str, Job | str]:
-        a, b = item.response(pair.first).text, item.response(pair.second).text
-        if not a.strip() or not b.strip():
-            return EMPTY_RESPONSE, EMPTY_RESPONSE
-        prefix = VERDICT_MARKER if self.protocol == "direct" else ""
-        jobs = []
-        for x, y in ((a, b), (b, a)):
-            user = self.prompts.render_pairwise(item.question, x, y, item.context, item.reference, self.protocol)
-            jobs.append(Job(self.backend.format_prompt(SYSTEM, user, prefix), VERDICT_LABELS, VERDICT_MARKER,
-                            VERDICT_MARKER.rstrip("[").rstrip()))
-        return jobs[0], jobs[1]
+    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None) -> CompareTask:
+        return CompareTask(self.prompts, protocol or self.protocol, self.delta if delta is None else delta,
+                           self._closing_mark)
 
-    # -- chunking ---------------------------------------------------------------------------------
-    def _chunks(self, items: Iterable[Item], per_item: Any) -> Iterator[list[Item]]:
+    def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int = 5,
+                      protocol: Protocol | None = None) -> CriteriaTask:
+        """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
+        descriptions are judged on 1..``scale`` (default 5)."""
+        return CriteriaTask(self.prompts, make_scale(scale), protocol or self.protocol, tuple(criteria), reweight,
+                            self.keep_distribution)
+
+    def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
+                       protocol: Protocol | None = None) -> ChecklistTask:
+        """Checklist judging: ``checklist`` applies to responses whose item carries none."""
+        return ChecklistTask(self.prompts, protocol or self.protocol, labels, tuple(checklist), reweight)
+
+    def sampling(self, protocol: Protocol) -> Sampling:
+        return Sampling(protocol, **self._sampling)  # type: ignore[arg-type]
+
+    # -- running ------------------------------------------------------------------------------------
+    def _chunks(self, items: Iterable[Item], task: Task) -> Iterator[list[Item]]:
         chunk: list[Item] = []
         size = 0
         for item in items:
+            try:
+                task.check(item)
+            except InputError as exc:
+                raise InputError(f"item {item.id!r} {exc.reason}", file=exc.file or self.source, line=exc.line,
+                                 field=exc.field) from None
             chunk.append(item)
-            size += per_item(item)
+            size += task.size(item)
             if size >= self.chunk_size:
                 yield chunk
                 chunk, size = [], 0
         if chunk:
             yield chunk
 
-    # -- pointwise --------------------------------------------------------------------------------
+    def run(self, task: Task, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[Record]:
+        """Run any task; records come out in input order, item by item."""
+        fmt = self.backend.format_prompt
+        sampling = self.sampling(task.protocol)
+        for chunk in self._chunks(items, task):
+            questions = [q for item in chunk for q in task.questions(item, fmt)]
+            yield from task.records(chunk, ask(self.engine, questions, sampling, progress), self.name)
+
     def score(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[ScoreRecord]:
         """Score every response of every item; records come out in input order, item by item."""
-        for chunk in self._chunks(items, lambda it: len(it.responses)):
-            jobs = [self._score_job(item, r.text) for item in chunk for r in item.responses]
-            outcomes = self.engine.run(jobs, progress)
-            scored = [i for i, o in enumerate(outcomes) if o.probs is not None and o.unscored is None]
-            matrix = S.score_matrix(self.scale.values, [outcomes[i].probs for i in scored]) if scored else {}
-            row_of = {i: n for n, i in enumerate(scored)}
-            k = 0
-            for item in chunk:
-                for r in item.responses:
-                    yield self._score_record(item, r.id, r.system, r.human_score, outcomes[k], matrix, row_of.get(k))
-                    k += 1
+        return self.run(self.score_task(), items, progress=progress)  # type: ignore[return-value]
 
-    def _score_record(self, item: Item, rid: str, system: str | None, human: float | None, out: Outcome,
-                      matrix: dict[str, Any], row: int | None) -> ScoreRecord:
-        scores: dict[str, float | None] = dict.fromkeys(S.SCORE_METHODS)
-        entropy = None
-        dist = None
-        if row is not None:
-            scores = {m: float(matrix[m][row]) for m in S.SCORE_METHODS}
-            entropy = float(matrix["entropy"][row])
-        if out.probs is not None and self.keep_distribution:
-            dist = {lab: p for lab, p in zip(self.scale.labels, out.probs)}
-        return ScoreRecord(item.id, rid, system, self.name, self.protocol, self.scale.points, scores, entropy,
-                           out.mass if out.probs is not None else None, out.unscored, human, out.critique, dist,
-                           self._closing_mark, out.method if out.probs is not None else None)
-
-    # -- pairwise ---------------------------------------------------------------------------------
     def compare(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[CompareRecord]:
         """Judge every pair (explicit or all within an item) in both orders."""
-        for chunk in self._chunks(items, lambda it: 2 * len(it.all_pairs())):
-            jobs: list[Job | str] = []
-            for item in chunk:
-                for pair in item.all_pairs():
-                    jobs.extend(self._compare_jobs(item, pair))
-            outcomes = iter(self.engine.run(jobs, progress))
-            for item in chunk:
-                for pair in item.all_pairs():
-                    yield self._compare_record(item, pair, next(outcomes), next(outcomes))
+        return self.run(self.compare_task(), items, progress=progress)  # type: ignore[return-value]
 
-    def _compare_record(self, item: Item, pair: Pair, o1: Outcome, o2: Outcome) -> CompareRecord:
-        ppl_source = "critique_perplexity" if self.protocol == "cot" else "verdict_probability"
-        orders = []
-        for shown_first, out in ((pair.first, o1), (pair.second, o2)):
-            row: dict[str, Any] = {"shown_first": shown_first, "unscored": out.unscored}
-            if out.probs is not None:
-                row.update(dict(zip(VERDICT_LABELS, out.probs)), mass=out.mass, method=out.method)
-            if out.critique_ppl is not None:
-                row["critique_ppl"] = out.critique_ppl
-            if out.critique is not None:
-                row["critique"] = out.critique
-            orders.append(row)
-        unscored = o1.unscored or o2.unscored
-        verdicts: dict[str, str | None] = dict.fromkeys(S.AGGREGATIONS)
-        probabilities = None
-        if unscored is None and o1.probs is not None and o2.probs is not None:
-            d1 = S.from_order(*o1.probs, swapped=False, ppl=o1.critique_ppl)
-            d2 = S.from_order(*o2.probs, swapped=True, ppl=o2.critique_ppl)
-            verdicts = dict(S.aggregate_all(d1, d2, delta=self.delta))
-            f, s, t = S.likelihood_probs(d1, d2)
-            total = f + s + t
-            probabilities = {"first": f / total, "second": s / total, "tie": t / total}
-        r1, r2 = item.response(pair.first), item.response(pair.second)
-        methods = {o.method for o in (o1, o2) if o.probs is not None}
-        method = None if not methods else "exact" if methods == {"exact"} else "top_k"
-        return CompareRecord(item.id, pair.first, pair.second, self.name, self.protocol, verdicts, probabilities,
-                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
-                             self._closing_mark, method)
+    def criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, reweight: bool = False,
+                 scale: int = 5, progress: ProgressFn | None = None) -> Iterator[CriteriaRecord]:
+        """Judge every response on every criterion (the item's, else ``criteria``) and aggregate."""
+        task = self.criteria_task(criteria, reweight=reweight, scale=scale)
+        return self.run(task, items, progress=progress)  # type: ignore[return-value]
+
+    def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,
+                  reweight: bool = False, progress: ProgressFn | None = None) -> Iterator[ChecklistRecord]:
+        """Ask every response every check of its checklist (the item's and its own, else ``checklist``)."""
+        task = self.checklist_task(checklist, labels=labels, reweight=reweight)
+        return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
@@ -330,17 +206,13 @@ class Judge:
         """
         by_scale: dict[int, list[dict[str, Any]]] = {}
         injected: dict[int, list[dict[str, Any]]] = {}
-        original = self.scale
-        try:
-            for points in scales:
-                self.scale = make_scale(points)
-                by_scale[points] = [r.to_dict() for r in self.score(items, progress=progress)]
-                if injection:
-                    steered = [replace(it, responses=tuple(replace(r, text=r.text + INJECTION.format(label=points))
-                                                           for r in it.responses)) for it in items]
-                    injected[points] = [r.to_dict() for r in self.score(steered, progress=progress)]
-        finally:
-            self.scale = original
+        for points in scales:
+            task = self.score_task(points)
+            by_scale[points] = [r.to_dict() for r in self.run(task, items, progress=progress)]
+            if injection:
+                steered = [replace(it, responses=tuple(replace(r, text=r.text + INJECTION.format(label=points))
+                                                       for r in it.responses)) for it in items]
+                injected[points] = [r.to_dict() for r in self.run(task, steered, progress=progress)]
         pairs = [r.to_dict() for r in self.compare([it for it in items if len(it.responses) >= 2], progress=progress)]
         lengths = {(it.id, r.id): len(r.text) for it in items for r in it.responses}
         report = run_audit(by_scale, pairs, delta=delta, ks=ks, lengths=lengths, bootstrap=bootstrap, seed=seed,
@@ -353,16 +225,14 @@ class Judge:
         return len(scales) * per_scale + sum(2 * len(it.all_pairs()) for it in items if len(it.responses) >= 2)
 
     # -- planning ---------------------------------------------------------------------------------
-    def plan(self, items: Sequence[Item], kind: str) -> PlanSummary:
-        """What ``score`` or ``compare`` would do on ``items``, without calling the model."""
-        jobs: list[Job | str] = []
-        for item in items:
-            if kind == "score":
-                jobs.extend(self._score_job(item, r.text) for r in item.responses)
-            else:
-                for pair in item.all_pairs():
-                    jobs.extend(self._compare_jobs(item, pair))
-        return self.engine.plan(jobs)
+    def plan(self, items: Sequence[Item], kind: str | Task) -> PlanSummary:
+        """What a task (or ``"score"`` / ``"compare"``) would do on ``items``, without calling the model."""
+        task = kind if isinstance(kind, Task) else self.score_task() if kind == "score" else self.compare_task()
+        fmt = self.backend.format_prompt
+        questions: list[Question | str] = []
+        for chunk in self._chunks(items, task):
+            questions.extend(q for item in chunk for q in task.questions(item, fmt))
+        return plan_questions(self.engine, questions, self.sampling(task.protocol))
 
     def close(self) -> None:
         self._store.close()

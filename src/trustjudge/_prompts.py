@@ -2,8 +2,10 @@
 
 Templates are plain text files with ``${name}`` fields (Python ``string.Template``). Pointwise
 templates use ``question``, ``response``; pairwise ones ``question``, ``response_a``, ``response_b``.
-Both may use ``context``, ``reference``, ``context_block``, ``reference_block``, ``scale_min``,
-``scale_max`` and ``task`` (the protocol's closing instruction). A user template replaces the default.
+Both may use ``context``, ``reference``, ``context_block``, ``reference_block``, ``grounding_block``
+(profile, knowledge and evidence, in that order), ``scale_min``, ``scale_max`` and ``task`` (the
+protocol's closing instruction). Criteria templates add ``criterion`` (its name, description and
+levels), checklist templates ``check``. A user template replaces the default.
 """
 
 from __future__ import annotations
@@ -27,12 +29,84 @@ SCALES = (5, 10, 100)
 SYSTEM = "You are a strict, impartial evaluator of answers written by AI assistants."
 SCORE_MARKER = "Score: ["
 VERDICT_MARKER = "Verdict: ["
+ANSWER_MARKER = "Answer: ["
 CLOSE = "]"
 VERDICT_LABELS = ("A", "B", "C")
 
 POINTWISE_FIELDS = {"question", "response"}
 PAIRWISE_FIELDS = {"question", "response_a", "response_b"}
-OPTIONAL_FIELDS = {"context", "reference", "context_block", "reference_block", "scale_min", "scale_max", "task"}
+CRITERION_FIELDS = {"question", "response", "criterion"}
+CHECK_FIELDS = {"question", "response", "check"}
+OPTIONAL_FIELDS = {"context", "reference", "context_block", "reference_block", "grounding_block", "scale_min",
+                   "scale_max", "task"}
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What a judgment is grounded in besides the question: rendered in this order, quoted like responses."""
+
+    profile: str | None = None
+    knowledge: str | None = None
+    evidence: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.profile or self.knowledge or self.evidence)
+
+
+NO_GROUNDING = Grounding()
+
+
+@dataclass(frozen=True)
+class LabelSet:
+    """A closed set of labels ("YES", "NO"), each with an optional value (an expectation needs them all)."""
+
+    labels: tuple[str, ...]
+    values: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):
+            raise ConfigError(f"a label set needs two or more distinct labels, got {list(self.labels)}")
+        for lab in self.labels:
+            if not lab or lab != lab.strip() or any(c in lab for c in "[]\n"):
+                raise ConfigError(f"label {lab!r}: labels are non-empty, without brackets, newlines or "
+                                  "surrounding spaces")
+        if self.values is not None and len(self.values) != len(self.labels):
+            raise ConfigError("give a value for every label or for none")
+
+    @classmethod
+    def parse(cls, text: str) -> LabelSet:
+        """``"YES=1,NO=0"`` or ``"A,B,C,D"`` (values are all given or all absent)."""
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if any("=" in p for p in parts):
+            labels, values = [], []
+            for p in parts:
+                name, eq, value = p.partition("=")
+                try:
+                    number = float(value)
+                except ValueError:
+                    number = float("nan")
+                if not eq or number != number or number in (float("inf"), float("-inf")):
+                    raise ConfigError(f"labels {text!r}: {p!r} is not LABEL=NUMBER (give every label a value, "
+                                      "or none)")
+                labels.append(name.strip())
+                values.append(number)
+            return cls(tuple(labels), tuple(values))
+        return cls(tuple(parts))
+
+    def value_of(self, label: str) -> float | None:
+        """The value of ``label`` (case-insensitive), or ``None``."""
+        if self.values is None:
+            return None
+        for lab, v in zip(self.labels, self.values):
+            if lab.lower() == label.lower():
+                return v
+        return None
+
+    def describe(self) -> str:
+        return ", ".join(f"[{lab}]" for lab in self.labels)
+
+
+YES_NO = LabelSet(("YES", "NO"), (1.0, 0.0))
 
 
 @dataclass(frozen=True)
@@ -88,7 +162,8 @@ def _read_template(path: str | Path | None, default: str, required: set[str]) ->
     return template
 
 
-DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "reference_answer")
+DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "reference_answer", "profile",
+                "knowledge", "evidence", "criterion", "check")
 
 
 def tag_pattern(names: Iterable[str]) -> re.Pattern[str]:
@@ -122,7 +197,8 @@ def quote(text: str, tags: re.Pattern[str] = _TAGS) -> str:
     return tags.sub(r"&lt;\1&gt;", text)
 
 
-def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | None = None) -> dict[str, str]:
+def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | None = None,
+            grounding: Grounding = NO_GROUNDING) -> dict[str, str]:
     tags = _TAGS if tags is None else tags
     context = quote(context, tags) if context else context
     reference = quote(reference, tags) if reference else reference
@@ -131,7 +207,21 @@ def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | 
         "reference": reference or "",
         "context_block": f"\n<context>\n{context}\n</context>\n" if context else "",
         "reference_block": f"\n<reference_answer>\n{reference}\n</reference_answer>\n" if reference else "",
+        "grounding_block": _grounding_block(grounding, tags),
     }
+
+
+def _grounding_block(g: Grounding, tags: re.Pattern[str]) -> str:
+    if not g:
+        return ""
+    parts = []
+    if g.profile:
+        parts.append(f"<profile>\n{quote(g.profile, tags)}\n</profile>")
+    if g.knowledge:
+        parts.append(f"<knowledge>\n{quote(g.knowledge, tags)}\n</knowledge>")
+    for n, passage in enumerate(g.evidence, start=1):
+        parts.append(f'<evidence n="{n}">\n{quote(passage, tags)}\n</evidence>')
+    return "\n" + "\n".join(parts) + "\n"
 
 
 def _compile(template: string.Template) -> tuple[tuple[str, str | None], ...]:
@@ -151,27 +241,37 @@ def _compile(template: string.Template) -> tuple[tuple[str, str | None], ...]:
 
 @dataclass(frozen=True)
 class Prompts:
-    """Renders the user turn of pointwise and pairwise judgments."""
+    """Renders the user turn of every kind of judgment."""
 
     pointwise: string.Template
     pairwise: string.Template
+    criterion: string.Template
+    check: string.Template
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_parts", {"pointwise": _compile(self.pointwise),
-                                            "pairwise": _compile(self.pairwise)})
+        kinds = ("pointwise", "pairwise", "criterion", "check")
+        object.__setattr__(self, "_parts", {k: _compile(getattr(self, k)) for k in kinds})
+        object.__setattr__(self, "_grounded", {k: "grounding_block" in getattr(self, k).get_identifiers()
+                                               for k in kinds})
         # A user template's own tags (<answer>...</answer>) are delimiters too: texts cannot write them.
-        found = re.findall(r"</?\s*([A-Za-z_][\w-]*)\s*>", self.pointwise.template + self.pairwise.template)
+        found = re.findall(r"</?\s*([A-Za-z_][\w-]*)\s*>", "".join(getattr(self, k).template for k in kinds))
         object.__setattr__(self, "_tags", tag_pattern((*DEFAULT_TAGS, *found)))
 
-    def _render(self, which: str, fields: dict[str, object]) -> str:
+    def _render(self, which: str, fields: dict[str, object], grounding: Grounding = NO_GROUNDING) -> str:
         """The same text as ``string.Template.substitute(fields)`` (a test checks it), faster."""
+        if grounding and not self._grounded[which]:  # type: ignore[attr-defined]
+            raise ConfigError(f"the {which} template has no ${{grounding_block}} field, but an item has a profile, "
+                              "knowledge or evidence: add the field where they belong")
         parts: tuple[tuple[str, str | None], ...] = self._parts[which]  # type: ignore[attr-defined]
         return "".join(lit if name is None else lit + str(fields[name]) for lit, name in parts)
 
     @classmethod
-    def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None) -> Prompts:
+    def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
+             criterion: str | Path | None = None, check: str | Path | None = None) -> Prompts:
         return cls(_read_template(pointwise, "pointwise.txt", POINTWISE_FIELDS),
-                   _read_template(pairwise, "pairwise.txt", PAIRWISE_FIELDS))
+                   _read_template(pairwise, "pairwise.txt", PAIRWISE_FIELDS),
+                   _read_template(criterion, "criterion.txt", CRITERION_FIELDS),
+                   _read_template(check, "check.txt", CHECK_FIELDS))
 
     def score_task(self, sc: Scale, protocol: Protocol) -> str:
         form = f'"Score: [N]" where N is an integer from 1 (very poor) to {sc.points} (excellent)'
@@ -179,6 +279,13 @@ class Prompts:
             return f"Reply with the rating only, in the form {form}."
         return (f"First write a brief critique of the response (at most three sentences). "
                 f"Then give the rating on its own line in the form {form}.")
+
+    def label_task(self, labels: LabelSet, protocol: Protocol, what: str = "label") -> str:
+        form = f'"{ANSWER_MARKER}X]" where X is one of {", ".join(labels.labels)}'
+        if protocol == "direct":
+            return f"Reply with the {what} only, in the form {form}."
+        return (f"First explain your reasoning briefly (at most three sentences). "
+                f"Then give the {what} on its own line in the form {form}.")
 
     def verdict_task(self, protocol: Protocol) -> str:
         form = ('"Verdict: [A]" if response A is better, "Verdict: [B]" if response B is better, '
@@ -189,24 +296,44 @@ class Prompts:
                 f"Then give the verdict on its own line: {form}.")
 
     def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
-                         sc: Scale, protocol: Protocol) -> str:
+                         sc: Scale, protocol: Protocol, grounding: Grounding = NO_GROUNDING,
+                         task: str | None = None) -> str:
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
-        fields = dict(_shared_fields(question, context, reference, sc.points, self.score_task(sc, protocol), tags))
+        task = self.score_task(sc, protocol) if task is None else task
+        fields = dict(_shared_fields(question, context, reference, sc.points, task, tags, grounding))
         fields["response"] = quote(response, tags)
-        return self._render("pointwise", fields)
+        return self._render("pointwise", fields, grounding)
 
     def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
-                        protocol: Protocol) -> str:
+                        protocol: Protocol, grounding: Grounding = NO_GROUNDING, task: str | None = None) -> str:
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
-        fields = dict(_shared_fields(question, context, reference, 1, self.verdict_task(protocol), tags))
+        task = self.verdict_task(protocol) if task is None else task
+        fields = dict(_shared_fields(question, context, reference, 1, task, tags, grounding))
         fields["response_a"] = quote(a, tags)
         fields["response_b"] = quote(b, tags)
-        return self._render("pairwise", fields)
+        return self._render("pairwise", fields, grounding)
+
+    def render_criterion(self, question: str, response: str, context: str | None, reference: str | None,
+                         criterion: str, points: int, task: str, grounding: Grounding = NO_GROUNDING) -> str:
+        """A criterion judgment: everything before the criterion is shared by all criteria of a response."""
+        tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
+        fields = dict(_shared_fields(question, context, reference, points, task, tags, grounding))
+        fields["response"] = quote(response, tags)
+        fields["criterion"] = quote(criterion, tags)
+        return self._render("criterion", fields, grounding)
+
+    def render_check(self, question: str, response: str, context: str | None, reference: str | None,
+                     check: str, task: str, grounding: Grounding = NO_GROUNDING) -> str:
+        tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
+        fields = dict(_shared_fields(question, context, reference, 1, task, tags, grounding))
+        fields["response"] = quote(response, tags)
+        fields["check"] = quote(check, tags)
+        return self._render("check", fields, grounding)
 
 
 @lru_cache(maxsize=1024)
 def _shared_fields(question: str, context: str | None, reference: str | None, scale_max: int,
-                   task: str, tags: re.Pattern[str] = _TAGS) -> dict[str, object]:
+                   task: str, tags: re.Pattern[str] = _TAGS, grounding: Grounding = NO_GROUNDING) -> dict[str, object]:
     """The fields every response to one question shares, quoted once (copied before use)."""
     return dict(question=quote(question, tags), scale_min=1, scale_max=scale_max, task=task,
-                **_blocks(context, reference, tags))
+                **_blocks(context, reference, tags, grounding))

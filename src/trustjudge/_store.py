@@ -204,6 +204,15 @@ def _store_op(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _loads(text: str | bytes) -> Any:
+    """A stored result. Rows written before infinities were stored as null hold ``-Infinity``, which
+    orjson refuses: those are read with the standard library."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 @dataclass(frozen=True)
 class StoredOutput:
     """One row of the store."""
@@ -308,7 +317,7 @@ class Store:
                     f"FROM outputs WHERE key IN ({marks})", chunk
                 )
                 for key, kind, result, pt, ct, lat in rows:
-                    found[key] = StoredOutput(key, kind, orjson.loads(result), pt, ct, lat)
+                    found[key] = StoredOutput(key, kind, _loads(result), pt, ct, lat)
         return found
 
     @_store_op

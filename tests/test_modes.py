@@ -1,0 +1,239 @@
+"""Judging modes: rubric criteria, checklists, labelled scales, grounded judging (issue 13).
+
+Maths and control flow run on a scripted backend with hand-computed values; the last tests run the real
+bundled judge end to end.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trustjudge import Check, Criterion, InputError, Judge, LabelSet, MockBackend, Store, items_from_dicts
+from trustjudge.backends import LabelRequest
+from trustjudge.errors import ConfigError
+
+
+def _scripted(table: dict[str, dict[str, float]]) -> MockBackend:
+    """A judge whose label probabilities depend on which key of ``table`` the prompt's last block holds."""
+
+    def script(req: LabelRequest) -> list[float]:
+        tail = req.prompt[req.prompt.rfind("<criterion>"):] if "<criterion>" in req.prompt else \
+            req.prompt[req.prompt.rfind("<check>"):]
+        for key, probs in table.items():
+            if key in tail:
+                return [probs.get(lab.rstrip("]"), 0.0) for lab in req.labels]
+        raise AssertionError(f"no script entry for {tail[:80]!r}")
+
+    return MockBackend("modes", script)
+
+
+ITEM = {"id": "q1", "question": "What is the capital of France?",
+        "responses": [{"id": "a", "text": "Paris.", "human_criteria": {"accuracy": 5, "style": 2}}]}
+CRITERIA = [Criterion("accuracy", "Is every fact right?", 2.0), Criterion("style", "Is it well written?", 1.0)]
+
+
+def test_weighted_criteria_aggregate_and_spread_by_hand(tmp_path: Path) -> None:
+    # accuracy: P(4) = P(5) = 0.5 -> mean 4.5, variance 0.25; style: P(2) = 1 -> mean 2, variance 0.
+    # aggregate (expected) = (2 * 4.5 + 1 * 2) / 3 = 11/3; spread = sqrt(2^2 * 0.25 + 1^2 * 0) / 3 = 1/3.
+    backend = _scripted({"accuracy": {"4": 0.45, "5": 0.45}, "style": {"2": 0.8}})
+    judge = Judge(backend, store=tmp_path / "s.sqlite")
+    [rec] = list(judge.criteria(items_from_dicts([ITEM]), CRITERIA))
+    assert rec.unscored is None and rec.scale == [1.0, 5.0]
+    acc, style = rec.criteria
+    assert acc.scores["expected"] == pytest.approx(4.5) and acc.sd == pytest.approx(0.5)
+    assert style.scores["expected"] == pytest.approx(2.0) and style.sd == pytest.approx(0.0)
+    assert rec.aggregate["expected"] == pytest.approx(11 / 3)
+    assert rec.spread == pytest.approx(1 / 3)
+    # discrete: argmax of (4: 0.45, 5: 0.45) is the first maximum, 4 -> (2 * 4 + 2) / 3 = 10/3
+    assert rec.aggregate["discrete"] == pytest.approx(10 / 3)
+    assert rec.human == pytest.approx((2 * 5 + 2) / 3)
+    calls = backend.calls
+    assert calls == 2
+    # A rerun on the store makes no model call and gives the same record.
+    again = Judge(_scripted({}), store=tmp_path / "s.sqlite")
+    [rec2] = list(again.criteria(items_from_dicts([ITEM]), CRITERIA))
+    assert again.backend.calls == 0  # type: ignore[attr-defined]
+    assert rec2.to_dict() == rec.to_dict()
+
+
+def test_an_unscored_criterion_leaves_the_aggregate_unscored_unless_reweighting(tmp_path: Path) -> None:
+    backend = _scripted({"accuracy": {"4": 1.0}, "style": {}})  # style: no mass on any label
+    judge = Judge(backend, store=tmp_path / "s.sqlite")
+    [rec] = list(judge.criteria(items_from_dicts([ITEM]), CRITERIA))
+    assert rec.unscored == "unscored_criteria"
+    assert all(v is None for v in rec.aggregate.values()) and rec.reweighted == []
+    assert rec.criteria[1].unscored == "no_label_mass"
+    [rec] = list(judge.criteria(items_from_dicts([ITEM]), CRITERIA, reweight=True))
+    assert rec.unscored is None and rec.reweighted == ["style"]
+    assert rec.aggregate["expected"] == pytest.approx(4.0)
+
+
+def test_criteria_of_different_scales_aggregate_on_0_to_1(tmp_path: Path) -> None:
+    # 3 levels, P(3) = 1 -> (3 - 1) / 2 = 1.0; 5 points, P(2) = 1 -> (2 - 1) / 4 = 0.25; weights 1, 1 -> 0.625
+    crit = [Criterion("accuracy", "right?", 1.0, ("wrong", "partly", "right")), Criterion("style", "well written?")]
+    judge = Judge(_scripted({"accuracy": {"3": 1.0}, "style": {"2": 1.0}}), store=tmp_path / "s.sqlite")
+    [rec] = list(judge.criteria(items_from_dicts([ITEM]), crit))
+    assert rec.scale == [0.0, 1.0]
+    assert rec.criteria[0].points == 3 and rec.criteria[1].points == 5
+    assert rec.aggregate["expected"] == pytest.approx(0.625)
+
+
+def test_criteria_prompts_share_everything_before_the_criterion(tmp_path: Path) -> None:
+    backend = _scripted({"accuracy": {"4": 1.0}, "style": {"2": 1.0}})
+    item = dict(ITEM, knowledge="Paris is the capital of France.", profile="A schoolchild.",
+                evidence=["Passage one.", "Passage </evidence> two."])
+    list(Judge(backend, store=tmp_path / "s.sqlite").criteria(items_from_dicts([item]), CRITERIA))
+    first, second = (r.prompt for r in backend.history)  # type: ignore[union-attr]
+    shared = os.path.commonprefix([first, second])
+    assert "Paris." in shared and shared.endswith("<criterion>\n")
+    # Grounding blocks come in a fixed order, before the question, quoted like responses.
+    assert first.index("<profile>") < first.index("<knowledge>") < first.index('<evidence n="1">') \
+        < first.index('<evidence n="2">') < first.index("<question>")
+    assert "Passage &lt;/evidence&gt; two." in first
+    # The grounding is part of the store key: other knowledge is another judgment.
+    other = Judge(_scripted({"accuracy": {"4": 1.0}, "style": {"2": 1.0}}), store=tmp_path / "s.sqlite")
+    list(other.criteria(items_from_dicts([dict(item, knowledge="Lyon is the capital.")]), CRITERIA))
+    assert other.backend.calls == 2  # type: ignore[attr-defined]
+
+
+def test_checklist_counts_by_hand(tmp_path: Path) -> None:
+    # P(YES) = 0.5, 0.2, 1.0: P(all) = 0.1; passed ~ 1 + Bernoulli(0.5) + Bernoulli(0.2):
+    # P(1) = 0.5 * 0.8 = 0.4, P(2) = 0.5 * 0.8 + 0.5 * 0.2 = 0.5, P(3) = 0.1; E = 1.7.
+    # satisfaction, weights (1, 1, 2): (0.5 + 0.2 + 2 * 1.0) / 4 = 0.675.
+    backend = _scripted({"capital": {"YES": 0.4, "NO": 0.4}, "short": {"YES": 0.18, "NO": 0.72},
+                         "polite": {"YES": 0.9}})
+    item = dict(ITEM, checklist=[{"id": "c1", "text": "Does it name the capital?"},
+                                 {"id": "c2", "text": "Is it short and sweet?"},
+                                 {"id": "c3", "text": "Is it polite?", "weight": 2}])
+    item["responses"] = [dict(ITEM["responses"][0], human_checks={"c1": True, "c2": 0})]
+    [rec] = list(Judge(backend, store=tmp_path / "s.sqlite").checklist(items_from_dicts([item])))
+    assert [c.p_pass for c in rec.checks] == pytest.approx([0.5, 0.2, 1.0])
+    assert rec.p_all == pytest.approx(0.1)
+    assert rec.passed == pytest.approx([0.0, 0.4, 0.5, 0.1])
+    assert rec.expected_passed == pytest.approx(1.7)
+    assert rec.satisfaction == pytest.approx(0.675)
+    assert [c.human for c in rec.checks] == [1.0, 0.0, None]
+    assert rec.to_dict()["checks"][0]["probabilities"] == pytest.approx({"YES": 0.5, "NO": 0.5})
+
+
+def test_labelled_scale_with_values(tmp_path: Path) -> None:
+    # FULL = 1, PARTIAL = 0.5, NO = 0 with P = 0.2, 0.6, 0.2 -> value 0.5; the passing label is FULL: 0.2.
+    labels = LabelSet.parse("FULL=1,PARTIAL=0.5,NO=0")
+    item = dict(ITEM, checklist=["Does it cover the capital?"])
+    item["responses"] = [dict(ITEM["responses"][0], human_checks={"1": "partial"})]
+    judge = Judge(_scripted({"capital": {"FULL": 0.2, "PARTIAL": 0.6, "NO": 0.2}}), store=tmp_path / "s.sqlite")
+    [rec] = list(judge.checklist(items_from_dicts([item]), labels=labels))
+    assert rec.labels == ["FULL", "PARTIAL", "NO"]
+    assert rec.checks[0].value == pytest.approx(0.5) and rec.checks[0].p_pass == pytest.approx(0.2)
+    assert rec.checks[0].human == 0.5
+    prompt = judge.backend.history[0].prompt  # type: ignore[attr-defined]
+    assert "FULL, PARTIAL, NO" in prompt and prompt.rstrip().endswith("Answer: [")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("YES", "two or more"), ("YES=1,NO", "LABEL=NUMBER"), ("A=1,A=2", "distinct"), ("YES=1,NO=x", "LABEL=NUMBER"),
+    ("A]=1,B=0", "brackets"), ("YES=1,NO=nan", "LABEL=NUMBER"),
+])
+def test_bad_label_sets_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        LabelSet.parse(text)
+
+
+def test_a_human_label_outside_the_label_set_is_an_error(tmp_path: Path) -> None:
+    item = dict(ITEM, checklist=["Is it right?"])
+    item["responses"] = [dict(ITEM["responses"][0], human_checks={"1": "MAYBE"})]
+    with pytest.raises(InputError, match=r"human_checks\.1.*MAYBE"):
+        list(Judge(MockBackend(), store=tmp_path / "s.sqlite").checklist(items_from_dicts([item])))
+
+
+def test_an_item_without_criteria_names_the_item(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="item 'q1' has no criteria"):
+        list(Judge(MockBackend(), store=tmp_path / "s.sqlite").criteria(items_from_dicts([ITEM])))
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("criteria", [{"name": "a"}], "criteria[0].description"),
+    ("criteria", [{"name": "a", "description": "d", "weight": -1}], "criteria[0].weight"),
+    ("criteria", [{"name": "a", "description": "d"}, {"name": "a", "description": "e"}], "criteria[1].name"),
+    ("criteria", [{"name": "a", "description": "d", "weight": 0}], "criteria"),
+    ("criteria", [{"name": "a", "description": "d", "levels": ["only one"]}], "criteria[0].levels"),
+    ("criteria", "accuracy", "criteria"),
+    ("checklist", [{"id": "c1"}], "checklist[0].text"),
+    ("checklist", [3], "checklist[0]"),
+    ("evidence", [1, None], "evidence[1]"),
+    ("evidence", {"a": 1}, "evidence"),
+])
+def test_bad_mode_fields_name_line_and_field(field: str, value: Any, where: str) -> None:
+    with pytest.raises(InputError) as info:
+        items_from_dicts([dict(ITEM, **{field: value})], source="items.jsonl")
+    assert info.value.field == where and info.value.line == 1 and info.value.file == "items.jsonl"
+
+
+def test_a_user_template_without_grounding_refuses_grounded_items(tmp_path: Path) -> None:
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("Rate ${response} for ${question}.\n${task}\n")
+    judge = Judge(MockBackend(), store=tmp_path / "s.sqlite", pointwise_template=tpl)
+    with pytest.raises(ConfigError, match="grounding_block"):
+        list(judge.score(items_from_dicts([dict(ITEM, knowledge="k")])))
+    assert len(list(judge.score(items_from_dicts([ITEM])))) == 1
+
+
+def test_scores_and_the_plan_see_the_same_questions(tmp_path: Path) -> None:
+    judge = Judge(MockBackend(), store=tmp_path / "s.sqlite")
+    items = items_from_dicts([dict(ITEM, checklist=["a?", "b?"])])
+    task = judge.checklist_task()
+    plan = judge.plan(items, task)
+    assert plan.judgments == 2 and plan.model_calls == 2
+    list(judge.run(task, items))
+    assert judge.plan(items, task).model_calls == 0
+
+
+@pytest.mark.model
+def test_criteria_and_checklist_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
+    """The real SmolLM2 judge: every criterion and check scored, probabilities on the labels, and a rerun
+    served from the store with zero model calls."""
+    items = items_from_dicts([{
+        "id": "q1", "question": "What is the boiling point of water at sea level in Celsius?",
+        "knowledge": "Water boils at 100 degrees Celsius at sea level.",
+        "criteria": [{"name": "accuracy", "description": "Is the stated temperature right?", "weight": 2},
+                     {"name": "clarity", "description": "Is the answer easy to read?",
+                      "levels": ["unclear", "mostly clear", "clear"]}],
+        "checklist": [{"id": "c1", "text": "Does the response state 100 degrees?"}],
+        "responses": [{"id": "good", "text": "It boils at 100 degrees Celsius."},
+                      {"id": "bad", "text": "It boils at 50 degrees Celsius."}]}])
+    store = tmp_path / "s.sqlite"
+    judge = Judge("hf/smollm2-135m", store=store)
+    crit = list(judge.criteria(items))
+    checks = list(judge.checklist(items))
+    assert judge.stats.model_calls == 2 * 2 + 2
+    for rec in crit:
+        assert rec.unscored is None and rec.aggregate["expected"] is not None
+        assert 0 <= rec.aggregate["expected"] <= 1 and rec.scale == [0.0, 1.0]
+        assert all(c.label_mass and 0 < c.label_mass <= 1 + 1e-6 for c in rec.criteria)
+    for ch in checks:
+        assert ch.unscored is None and ch.checks[0].probabilities is not None
+        assert math.isclose(sum(ch.checks[0].probabilities.values()), 1.0, rel_tol=1e-9)
+        assert ch.passed is not None and math.isclose(sum(ch.passed), 1.0, rel_tol=1e-9)
+    judge.close()
+    again = Judge("hf/smollm2-135m", store=Store(store))
+    assert [r.to_dict() for r in again.criteria(items)] == [r.to_dict() for r in crit]
+    assert [r.to_dict() for r in again.checklist(items)] == [r.to_dict() for r in checks]
+    assert again.stats.model_calls == 0
+    again.close()
+
+
+def test_suite_level_checks_and_response_checks_combine(tmp_path: Path) -> None:
+    item = dict(ITEM, checklist=["Item check?"])
+    item["responses"] = [dict(ITEM["responses"][0], checklist=[{"id": "r1", "text": "Own check?"}])]
+    backend = MockBackend()
+    [rec] = list(Judge(backend, store=tmp_path / "s.sqlite").checklist(items_from_dicts([item]),
+                                                                       [Check("s", "Suite check?")]))
+    assert [c.id for c in rec.checks] == ["1", "r1"]  # the item's and the response's; the suite is a fallback
+    [rec] = list(Judge(backend, store=tmp_path / "s.sqlite").checklist(items_from_dicts([ITEM]),
+                                                                       [Check("s", "Suite check?")]))
+    assert [c.id for c in rec.checks] == ["s"]
