@@ -6,6 +6,7 @@ bundled judge end to end.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -237,3 +238,60 @@ def test_suite_level_checks_and_response_checks_combine(tmp_path: Path) -> None:
     [rec] = list(Judge(backend, store=tmp_path / "s.sqlite").checklist(items_from_dicts([ITEM]),
                                                                        [Check("s", "Suite check?")]))
     assert [c.id for c in rec.checks] == ["s"]
+
+
+# -- the service ---------------------------------------------------------------------------------------
+
+
+def _mode_items() -> list[dict[str, Any]]:
+    return [dict(ITEM, knowledge="Paris is the capital.", checklist=["Does it name Paris?", "Is it one word?"],
+                 responses=[{"id": "a", "text": "Paris."}, {"id": "b", "text": "Lyon, I think."}]),
+            {"id": "q2", "question": "2 + 2?", "responses": [{"id": "a", "text": "4"}],
+             "criteria": [{"name": "accuracy", "description": "Is it right?", "levels": ["no", "yes"]}],
+             "checklist": [{"id": "k", "text": "Is it a number?"}]}]
+
+
+def test_service_criteria_and_checklist_equal_the_library(tmp_path: Path) -> None:
+    import httpx
+
+    from trustjudge._server import create_app
+
+    from .test_server import serving
+
+    suite = [{"name": "accuracy", "description": "Is every fact right?", "weight": 2},
+             {"name": "style", "description": "Is it well written?"}]
+    app = create_app("mock/hash", store_path=tmp_path / "srv.sqlite")
+    with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        got = client.post("/v1/criteria", json={"items": _mode_items(), "criteria": suite, "reweight": True})
+        assert got.status_code == 200, got.text
+        checks = client.post("/v1/checklist", json={"items": _mode_items(), "labels": "YES=1,NO=0"})
+        assert checks.status_code == 200, checks.text
+        bad = client.post("/v1/criteria", json={"items": _mode_items(), "criteria": [{"name": "x"}]})
+        no_criteria = client.post("/v1/criteria", json={"items": _mode_items()})
+        bad_labels = client.post("/v1/checklist", json={"items": _mode_items(), "labels": "YES"})
+    library = Judge("mock/hash", store=tmp_path / "lib.sqlite")
+    crit = [Criterion("accuracy", "Is every fact right?", 2.0), Criterion("style", "Is it well written?")]
+    want = [r.to_dict() for r in library.criteria(items_from_dicts(_mode_items()), crit, reweight=True)]
+    assert got.json()["records"] == want
+    assert [r["item_id"] for r in want] == ["q1", "q1", "q2"]
+    assert [c["name"] for c in want[2]["criteria"]] == ["accuracy"]  # the item's own criteria win
+    want = [r.to_dict() for r in library.checklist(items_from_dicts(_mode_items()))]
+    assert checks.json()["records"] == want
+    # A bad request criterion names the body field; an item without criteria names the item.
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["body", "criteria", 0, "description"]
+    assert no_criteria.status_code == 422 and no_criteria.json()["detail"][0]["item"] == 0
+    assert bad_labels.status_code == 400 and "two or more" in bad_labels.json()["detail"]
+
+
+def test_openapi_records_are_the_library_records() -> None:
+    """The service's record schemas come from the library's record classes: no field can drift."""
+    import dataclasses
+
+    from trustjudge._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
+    from trustjudge._server import openapi_json
+
+    schemas = json.loads(openapi_json())["components"]["schemas"]
+    for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord):
+        assert set(schemas[cls.__name__]["properties"]) == {f.name for f in dataclasses.fields(cls)}
+    assert "closing" in schemas["CompareRecord"]["properties"]  # dropped by the hand-written schema before

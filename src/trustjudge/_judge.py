@@ -196,7 +196,8 @@ class Judge:
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
               ks: Sequence[int] = (3, 4, 5), bootstrap: int = 1000, seed: int = 0,
-              progress: ProgressFn | None = None, injection: bool = False) -> AuditRun:
+              progress: ProgressFn | None = None, injection: bool = False,
+              protocol: Protocol | None = None) -> AuditRun:
         """Judge what the store lacks (pointwise on each scale, pairwise in both orders), then audit.
 
         Items with one response are scored but not compared. Everything already stored is reused, so
@@ -207,13 +208,14 @@ class Judge:
         by_scale: dict[int, list[dict[str, Any]]] = {}
         injected: dict[int, list[dict[str, Any]]] = {}
         for points in scales:
-            task = self.score_task(points)
+            task = self.score_task(points, protocol)
             by_scale[points] = [r.to_dict() for r in self.run(task, items, progress=progress)]
             if injection:
                 steered = [replace(it, responses=tuple(replace(r, text=r.text + INJECTION.format(label=points))
                                                        for r in it.responses)) for it in items]
                 injected[points] = [r.to_dict() for r in self.run(task, steered, progress=progress)]
-        pairs = [r.to_dict() for r in self.compare([it for it in items if len(it.responses) >= 2], progress=progress)]
+        several = [it for it in items if len(it.responses) >= 2]
+        pairs = [r.to_dict() for r in self.run(self.compare_task(protocol), several, progress=progress)]
         lengths = {(it.id, r.id): len(r.text) for it in items for r in it.responses}
         report = run_audit(by_scale, pairs, delta=delta, ks=ks, lengths=lengths, bootstrap=bootstrap, seed=seed,
                            injected_by_scale=injected)

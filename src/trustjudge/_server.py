@@ -5,6 +5,8 @@ Endpoints (JSON in, JSON out)::
     GET  /healthz      liveness and judge name (never needs a key; no paths or other server details)
     POST /v1/score     {"items": [...], "scale": 10, "protocol": null}      -> {"records": [score records]}
     POST /v1/compare   {"items": [...], "delta": 0.0, "protocol": null}      -> {"records": [compare records]}
+    POST /v1/criteria  {"items": [...], "criteria": [...], "reweight": false}  -> {"records": [criteria records]}
+    POST /v1/checklist {"items": [...], "checklist": [...], "labels": null}   -> {"records": [checklist records]}
     POST /v1/audit     {"items": [...], "scales": [5, 100], "delta", "ks", "bootstrap", "seed"} -> audit report
     POST /v1/rank      {"items": [...], "scale", "method", "bootstrap", ...}  -> ranking of the systems
     GET  /v1/stats     request, batch and model-call counters
@@ -24,7 +26,7 @@ server log only).
 
 Batching: the judge runs in one worker thread (torch models are not thread-safe). Requests wait in
 a queue; each time the worker is free it takes every request waiting at that moment (after an
-optional ``batch_wait_s`` pause) and merges those of the same kind and options into one judge call
+optional ``batch_wait_s`` pause) and merges those of the same task (kind and options) into one judge call
 (one engine run, sharing prompt batches and the store), then hands each request its own slice of the
 records. Slices are cut by position (the judge emits records in input order), so concurrent
 requests may reuse item ids freely.
@@ -60,9 +62,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._items import Item, items_from_dicts
+from ._items import Item, items_from_dicts, parse_checklist, parse_criteria
 from ._judge import Judge
-from ._prompts import Protocol
+from ._prompts import YES_NO, LabelSet, Protocol
+from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
+from ._tasks import Task
 from ._store import Store
 from .backends import Backend
 from .errors import (
@@ -90,12 +94,32 @@ OPEN_PATHS = frozenset({"/healthz"})
 MAX_BOOTSTRAP = 10_000
 
 Scale = Literal[5, 10, 100]
-Kind = Literal["score", "compare", "audit"]
+Kind = Literal["score", "compare", "criteria", "checklist", "audit"]
 
 
 # -- request and response bodies --------------------------------------------------------------------
 # The item models only document the schema (SkipValidation below): the library validates items, so
 # the HTTP API accepts exactly what a JSONL file accepts and reports problems the same way.
+
+
+class CriterionIn(BaseModel):
+    """A rubric criterion."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="Unique within the item (or suite).")
+    description: str = Field(description="What the criterion asks.")
+    weight: float = Field(1.0, ge=0.0, description="Weight in the aggregate.")
+    levels: list[str] | None = Field(None, description="Descriptions of the levels 1..N, lowest first (2-10); "
+                                                       "default: the request's scale.")
+
+
+class CheckIn(BaseModel):
+    """A yes/no checklist question."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(None, description="Default: the check's 1-based position.")
+    text: str = Field(description="The question asked about the response.")
+    weight: float = Field(1.0, ge=0.0, description="Weight in the expected satisfaction.")
 
 
 class ResponseIn(BaseModel):
@@ -106,6 +130,10 @@ class ResponseIn(BaseModel):
     text: str = Field(description="The response text (may be empty: then it is unscored, `empty_response`).")
     system: str | None = Field(None, description="The system that wrote it (used by /v1/rank).")
     human_score: float | None = Field(None, description="Optional human score, for the audit.")
+    checklist: list[CheckIn | str] | None = Field(None, description="Checks asked of this response only.")
+    human_criteria: dict[str, float] | None = Field(None, description="Human score per criterion name.")
+    human_checks: dict[str, bool | float | str] | None = Field(
+        None, description="Human label per check id: true/false, a number in [0, 1], or a label name.")
 
 
 class PairIn(BaseModel):
@@ -134,6 +162,12 @@ class ItemIn(BaseModel):
     system_a: str | None = None
     system_b: str | None = None
     label: str | None = Field(None, description="Flat pairwise form: human preference (A/B/C, ...).")
+    profile: str | None = Field(None, description="Who the answer is for (grounding, quoted into the prompt).")
+    knowledge: str | None = Field(None, description="Knowledge the judgment must be grounded in.")
+    evidence: list[str] | str | None = Field(None, description="Passages the judgment is grounded in, in order.")
+    criteria: list[CriterionIn] | None = Field(None, description="Rubric criteria of this item (/v1/criteria).")
+    checklist: list[CheckIn | str] | None = Field(None, description="Checks asked of every response "
+                                                                    "(/v1/checklist).")
 
 
 Items = SkipValidation[list[ItemIn]]
@@ -157,6 +191,30 @@ class CompareRequest(_Body):
 
     items: Items = Field(description=_ITEMS_DOC + " Each needs two or more responses.")
     delta: float = Field(0.0, ge=0.0, description="Tie margin for likelihood and ppl aggregation.")
+    protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
+
+
+class CriteriaRequest(_Body):
+    """Judge every response on every criterion (the item's, else the request's) and aggregate by weight."""
+
+    items: Items = Field(description=_ITEMS_DOC)
+    criteria: SkipValidation[list[CriterionIn]] | None = Field(
+        None, description="Criteria for items that carry none (validated like an item's: 422 names the field).")
+    reweight: bool = Field(False, description="Aggregate over the scored criteria when some are unscored "
+                                              "(the record lists those left out); default: no aggregate.")
+    scale: Literal[5, 10] = Field(5, description="Scale of criteria without level descriptions.")
+    protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
+
+
+class ChecklistRequest(_Body):
+    """Ask every response every check of its checklist (the item's and its own, else the request's)."""
+
+    items: Items = Field(description=_ITEMS_DOC)
+    checklist: SkipValidation[list[CheckIn | str]] | None = Field(
+        None, description="Checks for responses whose item carries none.")
+    labels: str | None = Field(None, description='The label set, e.g. "FULL=1,PARTIAL=0.5,NO=0"; default '
+                                                 '"YES=1,NO=0".')
+    reweight: bool = Field(False, description="Aggregate over the scored checks when some are unscored.")
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
@@ -187,59 +245,28 @@ class RankRequest(_Body):
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
-class ScoreRecordOut(BaseModel):
-    """One response's scores (``ScoreRecord.to_dict()``); every score null when unscored."""
-
-    item_id: str
-    response_id: str
-    system: str | None
-    judge: str
-    protocol: str
-    scale: int
-    scores: dict[str, float | None]
-    entropy: float | None
-    label_mass: float | None
-    method: str | None = Field(None, description="How the labels were read: exact, or top_k (labels outside "
-                                                  "the server's top-k count 0); null when unscored.")
-    unscored: str | None
-    human_score: float | None = None
-    critique: str | None = None
-    distribution: dict[str, float] | None = None
-    closing: str | None = Field(None, description="`needed` when labels were read without the closing bracket.")
-
-
-class CompareRecordOut(BaseModel):
-    """One pair's verdicts under every aggregation (``CompareRecord.to_dict()``)."""
-
-    item_id: str
-    first_id: str
-    second_id: str
-    judge: str
-    protocol: str
-    verdicts: dict[str, str | None]
-    probabilities: dict[str, float] | None
-    orders: list[dict[str, Any]]
-    method: str | None = Field(None, description="exact when both orders' labels were read exactly, top_k when "
-                                                  "either came from the top-k; null when unscored.")
-    unscored: str | None
-    ppl_source: str
-    human: str | None = None
-    annotators: list[str] = []
-    first_system: str | None = None
-    second_system: str | None = None
-    closing: str | None = Field(None, description="`needed` when labels were read without the closing bracket.")
-
-
 class ScoreResponse(BaseModel):
     """Score records in input order, item by item."""
 
-    records: list[ScoreRecordOut]
+    records: list[ScoreRecord]
 
 
 class CompareResponse(BaseModel):
     """Compare records in input order."""
 
-    records: list[CompareRecordOut]
+    records: list[CompareRecord]
+
+
+class CriteriaResponse(BaseModel):
+    """Criteria records in input order, one per response."""
+
+    records: list[CriteriaRecord]
+
+
+class ChecklistResponse(BaseModel):
+    """Checklist records in input order, one per response."""
+
+    records: list[ChecklistRecord]
 
 
 class Health(BaseModel):
@@ -306,48 +333,38 @@ class WorkerStats:
 
 
 @dataclass
-class _Task:
-    kind: Kind
-    protocol: Protocol
-    scale: int
-    delta: float
+class _Request:
+    """One queued request: a task over items (``None`` for an audit, with its options)."""
+
+    task: Task | None
     items: list[Item]
     options: dict[str, Any]
     future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
 
     @property
-    def group(self) -> tuple[Any, ...]:
-        if self.kind == "audit":  # an audit is an aggregate over its own items: never merged
+    def group(self) -> Any:
+        if self.task is None:  # an audit is an aggregate over its own items: never merged
             return ("audit", id(self))
-        return (self.kind, self.protocol, self.scale, self.delta)
+        return self.task  # frozen: equal tasks (kind and options) merge
 
 
 class JudgeWorker:
     """Runs every judgment of a server in one thread, merging concurrent requests into one judge call.
 
     Args:
-        judge: The server's judge; judges for other scales, protocols or deltas are built around the
-            same backend and store.
-        judge_options: The options ``judge`` was built with (besides scale, protocol and delta).
+        judge: The server's judge; every request's task runs on it (one backend, one store).
         batch_wait_s: How long the worker waits after the first request of a batch for others to
             arrive (0: merge only what is already waiting).
     """
 
-    def __init__(self, judge: Judge, judge_options: dict[str, Any], batch_wait_s: float = 0.0) -> None:
-        self._base = judge
-        self._options = judge_options
-        self._judges: dict[tuple[str, int, float], Judge] = {(judge.protocol, judge.scale.points, judge.delta): judge}
+    def __init__(self, judge: Judge, batch_wait_s: float = 0.0) -> None:
+        self.judge = judge
         self._wait = max(0.0, batch_wait_s)
-        self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
         self.stats = WorkerStats()
-
-    @property
-    def judges(self) -> list[Judge]:
-        """Every judge built so far (they share one backend and one store)."""
-        return list(self._judges.values())
 
     def _start(self) -> None:
         with self._lock:
@@ -366,41 +383,21 @@ class JudgeWorker:
             self._queue.put(None)
             thread.join(timeout)
 
-    async def submit(self, kind: Kind, items: list[Item], *, protocol: Protocol, scale: int = 100,
-                     delta: float = 0.0, audit: dict[str, Any] | None = None) -> Any:
+    async def submit(self, task: Task | None, items: list[Item], *, audit: dict[str, Any] | None = None) -> Any:
         """Queue one request and wait for its result.
 
         Args:
-            kind: ``score`` or ``compare`` (mergeable), or ``audit``.
+            task: What to judge (requests of equal tasks merge), or ``None`` for an audit.
             items: Validated items.
-            protocol: Judge protocol.
-            scale: Points of the pointwise scale (``score``).
-            delta: Tie margin of the pairwise verdicts (``compare``).
-            audit: :meth:`Judge.audit` keyword arguments (scales, delta, ks, bootstrap, seed).
+            audit: :meth:`Judge.audit` keyword arguments (scales, delta, ks, bootstrap, seed, protocol).
 
         Returns:
-            The request's records as dicts (``score``, ``compare``) or the audit report dict.
+            The request's records as dicts, or the audit report dict.
         """
         self._start()
-        if kind == "score":
-            delta = 0.0  # a score does not depend on delta: let such requests merge
-        else:
-            scale = 100  # the pointwise scale is per request (score) or an audit option
-            if kind == "audit":
-                delta = 0.0  # audit's delta is the conflict-ratio tolerance, not the judge's tie margin
-        task = _Task(kind, protocol, scale, delta, items, audit or {})
-        self._queue.put(task)
-        return await asyncio.wrap_future(task.future)
-
-    def _judge(self, protocol: Protocol, scale: int, delta: float) -> Judge:
-        key = (protocol, scale, delta)
-        if key not in self._judges:
-            base = self._base
-            judge = Judge(base.backend, store=base.store, protocol=protocol, scale=scale, delta=delta,
-                          **self._options)
-            judge.name = base.name  # records name the judge as the server was started with
-            self._judges[key] = judge
-        return self._judges[key]
+        request = _Request(task, items, audit or {})
+        self._queue.put(request)
+        return await asyncio.wrap_future(request.future)
 
     def _loop(self) -> None:
         stopping = False
@@ -410,24 +407,24 @@ class JudgeWorker:
                 return
             if self._wait:
                 time.sleep(self._wait)
-            tasks = [first]
+            requests = [first]
             while True:
                 try:
-                    task = self._queue.get_nowait()
+                    request = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if task is None:
+                if request is None:
                     stopping = True
                     break
-                tasks.append(task)
-            groups: dict[tuple[Any, ...], list[_Task]] = {}
-            for task in tasks:
-                if task.future.set_running_or_notify_cancel():  # False: the client went away
-                    groups.setdefault(task.group, []).append(task)
+                requests.append(request)
+            groups: dict[Any, list[_Request]] = {}
+            for request in requests:
+                if request.future.set_running_or_notify_cancel():  # False: the client went away
+                    groups.setdefault(request.group, []).append(request)
             for group in groups.values():
                 self._run_group(group)
 
-    def _run_group(self, group: list[_Task]) -> None:
+    def _run_group(self, group: list[_Request]) -> None:
         try:
             results = self._run(group)
         except Exception as exc:  # noqa: BLE001 - handed to the waiting requests; the handlers map it to a status
@@ -443,36 +440,33 @@ class JudgeWorker:
         for task, result in zip(group, results):
             task.future.set_result(result)
 
-    def _run(self, group: list[_Task]) -> list[Any]:
+    def _run(self, group: list[_Request]) -> list[Any]:
         head = group[0]
-        judge = self._judge(head.protocol, head.scale, head.delta)
         self.stats.requests += len(group)
         self.stats.engine_runs += 1
         if len(group) > 1:
             self.stats.merged_requests += len(group)
-        if head.kind == "audit":
-            return [judge.audit(head.items, **head.options).report.to_dict()]
-        merged = [item for task in group for item in task.items]
-        expected: list[tuple[str, ...]]
-        got: list[tuple[str, ...]]
-        if head.kind == "score":
-            expected = [(it.id, r.id) for it in merged for r in it.responses]
-            records = [r.to_dict() for r in judge.score(merged)]
-            got = [(r["item_id"], r["response_id"]) for r in records]
-        else:
-            expected = [(it.id, p.first, p.second) for it in merged for p in it.all_pairs()]
-            records = [r.to_dict() for r in judge.compare(merged)]
-            got = [(r["item_id"], r["first_id"], r["second_id"]) for r in records]
-        if got != expected:  # slicing by position relies on input order: never hand out someone else's records
+        if head.task is None:
+            return [self.judge.audit(head.items, **head.options).report.to_dict()]
+        task = head.task
+        merged = [item for request in group for item in request.items]
+        counts = [sum(_records_per_item(task, it) for it in request.items) for request in group]
+        expected = [it.id for it in merged for _ in range(_records_per_item(task, it))]
+        records = [r.to_dict() for r in self.judge.run(task, merged)]
+        if [r["item_id"] for r in records] != expected:
+            # slicing by position relies on input order: never hand out someone else's records
             raise RuntimeError("judge records are not in input order; cannot split a merged batch")
         self.stats.judgments += len(records)
         results: list[Any] = []
         start = 0
-        for task in group:
-            n = sum(len(it.responses) if head.kind == "score" else len(it.all_pairs()) for it in task.items)
+        for n in counts:
             results.append(records[start:start + n])
             start += n
         return results
+
+
+def _records_per_item(task: Task, item: Item) -> int:
+    return len(item.all_pairs()) if task.kind == "compare" else len(item.responses)
 
 
 # -- security and size limits ---------------------------------------------------------------------
@@ -602,6 +596,9 @@ def _field_path(name: str | None) -> list[str | int]:
 
 
 def _problem(exc: InputError) -> dict[str, Any]:
+    if exc.line == 0:  # a field of the request body itself (a request's criteria or checklist)
+        return {"type": "invalid_field", "loc": ["body", *_field_path(exc.field)], "msg": exc.reason, "item": None,
+                "field": exc.field}
     item = exc.line - 1 if exc.line is not None else None
     loc: list[str | int] = ["body", "items"]
     if item is not None:
@@ -653,6 +650,26 @@ def _limit_judgments(items: list[Item], max_judgments: int, *, score_scales: int
     if total > max_judgments:
         raise HTTPException(413, f"{total:,} judgments (prompts) is over the limit of {max_judgments:,} per "
                                  "request: send fewer items or responses per item")
+
+
+def _records(records: list[dict[str, Any]]) -> JSONResponse:
+    """The records exactly as the library's ``to_dict()`` gives them (and the CLI writes them); the
+    response model documents them but does not re-serialise them (which would add absent fields)."""
+    return JSONResponse({"records": records})
+
+
+def _limit_task(task: Task, items: list[Item], max_judgments: int) -> None:
+    """413 when a task needs more judgments than ``max_judgments``; 422 when it cannot judge an item."""
+    total = 0
+    for index, item in enumerate(items, start=1):
+        try:
+            task.check(item)
+        except InputError as exc:
+            raise InputError(exc.reason, line=index, field=exc.field) from None
+        total += task.size(item)
+    if total > max_judgments:
+        raise HTTPException(413, f"{total:,} judgments (prompts) is over the limit of {max_judgments:,} per "
+                                 "request: send fewer items, responses, criteria or checks")
 
 
 def _validate(raw: Any, max_items: int, min_responses: int = 1) -> list[Item]:
@@ -714,7 +731,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         except BaseException:
             judge.close()
             raise
-    worker = JudgeWorker(judge, judge_options, batch_wait_s)
+    worker = JudgeWorker(judge, batch_wait_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -743,28 +760,52 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     @app.get("/v1/stats", response_model=Stats, responses={401: _ERRORS[401]}, tags=["service"])
     async def stats() -> dict[str, Any]:
         """Request, batch and model-call counters since the server started."""
-        engines = [j.stats for j in worker.judges if j._engine is not None]
-        return {**asdict(worker.stats), "model_calls": sum(s.model_calls for s in engines),
-                "from_store": sum(s.from_store for s in engines)}
+        engine = judge._engine
+        return {**asdict(worker.stats), "model_calls": engine.stats.model_calls if engine else 0,
+                "from_store": engine.stats.from_store if engine else 0}
 
     @app.post("/v1/score", response_model=ScoreResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
-    async def score(body: ScoreRequest) -> dict[str, Any]:
+    async def score(body: ScoreRequest) -> JSONResponse:
         """Score every response under every method (discrete, geval, expected, trustjudge)."""
         items = _validate(body.items, max_items)
         _limit_judgments(items, max_judgments, score_scales=1)
-        records = await worker.submit("score", items, protocol=body.protocol or default_protocol, scale=body.scale)
-        return {"records": records}
+        records = await worker.submit(judge.score_task(body.scale, body.protocol or default_protocol), items)
+        return _records(records)
 
     @app.post("/v1/compare", response_model=CompareResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
-    async def compare(body: CompareRequest) -> dict[str, Any]:
+    async def compare(body: CompareRequest) -> JSONResponse:
         """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
         items = _validate(body.items, max_items, min_responses=2)
         _limit_judgments(items, max_judgments, compare=True)
-        records = await worker.submit("compare", items, protocol=body.protocol or default_protocol,
-                                      delta=body.delta)
-        return {"records": records}
+        records = await worker.submit(judge.compare_task(body.protocol or default_protocol, body.delta), items)
+        return _records(records)
+
+    @app.post("/v1/criteria", response_model=CriteriaResponse, response_model_exclude_unset=True,
+              responses=_ERRORS, tags=["judge"])
+    async def criteria(body: CriteriaRequest) -> JSONResponse:
+        """Judge each response on each criterion (every scoring method per criterion) and aggregate by
+        weight, with the aggregate's spread."""
+        items = _validate(body.items, max_items)
+        suite = parse_criteria(body.criteria, "request", 0) if body.criteria is not None else ()
+        task = judge.criteria_task(suite, reweight=body.reweight, scale=body.scale,
+                                   protocol=body.protocol or default_protocol)
+        _limit_task(task, items, max_judgments)
+        return _records(await worker.submit(task, items))
+
+    @app.post("/v1/checklist", response_model=ChecklistResponse, response_model_exclude_unset=True,
+              responses=_ERRORS, tags=["judge"])
+    async def checklist(body: ChecklistRequest) -> JSONResponse:
+        """Ask each response each check: P(pass) per check, expected weighted satisfaction, P(all pass) and
+        the distribution of the number passed."""
+        items = _validate(body.items, max_items)
+        suite = parse_checklist(body.checklist, "request", 0) if body.checklist is not None else ()
+        labels = LabelSet.parse(body.labels) if body.labels is not None else YES_NO
+        task = judge.checklist_task(suite, labels=labels, reweight=body.reweight,
+                                    protocol=body.protocol or default_protocol)
+        _limit_task(task, items, max_judgments)
+        return _records(await worker.submit(task, items))
 
     @app.post("/v1/audit", response_model=dict[str, Any], responses=_ERRORS, tags=["judge"])
     async def audit(body: AuditRequest) -> dict[str, Any]:
@@ -774,9 +815,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         items = _validate(body.items, max_items)
         _limit_judgments(items, max_judgments, score_scales=len(set(body.scales)), compare=True)
         options = {"scales": list(dict.fromkeys(body.scales)), "delta": body.delta, "ks": body.ks,
-                   "bootstrap": body.bootstrap, "seed": body.seed}
-        report: dict[str, Any] = await worker.submit("audit", items, protocol=body.protocol or default_protocol,
-                                                     audit=options)
+                   "bootstrap": body.bootstrap, "seed": body.seed, "protocol": body.protocol or default_protocol}
+        report: dict[str, Any] = await worker.submit(None, items, audit=options)
         return report
 
     @app.post("/v1/rank", response_model=dict[str, Any],
@@ -792,8 +832,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         _limit_judgments(items, max_judgments, score_scales=1, compare=True)
         use = body.protocol or default_protocol
         compared, scored = await asyncio.gather(
-            worker.submit("compare", items, protocol=use, delta=body.delta),
-            worker.submit("score", items, protocol=use, scale=body.scale))
+            worker.submit(judge.compare_task(use, body.delta), items),
+            worker.submit(judge.score_task(body.scale, use), items))
 
         def fit() -> dict[str, Any]:
             result = ranking.rank(compared, scored, method=body.method, bootstrap=body.bootstrap, seed=body.seed,
