@@ -42,7 +42,9 @@ def main() -> None:
         judge = Judge(args.judge, store=Path(tmp) / "s.sqlite", scale=100)
         backend = judge.backend
         model = backend.model  # type: ignore[attr-defined]
-        prompts = [job.prompt for item in items for job in (judge._score_job(item, r.text) for r in item.responses)]
+        task = judge.score_task()
+        prompts = [q.prompt for item in items for q in task.questions(item, judge.backend.format_prompt)
+                   if not isinstance(q, str)]
         seqs = [backend._encode(p) for p in prompts]  # type: ignore[attr-defined]
         tokens = sum(len(s) for s in seqs)
         # warm-up (one judgment on other text) so that no timing includes first-call costs

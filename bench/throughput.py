@@ -35,7 +35,7 @@ from scipy.stats import spearmanr
 
 from trustjudge import Judge, items_from_dicts
 from trustjudge._audit import audit
-from trustjudge._engine import Job
+from trustjudge._protocol import Question
 
 
 def trie_tokens(backend: Any, labels: tuple[str, ...]) -> list[int]:
@@ -113,13 +113,8 @@ def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp
     items = items_from_dicts(rows)
     judge = Judge(judge_name, store=tmp / f"{kind}.sqlite", scale=100, **options)
     backend = judge.backend
-    jobs: list[Job] = []
-    for item in items:
-        if kind == "pointwise":
-            jobs += [j for j in (judge._score_job(item, r.text) for r in item.responses) if isinstance(j, Job)]
-        else:
-            for pair in item.all_pairs():
-                jobs += [j for j in judge._compare_jobs(item, pair) if isinstance(j, Job)]
+    task = judge.score_task() if kind == "pointwise" else judge.compare_task()
+    jobs = [q for item in items for q in task.questions(item, backend.format_prompt) if isinstance(q, Question)]
     seqs = [backend._encode(job.prompt) for job in jobs]  # type: ignore[attr-defined]
     tries = [trie_tokens(backend, job.labels) for job in jobs]
     tokens = sum(map(len, seqs))
