@@ -126,12 +126,12 @@ def test_expected_margin_hand() -> None:
 
 def test_combine_orders_hand() -> None:
     # B shown first: (B>>A, B>A, B=A, A>B, A>>B) = (0, .1, .2, .3, .4) -> mirrored to A-first (.4, .3, .2, .1, 0)
-    # products with (.5, .3, .2, 0, 0): (.2, .09, .04, 0, 0), total .33 -> (20/33, 9/33, 4/33, 0, 0)
+    # summed with (.5, .3, .2, 0, 0) and halved: (.45, .3, .2, .05, 0)
     got = combine_orders([0.5, 0.3, 0.2, 0.0, 0.0], [0.0, 0.1, 0.2, 0.3, 0.4])
-    assert got == approx([20 / 33, 9 / 33, 4 / 33, 0.0, 0.0])
+    assert got == approx([0.45, 0.3, 0.2, 0.05, 0.0])
     # consistent judge: A>>B when A first, and "second>>first" (= A>>B) when B first
     assert combine_orders([1, 0, 0, 0, 0], [0, 0, 0, 0, 1]) == approx([1, 0, 0, 0, 0])
-    # fully position-biased judge (always "first>>second"): mirrored (0,0,0,0,1), product all zero -> average
+    # fully position-biased judge (always "first>>second"): mirrored (0,0,0,0,1) -> half each way
     assert combine_orders([1, 0, 0, 0, 0], [1, 0, 0, 0, 0]) == approx([0.5, 0, 0, 0, 0.5])
     # unnormalised inputs give the same result
     assert combine_orders([5, 3, 2, 0, 0], [0, 1, 2, 3, 4]) == approx(got)

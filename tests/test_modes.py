@@ -295,3 +295,59 @@ def test_openapi_records_are_the_library_records() -> None:
     for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord):
         assert set(schemas[cls.__name__]["properties"]) == {f.name for f in dataclasses.fields(cls)}
     assert "closing" in schemas["CompareRecord"]["properties"]  # dropped by the hand-written schema before
+
+
+# -- pairwise per criterion ------------------------------------------------------------------------------
+
+PAIR_ITEM = {"id": "p1", "question": "Capital of France?",
+             "responses": [{"id": "a", "text": "Paris."}, {"id": "b", "text": "Lyon."}],
+             "pairs": [{"first": "a", "second": "b", "human": "first"}]}
+
+
+def _pair_script(table: dict[tuple[str, str], dict[str, float]]) -> MockBackend:
+    """Probabilities by (criterion name, text shown as response A)."""
+
+    def script(req: LabelRequest) -> list[float]:
+        shown_a = req.prompt.split("<response_a>\n", 1)[1].split("\n</response_a>", 1)[0]
+        name = req.prompt[req.prompt.rfind("<criterion>"):].split("\n")[1].split(":")[0]
+        probs = table[(name, shown_a)]
+        return [probs.get(lab.rstrip("]"), 0.0) for lab in req.labels]
+
+    return MockBackend("pairs", script)
+
+
+def test_pairwise_per_criterion_by_hand(tmp_path: Path) -> None:
+    # accuracy (weight 2): Paris first: A .8 B .1 C .1; Lyon first: A .1 B .8 C .1
+    #   -> first (Paris) (.8 + .8) / 2 = .8, second .1, tie .1; margin .7
+    # style (weight 1): Paris first: A .2 B .6 C .2; Lyon first: A .5 B .3 C .2
+    #   -> first (.2 + .3) / 2 = .25, second (.6 + .5) / 2 = .55, tie .2; margin -.3
+    # aggregate: first (2 * .8 + .25) / 3, second (2 * .1 + .55) / 3 = .25, tie .4 / 3; margin (1.4 - .3) / 3
+    backend = _pair_script({("accuracy", "Paris."): {"A": .8, "B": .1, "C": .1},
+                            ("accuracy", "Lyon."): {"A": .1, "B": .8, "C": .1},
+                            ("style", "Paris."): {"A": .2, "B": .6, "C": .2},
+                            ("style", "Lyon."): {"A": .5, "B": .3, "C": .2}})
+    judge = Judge(backend, store=tmp_path / "s.sqlite")
+    [rec] = list(judge.compare_criteria(items_from_dicts([PAIR_ITEM]), CRITERIA))
+    acc, style = rec.criteria
+    assert acc.probabilities == pytest.approx({"first": .8, "second": .1, "tie": .1})
+    assert acc.margin == pytest.approx(.7) and acc.verdict == "first"
+    assert style.probabilities == pytest.approx({"first": .25, "second": .55, "tie": .2})
+    assert style.verdict == "second"
+    assert rec.aggregate == pytest.approx({"first": 1.85 / 3, "second": .25, "tie": .4 / 3})
+    assert rec.margin == pytest.approx(1.1 / 3) and rec.verdict == "first" and rec.human == "first"
+    assert backend.calls == 4
+
+
+def test_graded_pairwise_margin_by_hand(tmp_path: Path) -> None:
+    # Paris first: A>>B .6, A>B .4; Lyon first: B>A .5, B>>A .5 (B is Paris there).
+    # Mirrored and averaged, first's view: (.55, .45, 0, 0, 0); margin 2 * .55 + .45 = 1.55.
+    backend = _pair_script({("accuracy", "Paris."): {"A>>B": .6, "A>B": .4},
+                            ("accuracy", "Lyon."): {"B>A": .5, "B>>A": .5}})
+    judge = Judge(backend, store=tmp_path / "s.sqlite")
+    [rec] = list(judge.compare_criteria(items_from_dicts([PAIR_ITEM]), CRITERIA[:1], graded=True))
+    [acc] = rec.criteria
+    assert acc.graded == pytest.approx({"first>>second": .55, "first>second": .45, "tie": 0, "second>first": 0,
+                                        "second>>first": 0})
+    assert acc.margin == pytest.approx(1.55) and acc.probabilities == pytest.approx({"first": 1, "second": 0, "tie": 0})
+    prompt = backend.history[0].prompt  # type: ignore[union-attr]
+    assert "A>>B (A is much better)" in prompt and prompt.rstrip().endswith("Verdict: [")

@@ -166,11 +166,10 @@ def combine_orders(p_ab: Sequence[float], p_ba: Sequence[float]) -> list[float]:
 
     ``p_ab`` is from the prompt showing A first: ``(A>>B, A>B, A=B, B>A, B>>A)``. ``p_ba`` is from the prompt
     showing B first, in that prompt's own order ``(first>>second, ..., second>>first)``, i.e.
-    ``(B>>A, B>A, B=A, A>B, A>>B)``. Mirroring is therefore reversal: ``m_j = p_ba[4 - j]``, which puts
-    ``p_ba``'s ``second>>first`` (A>>B) at index 0, ..., its ``first>>second`` (B>>A) at index 4.
-    Each order is renormalised, then the orders are combined likelihood-wise, ``c_j ∝ q_ab[j] * m_j``,
-    renormalised. If every product is zero (the orders disagree completely) the result is the average
-    ``(q_ab[j] + m_j) / 2``. Returns 5 probabilities in A-first order.
+    ``(B>>A, B>A, B=A, A>B, A>>B)``. Mirroring is therefore reversal: ``m_j = p_ba[4 - j]``.
+    Each order is renormalised, then the orders are combined as TrustJudge's likelihood-aware aggregation
+    combines 3-way verdicts: by summing the two orders' probabilities, ``c_j = (q_ab[j] + m_j) / 2``.
+    Returns 5 probabilities in A-first order.
     """
     if len(p_ab) != 5 or len(p_ba) != 5:
         raise ValueError("each order needs exactly 5 probabilities")
@@ -179,13 +178,7 @@ def combine_orders(p_ab: Sequence[float], p_ba: Sequence[float]) -> list[float]:
     sa, sb = math.fsum(a), math.fsum(b)
     if sa <= 0.0 or sb <= 0.0:
         raise ValueError("each order's probabilities must have a positive sum")
-    qa = [x / sa for x in a]
-    mb = [x / sb for x in reversed(b)]
-    prod = [x * y for x, y in zip(qa, mb)]
-    total = math.fsum(prod)
-    if total <= 0.0:
-        return [(x + y) / 2.0 for x, y in zip(qa, mb)]
-    return [x / total for x in prod]
+    return [(x / sa + y / sb) / 2.0 for x, y in zip(a, reversed(b))]
 
 
 # --- 4. expected claim-level F1 -----------------------------------------------------------------------------------

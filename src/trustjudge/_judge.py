@@ -17,9 +17,9 @@ from ._prompts import YES_NO, LabelSet, Prompts, Protocol
 from ._prompts import scale as make_scale
 from ._protocol import Question, Sampling, ask
 from ._protocol import plan as plan_questions
-from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, Record, ScoreRecord
+from ._schema import ChecklistRecord, CompareRecord, CriteriaCompareRecord, CriteriaRecord, Record, ScoreRecord
 from ._store import Store
-from ._tasks import ChecklistTask, CompareTask, CriteriaTask, ScoreTask, Task
+from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task
 from .backends import DEFAULT_JUDGE, Backend, get_backend
 from .errors import ConfigError, InputError
 
@@ -144,6 +144,11 @@ class Judge:
         """Checklist judging: ``checklist`` applies to responses whose item carries none."""
         return ChecklistTask(self.prompts, protocol or self.protocol, labels, tuple(checklist), reweight)
 
+    def criteria_compare_task(self, criteria: Sequence[Criterion] = (), *, graded: bool = False,
+                              reweight: bool = False, protocol: Protocol | None = None) -> CriteriaCompareTask:
+        """Pairwise judging per criterion, both orders; ``graded`` asks A>>B .. B>>A with a margin."""
+        return CriteriaCompareTask(self.prompts, protocol or self.protocol, tuple(criteria), graded, reweight)
+
     def sampling(self, protocol: Protocol) -> Sampling:
         return Sampling(protocol, **self._sampling)  # type: ignore[arg-type]
 
@@ -185,6 +190,12 @@ class Judge:
                  scale: int = 5, progress: ProgressFn | None = None) -> Iterator[CriteriaRecord]:
         """Judge every response on every criterion (the item's, else ``criteria``) and aggregate."""
         task = self.criteria_task(criteria, reweight=reweight, scale=scale)
+        return self.run(task, items, progress=progress)  # type: ignore[return-value]
+
+    def compare_criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, graded: bool = False,
+                         reweight: bool = False, progress: ProgressFn | None = None) -> Iterator[CriteriaCompareRecord]:
+        """Judge every pair on every criterion in both orders and aggregate by weight."""
+        task = self.criteria_compare_task(criteria, graded=graded, reweight=reweight)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,

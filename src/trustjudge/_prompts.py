@@ -37,6 +37,9 @@ POINTWISE_FIELDS = {"question", "response"}
 PAIRWISE_FIELDS = {"question", "response_a", "response_b"}
 CRITERION_FIELDS = {"question", "response", "criterion"}
 CHECK_FIELDS = {"question", "response", "check"}
+CRITERION_PAIR_FIELDS = {"question", "response_a", "response_b", "criterion"}
+GRADED_LABELS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
+"""A graded pairwise verdict, from A much better to B much better."""
 OPTIONAL_FIELDS = {"context", "reference", "context_block", "reference_block", "grounding_block", "scale_min",
                    "scale_max", "task"}
 
@@ -247,9 +250,10 @@ class Prompts:
     pairwise: string.Template
     criterion: string.Template
     check: string.Template
+    criterion_pair: string.Template
 
     def __post_init__(self) -> None:
-        kinds = ("pointwise", "pairwise", "criterion", "check")
+        kinds = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
         object.__setattr__(self, "_parts", {k: _compile(getattr(self, k)) for k in kinds})
         object.__setattr__(self, "_grounded", {k: "grounding_block" in getattr(self, k).get_identifiers()
                                                for k in kinds})
@@ -267,11 +271,13 @@ class Prompts:
 
     @classmethod
     def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
-             criterion: str | Path | None = None, check: str | Path | None = None) -> Prompts:
+             criterion: str | Path | None = None, check: str | Path | None = None,
+             criterion_pair: str | Path | None = None) -> Prompts:
         return cls(_read_template(pointwise, "pointwise.txt", POINTWISE_FIELDS),
                    _read_template(pairwise, "pairwise.txt", PAIRWISE_FIELDS),
                    _read_template(criterion, "criterion.txt", CRITERION_FIELDS),
-                   _read_template(check, "check.txt", CHECK_FIELDS))
+                   _read_template(check, "check.txt", CHECK_FIELDS),
+                   _read_template(criterion_pair, "criterion_pair.txt", CRITERION_PAIR_FIELDS))
 
     def score_task(self, sc: Scale, protocol: Protocol) -> str:
         form = f'"Score: [N]" where N is an integer from 1 (very poor) to {sc.points} (excellent)'
@@ -294,6 +300,24 @@ class Prompts:
             return f"Reply with the verdict only: {form}."
         return (f"First write a brief comparison of the two responses (at most three sentences). "
                 f"Then give the verdict on its own line: {form}.")
+
+    def graded_task(self, protocol: Protocol) -> str:
+        form = ('"Verdict: [X]" where X is A>>B (A is much better), A>B (A is better), A=B (equally good), '
+                'B>A (B is better) or B>>A (B is much better)')
+        if protocol == "direct":
+            return f"Reply with the verdict only, in the form {form}."
+        return (f"First write a brief comparison of the two responses on this criterion (at most three sentences). "
+                f"Then give the verdict on its own line in the form {form}.")
+
+    def render_criterion_pair(self, question: str, a: str, b: str, context: str | None, reference: str | None,
+                              criterion: str, task: str, grounding: Grounding = NO_GROUNDING) -> str:
+        """A pairwise criterion judgment: both responses first, the criterion last (shared prefix)."""
+        tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
+        fields = dict(_shared_fields(question, context, reference, 1, task, tags, grounding))
+        fields["response_a"] = quote(a, tags)
+        fields["response_b"] = quote(b, tags)
+        fields["criterion"] = quote(criterion, tags)
+        return self._render("criterion_pair", fields, grounding)
 
     def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
                          sc: Scale, protocol: Protocol, grounding: Grounding = NO_GROUNDING,

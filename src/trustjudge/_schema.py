@@ -212,10 +212,66 @@ class ChecklistRecord:
 def _compact(d: dict[str, Any]) -> dict[str, Any]:
     """A nested result as JSON: optional texts left out when absent, containers copied."""
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items() if not k.startswith("__")}
-    for optional in ("critique", "distribution"):
+    for optional in ("critique", "distribution", "graded"):
         if out.get(optional) is None:
             out.pop(optional, None)
     return out
 
 
-Record = ScoreRecord | CompareRecord | CriteriaRecord | ChecklistRecord
+
+
+@dataclass
+class CriterionVerdict:
+    """One criterion's verdict on a pair, from both presentation orders."""
+
+    __pydantic_config__ = _SCHEMA
+
+    name: str
+    weight: float
+    probabilities: dict[str, float] | None
+    """Likelihood aggregation of the two orders, renormalised: first wins / second wins / tie."""
+    verdict: str | None
+    """The most probable of ``probabilities`` (first, second or tie)."""
+    margin: float | None
+    """Expected margin in favour of the first response: graded, the mean of +2 (much better) .. -2 under the
+    combined 5-way distribution; otherwise P(first) - P(second)."""
+    orders: list[dict[str, Any]]
+    """Each order's raw label probabilities (labels as shown in that order) and unscored reason."""
+    unscored: str | None
+    graded: dict[str, float] | None = None
+    """Graded verdicts only: the combined 5-way distribution, first's view (``first>>second`` .. ``second>>first``)."""
+
+
+@dataclass
+class CriteriaCompareRecord:
+    """One pair judged on every criterion in both orders, with the weighted aggregate."""
+
+    __pydantic_config__ = _SCHEMA
+
+    item_id: str
+    first_id: str
+    second_id: str
+    judge: str
+    protocol: str
+    criteria: list[CriterionVerdict]
+    aggregate: dict[str, float] | None
+    """Weighted mean of the criteria's probabilities (first / second / tie); null when unscored."""
+    margin: float | None
+    """Weighted mean of the criteria's margins."""
+    verdict: str | None
+    unscored: str | None
+    reweighted: list[str] = field(default_factory=list)
+    human: str | None = None
+    first_system: str | None = None
+    second_system: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("item_id", "first_id", "second_id", "judge", "protocol")}
+        out["criteria"] = [_compact(vars(c)) for c in self.criteria]
+        out.update(aggregate=dict(self.aggregate) if self.aggregate is not None else None, margin=self.margin,
+                   verdict=self.verdict, unscored=self.unscored, reweighted=list(self.reweighted), human=self.human,
+                   first_system=self.first_system, second_system=self.second_system)
+        return out
+
+
+Record = ScoreRecord | CompareRecord | CriteriaRecord | ChecklistRecord | CriteriaCompareRecord

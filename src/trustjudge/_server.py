@@ -450,8 +450,8 @@ class JudgeWorker:
             return [self.judge.audit(head.items, **head.options).report.to_dict()]
         task = head.task
         merged = [item for request in group for item in request.items]
-        counts = [sum(_records_per_item(task, it) for it in request.items) for request in group]
-        expected = [it.id for it in merged for _ in range(_records_per_item(task, it))]
+        counts = [sum(task.count(it) for it in request.items) for request in group]
+        expected = [it.id for it in merged for _ in range(task.count(it))]
         records = [r.to_dict() for r in self.judge.run(task, merged)]
         if [r["item_id"] for r in records] != expected:
             # slicing by position relies on input order: never hand out someone else's records
@@ -463,10 +463,6 @@ class JudgeWorker:
             results.append(records[start:start + n])
             start += n
         return results
-
-
-def _records_per_item(task: Task, item: Item) -> int:
-    return len(item.all_pairs()) if task.kind == "compare" else len(item.responses)
 
 
 # -- security and size limits ---------------------------------------------------------------------

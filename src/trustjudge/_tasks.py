@@ -19,6 +19,7 @@ from ._engine import EMPTY_RESPONSE, Outcome
 from ._items import Check, Criterion, Item, Pair, Response
 from ._prompts import (
     ANSWER_MARKER,
+    GRADED_LABELS,
     SCORE_MARKER,
     SYSTEM,
     VERDICT_LABELS,
@@ -35,8 +36,10 @@ from ._schema import (
     CheckResult,
     ChecklistRecord,
     CompareRecord,
+    CriteriaCompareRecord,
     CriteriaRecord,
     CriterionResult,
+    CriterionVerdict,
     Record,
     ScoreRecord,
 )
@@ -66,6 +69,10 @@ class Task(ABC):
     @abstractmethod
     def size(self, item: Item) -> int:
         """How many questions ``item`` asks."""
+
+    def count(self, item: Item) -> int:
+        """How many records ``item`` gives (one per response unless a task says otherwise)."""
+        return len(item.responses)
 
     @abstractmethod
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
@@ -144,6 +151,9 @@ class CompareTask(Task):
     def size(self, item: Item) -> int:
         return 2 * len(item.all_pairs())
 
+    def count(self, item: Item) -> int:
+        return len(item.all_pairs())
+
     def pair_questions(self, item: Item, pair: Pair, fmt: Format) -> tuple[Question | str, Question | str]:
         a, b = item.response(pair.first).text, item.response(pair.second).text
         if not a.strip() or not b.strip():
@@ -201,6 +211,12 @@ PARTIAL = "unscored_criteria"
 """Why a criteria or checklist record has no aggregate: one of its parts is unscored."""
 
 
+def _require_criteria(criteria: tuple[Criterion, ...], item: Item) -> None:
+    if not criteria:
+        raise InputError("has no criteria, and no suite gives any (add \"criteria\" to the item or pass a "
+                         "suite file)", file=None, line=item.line, field="criteria")
+
+
 def criterion_text(c: Criterion) -> str:
     """How a criterion reads in the prompt: name, description and, where given, what each level means."""
     text = f"{c.name}: {c.description}"
@@ -230,9 +246,7 @@ class CriteriaTask(Task):
         return item.criteria or self.criteria
 
     def check(self, item: Item) -> None:
-        if not self.criteria_of(item):
-            raise InputError("has no criteria, and no suite gives any (add \"criteria\" to the item or pass a "
-                             "suite file)", file=None, line=item.line, field="criteria")
+        _require_criteria(self.criteria_of(item), item)
 
     def points(self, c: Criterion) -> int:
         return len(c.levels) if c.levels else self.scale.points
@@ -415,3 +429,113 @@ class ChecklistTask(Task):
         return ChecklistRecord(item.id, r.id, r.system, judge, self.protocol, list(self.labels.labels), results,
                                satisfaction, p_all, passed, expected, unscored,
                                left_out if self.reweight and unscored is None else [])
+
+
+# -- pairwise per criterion --------------------------------------------------------------------------
+
+_FIRST_VIEW = ("first>>second", "first>second", "tie", "second>first", "second>>first")
+
+
+@dataclass(frozen=True)
+class CriteriaCompareTask(Task):
+    """Every pair judged on each criterion in both presentation orders, combined by likelihood; with
+    ``graded``, a 5-way verdict (A>>B .. B>>A) and its expected margin."""
+
+    kind: ClassVar[str] = "criteria-compare"
+    prompts: Prompts
+    protocol: Protocol = "direct"
+    criteria: tuple[Criterion, ...] = ()
+    graded: bool = False
+    reweight: bool = False
+
+    def criteria_of(self, item: Item) -> tuple[Criterion, ...]:
+        return item.criteria or self.criteria
+
+    def check(self, item: Item) -> None:
+        _require_criteria(self.criteria_of(item), item)
+
+    def count(self, item: Item) -> int:
+        return len(item.all_pairs())
+
+    def size(self, item: Item) -> int:
+        return 2 * len(item.all_pairs()) * len(self.criteria_of(item))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return GRADED_LABELS if self.graded else VERDICT_LABELS
+
+    def questions(self, item: Item, fmt: Format) -> list[Question | str]:
+        out: list[Question | str] = []
+        g = grounding(item)
+        task = self.prompts.graded_task(self.protocol) if self.graded else self.prompts.verdict_task(self.protocol)
+        for pair in item.all_pairs():
+            a, b = item.response(pair.first).text, item.response(pair.second).text
+            for x, y in ((a, b), (b, a)):  # order-major: one order's criteria share the prompt up to the criterion
+                for c in self.criteria_of(item):
+                    if not a.strip() or not b.strip():
+                        out.append(EMPTY_RESPONSE)
+                        continue
+                    user = self.prompts.render_criterion_pair(item.question, x, y, item.context, item.reference,
+                                                              criterion_text(c), task, g)
+                    out.append(Question(fmt(SYSTEM, user, _prefix(self.protocol, VERDICT_MARKER)), self.labels,
+                                        VERDICT_MARKER))
+        return out
+
+    def records(self, items: Sequence[Item], outcomes: Sequence[Outcome],
+                judge: str) -> Iterator[CriteriaCompareRecord]:
+        k = 0
+        for item in items:
+            criteria = self.criteria_of(item)
+            n = len(criteria)
+            for pair in item.all_pairs():
+                first, second = outcomes[k:k + n], outcomes[k + n:k + 2 * n]
+                k += 2 * n
+                verdicts = [self._verdict(c, o1, o2) for c, o1, o2 in zip(criteria, first, second)]
+                yield self._record(item, pair, verdicts, judge)
+
+    def _verdict(self, c: Criterion, o1: Outcome, o2: Outcome) -> CriterionVerdict:
+        orders = []
+        for out in (o1, o2):
+            row: dict[str, Any] = {"unscored": out.unscored}
+            if out.probs is not None:
+                row.update(dict(zip(self.labels, out.probs)), mass=out.mass)
+            if out.critique is not None:
+                row["critique"] = out.critique
+            orders.append(row)
+        unscored = o1.unscored or o2.unscored
+        if unscored is not None or o1.probs is None or o2.probs is None:
+            return CriterionVerdict(c.name, c.weight, None, None, None, orders, unscored or "no_label_mass")
+        graded = None
+        if self.graded:
+            combined = A.combine_orders(o1.probs, o2.probs)
+            graded = dict(zip(_FIRST_VIEW, combined))
+            probs = {"first": combined[0] + combined[1], "second": combined[3] + combined[4], "tie": combined[2]}
+            margin = A.expected_margin(combined)
+        else:
+            d1 = S.from_order(*o1.probs, swapped=False)
+            d2 = S.from_order(*o2.probs, swapped=True)
+            f, s, t = S.likelihood_probs(d1, d2)
+            total = f + s + t
+            probs = {"first": f / total, "second": s / total, "tie": t / total}
+            margin = probs["first"] - probs["second"]
+        verdict = S.argmax_verdict(probs["first"], probs["second"], probs["tie"])
+        return CriterionVerdict(c.name, c.weight, probs, verdict, margin, orders, None, graded)
+
+    def _record(self, item: Item, pair: Pair, verdicts: list[CriterionVerdict], judge: str) -> CriteriaCompareRecord:
+        left_out = [v.name for v in verdicts if v.unscored is not None]
+        use = [v for v in verdicts if v.unscored is None]
+        empty = any(v.unscored == EMPTY_RESPONSE for v in verdicts)
+        unscored = EMPTY_RESPONSE if empty else (PARTIAL if left_out and (not self.reweight or not use) else None)
+        aggregate = margin = verdict = None
+        weights = [v.weight for v in use]
+        if unscored is None and sum(weights) > 0:
+            aggregate = {key: A.weighted_aggregate([(v.probabilities or {})[key] for v in use], [0.0] * len(use),
+                                                   weights).mean for key in ("first", "second", "tie")}
+            margin = A.weighted_aggregate([v.margin or 0.0 for v in use], [0.0] * len(use), weights).mean
+            verdict = S.argmax_verdict(aggregate["first"], aggregate["second"], aggregate["tie"])
+        elif unscored is None:
+            unscored = PARTIAL
+        r1, r2 = item.response(pair.first), item.response(pair.second)
+        return CriteriaCompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, aggregate,
+                                     margin, verdict, unscored, left_out if self.reweight and unscored is None else [],
+                                     pair.human, r1.system, r2.system)
