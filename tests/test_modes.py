@@ -351,3 +351,91 @@ def test_graded_pairwise_margin_by_hand(tmp_path: Path) -> None:
     assert acc.margin == pytest.approx(1.55) and acc.probabilities == pytest.approx({"first": 1, "second": 0, "tie": 0})
     prompt = backend.history[0].prompt  # type: ignore[union-attr]
     assert "A>>B (A is much better)" in prompt and prompt.rstrip().endswith("Verdict: [")
+
+
+# -- audits of the modes -----------------------------------------------------------------------------------
+
+
+def _check_record(rid: str, checks: list[tuple[float, float | None]]) -> dict[str, Any]:
+    return {"item_id": "q", "response_id": rid, "unscored": None, "satisfaction": sum(p for p, _ in checks) / len(checks),
+            "checks": [{"id": str(i), "p_pass": p, "value": p, "human": h, "unscored": None}
+                       for i, (p, h) in enumerate(checks)]}
+
+
+def test_checklist_audit_by_hand() -> None:
+    from trustjudge._mode_audit import checklist_audit
+
+    # p = .9 .2 .6 .4 against humans 1 0 0 1:
+    # Brier (.01 + .04 + .36 + .36) / 4 = .1925; accuracy (p > .5: 1 0 1 0) 2/4;
+    # AUROC: positives {.9, .4} over negatives {.2, .6}: .9>.2, .9>.6, .4>.2, .4<.6 -> 3/4.
+    # ECE, 10 bins, one prediction per bin: (.1 + .2 + .6 + .6) / 4 = .375
+    records = [_check_record("a", [(0.9, 1.0), (0.2, 0.0)]), _check_record("b", [(0.6, 0.0), (0.4, 1.0), (0.5, None)])]
+    report = checklist_audit(records)
+    cal = report["calibration"]
+    assert report["checks_with_human_labels"] == 4
+    assert cal["brier"] == pytest.approx(0.1925) and cal["accuracy"] == 0.5 and cal["auroc"] == pytest.approx(0.75)
+    assert cal["ece"] == pytest.approx(0.375) and cal["base_rate"] == 0.5
+    assert len(cal["reliability"]) == 4
+
+
+def _crit_score(rid: str, scores: dict[str, float], aggregate: float) -> dict[str, Any]:
+    return {"item_id": "q", "response_id": rid, "unscored": None, "aggregate": dict.fromkeys(
+        ("discrete", "geval", "expected", "trustjudge"), aggregate), "human_score": None,
+        "criteria": [{"name": n, "points": 5, "scores": dict.fromkeys(("discrete", "geval", "expected", "trustjudge"), v),
+                      "human": v, "unscored": None} for n, v in scores.items()]}
+
+
+def _crit_pair(first: str, second: str, verdicts: dict[str, str], overall: str) -> dict[str, Any]:
+    return {"item_id": "q", "first_id": first, "second_id": second, "unscored": None, "verdict": overall,
+            "criteria": [{"name": n, "verdict": v, "unscored": None} for n, v in verdicts.items()]}
+
+
+def test_criteria_audit_by_hand() -> None:
+    from trustjudge._mode_audit import criteria_audit
+
+    # acc: x 3, y 2, z 1; pairwise x>y, y>z, but z>x: CR = 1/3 (x scores above z), NTR_3 = 1/1 (a cycle).
+    # x wins (x, y) on both criteria, yet its pointwise aggregate (2.0) is below y's (2.5): lost 1 of 1 sweeps.
+    scores = [_crit_score("x", {"acc": 3, "style": 1}, 2.0), _crit_score("y", {"acc": 2, "style": 3}, 2.5),
+              _crit_score("z", {"acc": 1, "style": 2}, 1.5)]
+    pairs = [_crit_pair("x", "y", {"acc": "first", "style": "first"}, "first"),
+             _crit_pair("y", "z", {"acc": "first", "style": "second"}, "first"),
+             _crit_pair("x", "z", {"acc": "second", "style": "tie"}, "second")]
+    report = criteria_audit(scores, pairs, ks=(3,))
+    acc = report["criteria"]["acc"]
+    assert acc["conflict_ratio"]["trustjudge"]["conflicts"] == 1 and acc["conflict_ratio"]["trustjudge"]["counted"] == 3
+    assert acc["ntr"]["3"]["violating"] == 1 and acc["ntr"]["3"]["valid_subsets"] == 1
+    assert acc["ntr"]["3"]["circular"] == 1
+    assert acc["human_agreement"]["trustjudge"]["spearman_pooled"] == pytest.approx(1.0)
+    wins = report["wins_every_criterion"]
+    assert wins["pairs_won_on_every_criterion"] == 1 and wins["lost_pointwise_aggregate"] == 1
+    assert wins["lost_pairwise_aggregate"] == 0
+
+
+def test_grounding_audit_shift_and_wrong_profile(tmp_path: Path) -> None:
+    from trustjudge._mode_audit import grounding_audit
+
+    # Score 5 with the knowledge block, 3 without: shift +2 on every response. The profile "expert" gets 5,
+    # any other profile 4: with each item's profile swapped, the first item's scores drop (5 -> 4).
+    def script(req: LabelRequest) -> list[float]:
+        if "<profile>\nA child." in req.prompt:
+            want = "4"
+        elif "<knowledge>" in req.prompt or "<profile>" in req.prompt:
+            want = "5"
+        else:
+            want = "3"
+        return [1.0 if lab == want + "]" else 0.0 for lab in req.labels]
+
+    judge = Judge(MockBackend("g", script), store=tmp_path / "s.sqlite", scale=5)
+    items = items_from_dicts([
+        {"id": "a", "question": "Q?", "knowledge": "K.", "profile": "An expert.",
+         "responses": [{"id": "1", "text": "x", "human_score": 1}, {"id": "2", "text": "y", "human_score": 2}]},
+        {"id": "b", "question": "Q?", "knowledge": "K.", "profile": "A child.",
+         "responses": [{"id": "1", "text": "z", "human_score": 3}]}])
+    report = grounding_audit(judge.run, items, judge.score_task(), method="discrete")
+    assert report["compared"] == 3
+    # item b with its own profile "A child." scores 4; without grounding 3: shifts 2, 2, 1
+    assert report["mean_shift"] == pytest.approx(5 / 3)
+    wrong = report["wrong_profile"]
+    # a gets "A child." (5 -> 4: drops), b gets "An expert." (4 -> 5: rises): 1 of 3 responses does not drop
+    assert wrong["items"] == 2 and wrong["responses"] == 3
+    assert wrong["share_not_dropping"] == pytest.approx(1 / 3)

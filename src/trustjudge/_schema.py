@@ -143,12 +143,15 @@ class CriteriaRecord:
     were renormalised."""
     human: float | None = None
     """The weighted mean of the human per-criterion scores, where every criterion has one."""
+    human_score: float | None = None
+    """The response's holistic human score, where given."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("item_id", "response_id", "system", "judge", "protocol")}
         out["criteria"] = [_compact(vars(c)) for c in self.criteria]
         out.update(aggregate=dict(self.aggregate), spread=self.spread, scale=list(self.scale),
-                   unscored=self.unscored, reweighted=list(self.reweighted), human=self.human)
+                   unscored=self.unscored, reweighted=list(self.reweighted), human=self.human,
+                   human_score=self.human_score)
         return out
 
 

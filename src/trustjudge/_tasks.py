@@ -322,7 +322,7 @@ class CriteriaTask(Task):
             weights = [res.weight for res in results]
             human = A.weighted_aggregate(vals, [0.0] * len(vals), weights).mean if sum(weights) > 0 else None
         return CriteriaRecord(item.id, r.id, r.system, judge, self.protocol, results, aggregate, spread, scale,
-                              unscored, left_out if self.reweight and unscored is None else [], human)
+                              unscored, left_out if self.reweight and unscored is None else [], human, r.human_score)
 
 
 # -- checklists --------------------------------------------------------------------------------------

@@ -1,0 +1,203 @@
+"""Audits of the judging modes, over their stored records (dicts as ``to_dict()`` gives them).
+
+* Criteria: per criterion, agreement with the human per-criterion scores (Spearman/Kendall within item
+  and pooled) for every scoring method; with per-criterion pairwise records, the conflict ratio of the
+  criterion's scores against its pairwise verdicts and NTR_k of those verdicts; and how often a response
+  wins every criterion yet loses the aggregate.
+* Grounding: the same items with and without their profile/knowledge/evidence blocks, and a
+  wrong-profile counterfactual (:func:`grounding_audit`).
+* Checklists: calibration of P(pass) against human labels (Brier, ECE, reliability bins, AUROC,
+  accuracy, Cohen's kappa); with holistic pairwise records, the conflict ratio of the checklist's
+  expected satisfaction against the pairwise verdicts.
+
+Each measure reuses the holistic audit (``_audit``) on per-criterion projections of the records, so
+the definitions are the same as in the main audit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+from . import _aggregates as A
+from ._audit import conflict_ratio, ntr, score_agreement
+from ._items import Item
+from ._schema import ChecklistRecord, CriteriaRecord, ScoreRecord
+from ._tasks import Task
+from ._scoring import SCORE_METHODS
+from ._stats import jsonable
+
+Record = Mapping[str, Any]
+
+
+def _criterion_scores(records: Sequence[Record], name: str) -> list[dict[str, Any]]:
+    """Score-record-shaped projections of one criterion (what the holistic audit reads)."""
+    out = []
+    for rec in records:
+        for c in rec.get("criteria") or []:
+            if c["name"] == name:
+                out.append({"item_id": rec["item_id"], "response_id": rec["response_id"], "scale": c["points"],
+                            "scores": c["scores"], "human_score": c.get("human"), "unscored": c["unscored"]})
+    return out
+
+
+def _criterion_pairs(records: Sequence[Record], name: str) -> list[dict[str, Any]]:
+    """Compare-record-shaped projections of one criterion's pairwise verdicts."""
+    out = []
+    for rec in records:
+        for c in rec.get("criteria") or []:
+            if c["name"] == name:
+                out.append({"item_id": rec["item_id"], "first_id": rec["first_id"], "second_id": rec["second_id"],
+                            "verdicts": {"likelihood": c["verdict"]}, "unscored": c["unscored"]})
+    return out
+
+
+def _names(records: Sequence[Record]) -> list[str]:
+    return list(dict.fromkeys(c["name"] for rec in records for c in rec.get("criteria") or []))
+
+
+def criteria_audit(score_records: Sequence[Record], pair_records: Sequence[Record] = (), *,
+                   ks: Sequence[int] = (3, 4, 5), delta: float = 0.0, method: str = "trustjudge") -> dict[str, Any]:
+    """The criteria audit (see the module docstring). ``method`` is the scoring method whose aggregate is
+    compared with the pairwise verdicts."""
+    report: dict[str, Any] = {"criteria": {}}
+    for name in _names([*score_records, *pair_records]):
+        scores = _criterion_scores(score_records, name)
+        entry: dict[str, Any] = {"judged": len(scores),
+                                 "unscored": sum(1 for s in scores if s["unscored"] is not None)}
+        if any(s["human_score"] is not None for s in scores):
+            entry["human_agreement"] = {m: asdict(score_agreement(scores, m)) for m in SCORE_METHODS}
+        pairs = _criterion_pairs(pair_records, name)
+        if pairs:
+            if scores and len({s["scale"] for s in scores}) == 1:
+                entry["conflict_ratio"] = {m: asdict(conflict_ratio(scores, pairs, m, "likelihood", delta))
+                                           for m in SCORE_METHODS}
+            entry["ntr"] = {str(k): asdict(ntr(pairs, "likelihood", k)) for k in ks}
+        report["criteria"][name] = entry
+    aggregate = [{"item_id": r["item_id"], "response_id": r["response_id"], "scale": 0, "scores": r["aggregate"],
+                  "human_score": r.get("human_score"), "unscored": r["unscored"]} for r in score_records]
+    if any(a["human_score"] is not None for a in aggregate):
+        report["aggregate_vs_human_overall"] = {m: asdict(score_agreement(aggregate, m)) for m in SCORE_METHODS}
+    if pair_records and score_records:
+        report["wins_every_criterion"] = _wins_every_criterion(score_records, pair_records, method)
+    return jsonable(report)  # type: ignore[no-any-return]
+
+
+def _wins_every_criterion(score_records: Sequence[Record], pair_records: Sequence[Record],
+                          method: str) -> dict[str, Any]:
+    """Pairs where one response wins every criterion's pairwise verdict: how many of them the pointwise
+    aggregate (``method``) and the pairwise aggregate verdict give to the other response."""
+    agg = {(r["item_id"], r["response_id"]): (r["aggregate"] or {}).get(method) for r in score_records
+           if r["unscored"] is None}
+    sweeps = lost_pointwise = lost_pairwise = 0
+    for rec in pair_records:
+        verdicts = {c["verdict"] for c in rec.get("criteria") or []}
+        if len(verdicts) != 1 or not verdicts <= {"first", "second"} or rec["unscored"] is not None:
+            continue
+        winner = verdicts.pop()
+        sweeps += 1
+        a, b = agg.get((rec["item_id"], rec["first_id"])), agg.get((rec["item_id"], rec["second_id"]))
+        if a is not None and b is not None and ((winner == "first" and a < b) or (winner == "second" and b < a)):
+            lost_pointwise += 1
+        if rec.get("verdict") not in (None, winner):
+            lost_pairwise += 1
+    return {"pairs_won_on_every_criterion": sweeps, "lost_pointwise_aggregate": lost_pointwise,
+            "lost_pairwise_aggregate": lost_pairwise,
+            "share_lost_pointwise": lost_pointwise / sweeps if sweeps else math.nan,
+            "share_lost_pairwise": lost_pairwise / sweeps if sweeps else math.nan, "method": method}
+
+
+def checklist_audit(records: Sequence[Record], compare_records: Sequence[Record] = (), *, bins: int = 10,
+                    delta: float = 0.0) -> dict[str, Any]:
+    """The checklist audit (see the module docstring). A check passes for the human when its human value
+    is 1 (YES, FULL); its judged pass probability is ``p_pass``."""
+    probs: list[float] = []
+    humans: list[int] = []
+    values: list[tuple[float, float]] = []
+    for rec in records:
+        for c in rec.get("checks") or []:
+            if c["unscored"] is None and c.get("human") is not None:
+                probs.append(float(c["p_pass"]))
+                humans.append(1 if c["human"] >= 1.0 else 0)
+                values.append((float(c["value"]), float(c["human"])))
+    report: dict[str, Any] = {"responses": len(records), "checks_with_human_labels": len(probs)}
+    if probs:
+        predicted = [1 if p > 0.5 else 0 for p in probs]
+        report["calibration"] = {
+            "brier": A.brier(probs, humans), "ece": A.ece(probs, humans, bins=bins), "auroc": A.auroc(probs, humans),
+            "accuracy": sum(p == h for p, h in zip(predicted, humans)) / len(humans),
+            "kappa": A.cohen_kappa(predicted, humans), "base_rate": sum(humans) / len(humans),
+            "mean_p_pass": sum(probs) / len(probs),
+            "reliability": [asdict(b) for b in A.reliability(probs, humans, bins=bins)]}
+        report["value_mae"] = sum(abs(v - h) for v, h in values) / len(values)
+    if compare_records:
+        scores = [{"item_id": r["item_id"], "response_id": r["response_id"], "scale": 0,
+                   "scores": {"satisfaction": r["satisfaction"]}, "unscored": r["unscored"]} for r in records]
+        report["conflict_ratio_vs_pairwise"] = {
+            agg: asdict(conflict_ratio(scores, compare_records, "satisfaction", agg, delta))
+            for agg in ("two_pass", "likelihood")}
+    return jsonable(report)  # type: ignore[no-any-return]
+
+
+def _value(rec: Any, method: str) -> tuple[float | None, float | None]:
+    """(judged value, human value) of a record of any pointwise task."""
+    if isinstance(rec, ScoreRecord):
+        return rec.scores.get(method), rec.human_score
+    if isinstance(rec, CriteriaRecord):
+        return rec.aggregate.get(method), rec.human if rec.human is not None else rec.human_score
+    if isinstance(rec, ChecklistRecord):
+        humans = [c.human for c in rec.checks if c.human is not None]
+        human = sum(humans) / len(humans) if humans and len(humans) == len(rec.checks) else None
+        return rec.satisfaction, human
+    raise TypeError(f"grounding audit: no value in a {type(rec).__name__}")
+
+
+def _spearman(pairs: list[tuple[float, float]]) -> float:
+    from scipy import stats  # type: ignore[import-untyped, unused-ignore]
+
+    if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
+        return math.nan  # undefined for a constant side
+    rho = stats.spearmanr([p[0] for p in pairs], [p[1] for p in pairs]).statistic
+    return float(rho)
+
+
+def grounding_audit(run: Callable[[Task, list[Item]], Iterable[Any]], items: Sequence[Item], task: Task, *,
+                    method: str = "trustjudge") -> dict[str, Any]:
+    """Judge ``items`` with their grounding (profile, knowledge, evidence), without it, and, where items
+    have profiles, with each item's profile swapped for another item's (a wrong-profile counterfactual).
+
+    Reports the score shift that the grounding causes, the pooled Spearman agreement with the human
+    labels with and without it, and the share of responses whose score does not drop under a wrong
+    profile (for personalised criteria it should drop). ``run`` is :meth:`Judge.run`.
+    """
+    with_g = [_value(r, method) for r in run(task, list(items))]
+    bare = [replace(it, profile=None, knowledge=None, evidence=()) for it in items]
+    without = [_value(r, method) for r in run(task, bare)]
+    shifts = [a[0] - b[0] for a, b in zip(with_g, without) if a[0] is not None and b[0] is not None]
+    report: dict[str, Any] = {
+        "responses": len(with_g), "method": method, "compared": len(shifts),
+        "mean_shift": sum(shifts) / len(shifts) if shifts else math.nan,
+        "mean_abs_shift": sum(map(abs, shifts)) / len(shifts) if shifts else math.nan,
+        "agreement_with_grounding": _spearman([(v, h) for v, h in with_g if v is not None and h is not None]),
+        "agreement_without_grounding": _spearman([(v, h) for v, h in without if v is not None and h is not None]),
+    }
+    profiled = [i for i, it in enumerate(items) if it.profile]
+    profiles = [items[i].profile for i in profiled]
+    if len(set(profiles)) >= 2:
+        swapped = list(items)
+        for n, i in enumerate(profiled):  # each profiled item takes the next one's (different) profile
+            other = next(p for k in range(1, len(profiles)) if (p := profiles[(n + k) % len(profiles)]) != profiles[n])
+            swapped[i] = replace(items[i], profile=other)
+        wrong = [_value(r, method) for r in run(task, [swapped[i] for i in profiled])]
+        starts = [0]
+        for it in items:
+            starts.append(starts[-1] + task.count(it))
+        right = [v for i in profiled for v in with_g[starts[i]:starts[i + 1]]]
+        drops = [(r[0], w[0]) for r, w in zip(right, wrong) if r[0] is not None and w[0] is not None]
+        report["wrong_profile"] = {
+            "items": len(profiled), "responses": len(drops),
+            "share_not_dropping": sum(1 for r, w in drops if w >= r) / len(drops) if drops else math.nan,
+            "mean_drop": sum(r - w for r, w in drops) / len(drops) if drops else math.nan}
+    return jsonable(report)  # type: ignore[no-any-return]
