@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from trustjudge import MockBackend, register_mock
 
 from .conftest import write_jsonl
 
@@ -88,10 +93,11 @@ def test_public_api_is_pinned() -> None:
     import trustjudge
 
     assert sorted(trustjudge.__all__) == sorted([
-        "DEFAULT_JUDGE", "Backend", "BackendError", "CompareRecord", "ConfigError", "InputError", "Item", "Judge",
-        "MockBackend", "Pair", "PrerequisiteError", "Response", "ScoreRecord", "Store", "StoreError",
-        "TransientBackendError", "TrustJudgeError", "compare", "default_store_path", "get_backend",
-        "items_from_dicts", "iter_items", "load_items", "register_backend", "register_mock", "score",
+        "DEFAULT_JUDGE", "Backend", "BackendError", "Check", "ChecklistRecord", "CompareRecord", "ConfigError",
+        "CriteriaRecord", "Criterion", "InputError", "Item", "Judge", "LabelSet", "MockBackend", "Pair",
+        "PrerequisiteError", "Response", "ScoreRecord", "Store", "StoreError", "TransientBackendError",
+        "TrustJudgeError", "compare", "default_store_path", "get_backend", "items_from_dicts", "iter_items",
+        "load_items", "register_backend", "register_mock", "score",
     ])
 
 
@@ -122,3 +128,151 @@ def test_audit_json_is_identical_across_processes(tmp_path: Path, items_file: Pa
     assert outs[0] == outs[1]
     data = json.loads(outs[0])
     assert data["pairs"] == 4 and "conflict" in data and "ntr" in data
+
+
+# -- every judging command takes, and honours, the same judge and engine options ------------------------
+
+JUDGING_COMMANDS = {"score": [], "compare": [], "audit": [], "rank": [], "report": ["--html", "r.html"]}
+
+
+class _Built(Exception):
+    """Raised by a recording judge factory: the command got as far as building its judge."""
+
+
+def _invoke(*args: str | Path) -> Any:
+    from click.testing import CliRunner
+
+    from trustjudge.cli import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _template(tmp_path: Path, kind: str, marker: str) -> Path:
+    import trustjudge
+
+    default = (Path(trustjudge.__file__).parent / "templates" / f"{kind}.txt").read_text(encoding="utf-8")
+    path = tmp_path / f"{kind}-{marker}.txt"
+    path.write_text(f"{marker}\n{default}", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", sorted(JUDGING_COMMANDS))
+def test_every_judging_command_builds_its_judge_from_the_same_options(
+        command: str, tmp_path: Path, items_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trustjudge import cli
+
+    built: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    real = cli._make_judge
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        built.append((args, kwargs))
+        raise _Built
+
+    monkeypatch.setattr(cli, "_make_judge", record)
+    store, template = tmp_path / "s.sqlite", _template(tmp_path, "pointwise", "MINE")
+    result = _invoke(command, items_file, *JUDGING_COMMANDS[command], "-j", "mock/hash", "--store", store,
+                     "--protocol", "cot", "--batch-size", "3", "--temperature", "0.5", "--seed", "7",
+                     "--max-new-tokens", "9", "--min-label-mass", "0.01", "--closing", "needed", "--template",
+                     template, "--ray", "ray://head:10001", "-q")
+    assert isinstance(result.exception, _Built), result.output
+    (args, kwargs), = built
+    given = inspect.signature(real).bind(*args, **kwargs).arguments
+    given.update(given.pop("extra", {}))
+    assert {k: given.get(k) for k in ("judge", "store", "protocol", "batch_size", "temperature", "seed",
+                                      "max_new_tokens", "min_label_mass", "closing", "ray_address")} == {
+        "judge": "mock/hash", "store": store, "protocol": "cot", "batch_size": 3, "temperature": 0.5, "seed": 7,
+        "max_new_tokens": 9, "min_label_mass": 0.01, "closing": "needed", "ray_address": "ray://head:10001"}
+    # compare judges pairs only, so its --template is the pairwise one; the others take both kinds.
+    templates = {"pairwise_template": template} if command == "compare" else {"pointwise_template": template}
+    assert {k: given.get(k) for k in templates} == templates
+    if command in ("audit", "rank", "report"):
+        help_text = _invoke(command, "--help").output
+        assert "--pairwise-template" in help_text
+
+
+class _Batches(MockBackend):
+    """The deterministic mock judge, recording how many prompts each backend call gets."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.batches: list[int] = []
+
+    def label_logprobs(self, requests: Any) -> Any:
+        self.batches.append(len(requests))
+        return super().label_logprobs(requests)
+
+
+@pytest.fixture
+def batches() -> Iterator[_Batches]:
+    backend = _Batches("batches")
+    register_mock("batches", backend)
+    try:
+        yield backend
+    finally:
+        register_mock("batches", None)
+
+
+def _report(tmp_path: Path, items_file: Path, *args: str | Path) -> Any:
+    result = _invoke("report", items_file, "-j", "mock/batches", "--store", tmp_path / "s.sqlite", "--html",
+                     tmp_path / "r.html", "--scales", "5", "--bootstrap", "0", "-q", *args)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r.html").exists()
+    return result
+
+
+def test_report_honours_batch_size(tmp_path: Path, items_file: Path, batches: _Batches) -> None:
+    _report(tmp_path / "default", items_file)
+    assert max(batches.batches) > 3  # 5 responses and 8 ordered pairs: the default batch holds more than 3
+    batches.batches.clear()
+    _report(tmp_path, items_file, "--batch-size", "3")
+    assert batches.batches and max(batches.batches) == 3
+
+
+def test_report_honours_templates(tmp_path: Path, items_file: Path, batches: _Batches) -> None:
+    pointwise = _template(tmp_path, "pointwise", "POINTWISE-MARKER")
+    pairwise = _template(tmp_path, "pairwise", "PAIRWISE-MARKER")
+    _report(tmp_path, items_file, "--template", pointwise, "--pairwise-template", pairwise)
+    prompts = [request.prompt for request in batches.history]
+    assert len(prompts) == 5 + 8
+    assert sum("POINTWISE-MARKER" in p for p in prompts) == 5 and sum("PAIRWISE-MARKER" in p for p in prompts) == 8
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:  # the prompts stored are the templates' too
+        stored = [row[0] for row in db.execute("SELECT request FROM outputs")]
+    assert len(stored) == 13 and all("POINTWISE-MARKER" in r or "PAIRWISE-MARKER" in r for r in stored)
+
+
+def test_report_honours_closing_and_writes_its_records(tmp_path: Path, items_file: Path, batches: _Batches) -> None:
+    out = tmp_path / "records.jsonl"
+    _report(tmp_path, items_file, "--closing", "needed", "--out", out)
+    rows = records(out)
+    assert {r["kind"] for r in rows} == {"score", "compare"} and len(rows) == 5 + 4
+    assert all(r.get("closing") == "needed" for r in rows)
+
+
+def test_report_ray_takes_the_same_path_as_score(tmp_path: Path, items_file: Path, batches: _Batches,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Starting Ray takes minutes on a loaded machine (tests/test_ray.py covers the backend itself): the
+    # ray backend is replaced by the mock, which records what the command asked for.
+    from trustjudge import cli
+    from trustjudge.backends import _ray
+
+    asked: list[tuple[str, str | None]] = []
+    engines: list[int] = []
+
+    def fake_ray_backend(inner: str, address: str | None) -> MockBackend:
+        asked.append((inner, address))
+        return batches
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        judge = real(*args, **kwargs)
+        engines.append(judge.engine.batch_size)
+        return judge
+
+    real = cli._make_judge
+    monkeypatch.setattr(_ray, "ray_backend", fake_ray_backend)
+    monkeypatch.setattr(cli, "_make_judge", keep)
+    _report(tmp_path, items_file, "--ray")
+    _report(tmp_path / "cluster", items_file, "--ray", "ray://head:10001")
+    score = _invoke("score", items_file, "-j", "mock/batches", "--store", tmp_path / "s.sqlite", "-q", "--ray")
+    assert score.exit_code == 0, score.output
+    assert asked == [("mock/batches", None), ("mock/batches", "ray://head:10001"), ("mock/batches", None)]
+    assert engines == [256, 256, 256]  # whole chunks per Ray job, as for score

@@ -1,13 +1,10 @@
 """Consistency audit: conflict ratio, non-transitivity, position/length bias, agreement with humans.
 
 Pure maths over the judgment records the CLI writes (plain dicts, one per JSONL line); nothing here
-calls a model. Definitions: ../shared/TRUSTJUDGE.md sections 1, 3 and 6. Shared conventions:
-
-* A record whose ``(item_id, pair)`` or ``(item_id, response_id)`` repeats replaces the earlier one
-  (the newest line of an appended JSONL file wins).
-* Unscored judgments never enter a denominator; they are counted and reported instead.
-* Intervals are percentile 95% bootstraps over items, each from a fresh ``default_rng(seed)``, so a
-  given seed always gives the same numbers.
+calls a model. Definitions: ../shared/TRUSTJUDGE.md sections 1, 3 and 6. Unscored judgments never
+enter a denominator; they are counted and reported instead. The conventions shared with the injection
+measure and the report (the newest of repeated records wins, nan for an empty rate, seeded percentile
+bootstraps over items) live in :mod:`trustjudge._stats`.
 """
 
 from __future__ import annotations
@@ -24,17 +21,33 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats  # type: ignore[import-untyped, unused-ignore]
 
+from ._injection import InjectionEffect, injection_effect
+from ._stats import (
+    CI,
+    NAN,
+    NO_CI,
+    Floats,
+    Record,
+    dedupe_pairs,
+    dedupe_scores,
+    finite,
+    jsonable,
+    percentile_ci,
+    present,
+    rate,
+    resample_counts,
+    score_value,
+)
+from ._stats import bootstrap_ratio as bootstrap_ratio
 from ._scoring import AGGREGATIONS, SCORE_METHODS, argmax_verdict
 
-Record = Mapping[str, Any]
+# The names other modules and tests import from here (defined in _stats since the injection measure
+# needs them too).
+_dedupe_pairs, _dedupe_scores, _resample_counts = dedupe_pairs, dedupe_scores, resample_counts
+
 Relation = Literal[">", "<", "="]
 Violation = Literal["circular", "equivalence"]
-CI = tuple[float, float]
 Row = tuple[str, str, str, float, float, float, int]
-Floats = NDArray[np.float64]
-
-NAN = float("nan")
-NO_CI: CI = (NAN, NAN)
 VERDICTS = ("first", "second", "tie")
 DEFAULT_MAX_SUBSETS = 200_000
 _RELATION: dict[str, Relation] = {"first": ">", "second": "<", "tie": "="}
@@ -76,7 +89,7 @@ class NTRResult:
     @property
     def tie_rate(self) -> float:
         """Share of ties among the judged pairs."""
-        return _rate(self.ties, self.judged)
+        return rate(self.ties, self.judged)
 
 
 @dataclass(frozen=True)
@@ -220,36 +233,6 @@ def _verdict(record: Record, method: str) -> str | None:
     return None if value is None else str(value)
 
 
-class _Unique(list[Record]):
-    """Records already deduplicated: audit() dedupes once instead of once per metric."""
-
-
-def _dedupe_pairs(compare_records: Iterable[Record]) -> _Unique:
-    if isinstance(compare_records, _Unique):
-        return compare_records
-    latest = {(str(r["item_id"]), *sorted((str(r["first_id"]), str(r["second_id"])))): r for r in compare_records}
-    return _Unique(latest.values())
-
-
-def _dedupe_scores(score_records: Iterable[Record]) -> _Unique:
-    if isinstance(score_records, _Unique):
-        return score_records
-    return _Unique({(str(r["item_id"]), str(r["response_id"])): r for r in score_records}.values())
-
-
-def _finite(value: Any) -> float | None:
-    number = None if value is None else float(value)
-    return number if number is not None and math.isfinite(number) else None
-
-
-def _score(record: Record, method: str) -> float | None:
-    return None if record.get("unscored") is not None else _finite((record.get("scores") or {}).get(method))
-
-
-def _rate(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else NAN
-
-
 def _ids(record: Record) -> tuple[str, str, str]:
     return str(record["item_id"]), str(record["first_id"]), str(record["second_id"])
 
@@ -259,10 +242,10 @@ def _cr_counts(score_records: Sequence[Record], compare_records: Sequence[Record
     """Per item ``[conflicts, counted, ties]`` (items x 3) and the number of excluded pairs."""
     if len({r.get("scale") for r in score_records}) > 1:
         raise ValueError("score records mix scales; pass one scale at a time")
-    scores = {(str(r["item_id"]), str(r["response_id"])): _score(r, score_method) for r in score_records}
+    scores = {(str(r["item_id"]), str(r["response_id"])): score_value(r, score_method) for r in score_records}
     index: dict[str, int] = {}
     rows: list[tuple[int, float, float, int]] = []
-    pairs = _dedupe_pairs(compare_records)
+    pairs = dedupe_pairs(compare_records)
     for rec in pairs:
         item, first, second = _ids(rec)
         verdict, sx, sy = _verdict(rec, agg_method), scores.get((item, first)), scores.get((item, second))
@@ -292,7 +275,7 @@ def conflict_ratio(score_records: Sequence[Record], compare_records: Sequence[Re
     counts, excluded = _cr_counts(score_records, compare_records, score_method, agg_method, delta)
     conflicts, counted, ties = (int(x) for x in counts.sum(axis=0))
     ci = bootstrap_ratio(counts[:, 0], counts[:, 1], bootstrap=bootstrap, seed=seed)
-    return CRResult(conflicts, counted, _rate(conflicts, counted), ties, len(counts), excluded, delta, ci)
+    return CRResult(conflicts, counted, rate(conflicts, counted), ties, len(counts), excluded, delta, ci)
 
 
 def delta_sweep(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
@@ -340,7 +323,7 @@ def _ntr_results(compare_records: Sequence[Record], method: str, ks: Sequence[in
     """NTR for several k at once, reading each item's relations and triangles only once."""
     if min(ks, default=3) < 3:
         raise ValueError(f"NTR needs k >= 3, got {min(ks)}")
-    records = _dedupe_pairs(compare_records)
+    records = dedupe_pairs(compare_records)
     by_item: dict[str, list[Record]] = defaultdict(list)
     for rec in records:
         by_item[str(rec["item_id"])].append(rec)
@@ -370,7 +353,7 @@ def _ntr_results(compare_records: Sequence[Record], method: str, ks: Sequence[in
         per_item = np.array(counts[k], dtype=np.float64).reshape(-1, 3)
         violating, circular, valid = (int(x) for x in per_item.sum(axis=0))
         results.append(NTRResult(
-            k, method, violating, circular, violating - circular, valid, _rate(violating, valid),
+            k, method, violating, circular, violating - circular, valid, rate(violating, valid),
             int((per_item[:, 2] > 0).sum()), len(verdicts), verdicts.count("tie"), skipped[k],
             bootstrap_ratio(per_item[:, 0], per_item[:, 2], bootstrap=bootstrap, seed=seed)))
     return results
@@ -414,10 +397,10 @@ def _order_verdict(record: Record, order: Mapping[str, Any]) -> str | None:
 
 def swap_flip_rate(compare_records: Sequence[Record]) -> SwapFlip:
     """Return how often a pair's two orders give different argmax verdicts (pairs with both orders scored)."""
-    verdicts = [[_order_verdict(r, o) for o in r.get("orders") or []] for r in _dedupe_pairs(compare_records)]
+    verdicts = [[_order_verdict(r, o) for o in r.get("orders") or []] for r in dedupe_pairs(compare_records)]
     both = [v for v in verdicts if len(v) == 2 and None not in v]
     flips = sum(v[0] != v[1] for v in both)
-    return SwapFlip(flips, len(both), _rate(flips, len(both)))
+    return SwapFlip(flips, len(both), rate(flips, len(both)))
 
 
 def position_bias(compare_records: Sequence[Record]) -> PositionBias:
@@ -427,7 +410,7 @@ def position_bias(compare_records: Sequence[Record]) -> PositionBias:
     other order of its pair is unscored.
     """
     labels: list[list[str]] = [[], []]
-    for rec in _dedupe_pairs(compare_records):
+    for rec in dedupe_pairs(compare_records):
         for order in rec.get("orders") or []:
             probs = _order_probs(order)
             if probs is not None:
@@ -436,7 +419,7 @@ def position_bias(compare_records: Sequence[Record]) -> PositionBias:
 
     def bias(name: str, got: list[str]) -> OrderBias:
         first, ties = got.count("first"), got.count("tie")
-        return OrderBias(name, len(got), first, ties, _rate(first, len(got)), _rate(ties, len(got)))
+        return OrderBias(name, len(got), first, ties, rate(first, len(got)), rate(ties, len(got)))
 
     return PositionBias(bias("order 1", labels[0]), bias("order 2", labels[1]), bias("both", labels[0] + labels[1]))
 
@@ -473,7 +456,7 @@ def length_bias(compare_records: Sequence[Record], lengths: Mapping[tuple[str, s
     """
     signs: list[float] = []
     diffs: list[float] = []
-    for rec in _dedupe_pairs(compare_records):
+    for rec in dedupe_pairs(compare_records):
         item, first, second = _ids(rec)
         verdict, lx, ly = _verdict(rec, method), lengths.get((item, first)), lengths.get((item, second))
         if verdict is not None and lx is not None and ly is not None:
@@ -482,7 +465,7 @@ def length_bias(compare_records: Sequence[Record], lengths: Mapping[tuple[str, s
     strict = [s * d for s, d in zip(signs, diffs, strict=True) if s != 0 and d != 0]
     longer = sum(x > 0 for x in strict)
     return LengthBias(method, len(signs), _correlation(stats.pearsonr, signs, diffs),
-                      _correlation(stats.spearmanr, signs, diffs), longer, len(strict), _rate(longer, len(strict)))
+                      _correlation(stats.spearmanr, signs, diffs), longer, len(strict), rate(longer, len(strict)))
 
 
 def _kappa(conf: Floats) -> Floats:
@@ -519,7 +502,7 @@ def annotator_agreement(compare_records: Sequence[Record]) -> AnnotatorAgreement
     Mean Cohen's kappa over annotator-position pairs, and the accuracy of each label against the
     majority of the pair's other labels (a split majority is ``"tie"``).
     """
-    labelled = [[a for a in r.get("annotators") or [] if a in _SIGN] for r in _dedupe_pairs(compare_records)]
+    labelled = [[a for a in r.get("annotators") or [] if a in _SIGN] for r in dedupe_pairs(compare_records)]
     labelled = [labels for labels in labelled if len(labels) >= 2]
     if not labelled:
         return None
@@ -528,7 +511,7 @@ def annotator_agreement(compare_records: Sequence[Record]) -> AnnotatorAgreement
     kappas = [k for k in kappas if not math.isnan(k)]
     hits = [x[i] == _majority(x[:i] + x[i + 1:]) for x in labelled for i in range(len(x))]
     return AnnotatorAgreement(len(labelled), float(np.mean(kappas)) if kappas else NAN, len(kappas),
-                              _rate(sum(hits), len(hits)), len(hits))
+                              rate(sum(hits), len(hits)), len(hits))
 
 
 def pairwise_agreement(compare_records: Sequence[Record], method: str, *, bootstrap: int = 0,
@@ -544,7 +527,7 @@ def pairwise_agreement(compare_records: Sequence[Record], method: str, *, bootst
         bootstrap: Resamples for the 95% intervals of accuracy and kappa (0: none).
         seed: Bootstrap seed.
     """
-    records = _dedupe_pairs(compare_records)
+    records = dedupe_pairs(compare_records)
     per_item: dict[str, Floats] = {}
     for rec in records:
         human, verdict = rec.get("human"), _verdict(rec, method)
@@ -559,7 +542,7 @@ def pairwise_agreement(compare_records: Sequence[Record], method: str, *, bootst
     n, strict = int(total.sum()), total[:2, :2]
     hits = np.trace(stacked, axis1=1, axis2=2)
     return PairwiseAgreement(
-        method, n, _rate(float(np.trace(total)), n), int(strict.sum()), _rate(float(np.trace(strict)), strict.sum()),
+        method, n, rate(float(np.trace(total)), n), int(strict.sum()), rate(float(np.trace(strict)), strict.sum()),
         float(_kappa(total)), len(per_item), tuple((int(r[0]), int(r[1]), int(r[2])) for r in total),
         annotator_agreement(records),
         bootstrap_ratio(hits, stacked.sum(axis=(1, 2)), bootstrap=bootstrap, seed=seed),
@@ -580,8 +563,8 @@ def score_agreement(score_records: Sequence[Record], method: str, *, bootstrap: 
         seed: Bootstrap seed.
     """
     by_item: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    for rec in _dedupe_scores(score_records):
-        score, human = _score(rec, method), _finite(rec.get("human_score"))
+    for rec in dedupe_scores(score_records):
+        score, human = score_value(rec, method), finite(rec.get("human_score"))
         if score is not None and human is not None:
             xs, ys = by_item[str(rec["item_id"])]
             xs.append(score)
@@ -602,66 +585,13 @@ def unscored_counts(records: Iterable[Record]) -> dict[str, int]:
     return dict(Counter(str(r["unscored"]) for r in records if r.get("unscored") is not None).most_common())
 
 
-@lru_cache(maxsize=2)
-def _resample_counts(n: int, bootstrap: int, seed: int) -> Floats:
-    """How often each of n items is drawn in each resample, shape (bootstrap, n); read-only, cached."""
-    draws = np.random.default_rng(seed).integers(0, n, size=(bootstrap, n))
-    flat = (draws + n * np.arange(bootstrap)[:, None]).ravel()
-    weights = np.bincount(flat, minlength=bootstrap * n).reshape(bootstrap, n).astype(np.float64)
-    weights.flags.writeable = False
-    return weights
-
-
-def _percentile_ci(values: Floats) -> CI:
-    values = values[~np.isnan(values)]
-    if values.size == 0:
-        return NO_CI
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def bootstrap_ratio(numerators: Floats, denominators: Floats, *, bootstrap: int = 1000, seed: int = 0) -> CI:
-    """Return the percentile 95% interval of ``sum(num) / sum(den)`` over items resampled with replacement.
-
-    Nan when there is nothing to resample; the same seed always gives the same interval.
-
-    Args:
-        numerators: Per-item numerators.
-        denominators: Per-item denominators; items with 0 are not resampled.
-        bootstrap: Number of resamples (0: no interval).
-        seed: Bootstrap seed.
-    """
-    keep = np.asarray(denominators) > 0
-    num, den = np.asarray(numerators, dtype=np.float64)[keep], np.asarray(denominators, dtype=np.float64)[keep]
-    if bootstrap <= 0 or den.size == 0:
-        return NO_CI
-    weights = _resample_counts(den.size, bootstrap, seed)
-    return _percentile_ci((weights @ num) / (weights @ den))
-
-
 def _bootstrap_kappa(confusions: Floats, *, bootstrap: int, seed: int) -> CI:
     """Percentile 95% interval of Cohen's kappa, resampling per-item (items, 3, 3) confusions."""
     confusions = confusions[confusions.sum(axis=(1, 2)) > 0]
     if bootstrap <= 0 or len(confusions) == 0:
         return NO_CI
-    weights = _resample_counts(len(confusions), bootstrap, seed)
-    return _percentile_ci(_kappa((weights @ confusions.reshape(-1, 9)).reshape(bootstrap, 3, 3)))
-
-
-def _present(records: Iterable[Record], field_name: str, known: Sequence[str]) -> list[str]:
-    """Return the method names with a value in some ``record[field_name]``, known ones first."""
-    seen = {name for r in records for name, value in (r.get(field_name) or {}).items() if value is not None}
-    return [m for m in known if m in seen] + sorted(seen - set(known))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {"/".join(map(str, k)) if isinstance(k, tuple) else str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
+    weights = resample_counts(len(confusions), bootstrap, seed)
+    return percentile_ci(_kappa((weights @ confusions.reshape(-1, 9)).reshape(bootstrap, 3, 3)))
 
 
 @dataclass(frozen=True)
@@ -688,11 +618,11 @@ class AuditReport:
     unscored_scores: Mapping[int, Mapping[str, int]]
     score_records: Mapping[int, int]
     unscored_compare: Mapping[str, int]
-    injection: Mapping[int, _injection.InjectionEffect] = field(default_factory=dict)
+    injection: Mapping[int, InjectionEffect] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as JSON-serialisable data: tuple keys joined with "/", nan as ``None``."""
-        result: dict[str, Any] = _jsonable(asdict(self))
+        result: dict[str, Any] = jsonable(asdict(self))
         return result
 
     def rows(self) -> list[Row]:
@@ -712,8 +642,8 @@ class AuditReport:
             if agg not in {row[1] for row in rows if row[0] == "transitivity"}:
                 add("transitivity", agg, "verdict_tie_rate", res.tie_rate, res.judged)
             add("transitivity", agg, f"NTR_{k}", res.ratio, res.valid_subsets, res.ci)
-            add("transitivity", agg, f"NTR_{k} circular", _rate(res.circular, res.valid_subsets), res.valid_subsets)
-            add("transitivity", agg, f"NTR_{k} equivalence", _rate(res.equivalence, res.valid_subsets),
+            add("transitivity", agg, f"NTR_{k} circular", rate(res.circular, res.valid_subsets), res.valid_subsets)
+            add("transitivity", agg, f"NTR_{k} equivalence", rate(res.equivalence, res.valid_subsets),
                 res.valid_subsets)
         for bias in (self.position.order1, self.position.order2, self.position.overall):
             add("position", bias.order, "first_shown_wins", bias.first_shown_rate, bias.judged)
@@ -769,21 +699,21 @@ def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_record
         injected_by_scale: Score records of the same responses with
             :data:`~trustjudge._injection.INJECTION` appended, keyed
             by scale: the report then says how far the judge moves
-            (:class:`~trustjudge._injection.InjectionEffect`).
+            (:class:`~trustjudge.InjectionEffect`).
     """
-    pairs = _dedupe_pairs(compare_records)
-    by_scale = {scale: _dedupe_scores(records) for scale, records in sorted(score_records_by_scale.items())}
-    aggs = _present(pairs, "verdicts", AGGREGATIONS)
+    pairs = dedupe_pairs(compare_records)
+    by_scale = {scale: dedupe_scores(records) for scale, records in sorted(score_records_by_scale.items())}
+    aggs = present(pairs, "verdicts", AGGREGATIONS)
     boot = {"bootstrap": bootstrap, "seed": seed}
     conflict: dict[tuple[int, str, str], CRResult] = {}
     scores: dict[tuple[int, str], ScoreAgreement] = {}
     item_ids = {str(r["item_id"]) for r in pairs}
     for scale, records in by_scale.items():
         item_ids.update(str(r["item_id"]) for r in records)
-        for method in _present(records, "scores", SCORE_METHODS):
+        for method in present(records, "scores", SCORE_METHODS):
             for agg in aggs:
                 conflict[(scale, method, agg)] = conflict_ratio(records, pairs, method, agg, delta, **boot)
-            if any(_finite(r.get("human_score")) is not None for r in records):
+            if any(finite(r.get("human_score")) is not None for r in records):
                 scores[(scale, method)] = score_agreement(records, method, **boot)
     human = any(r.get("human") is not None for r in pairs)
     return AuditReport(
@@ -797,10 +727,6 @@ def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_record
         unscored_scores={s: unscored_counts(r) for s, r in by_scale.items()},
         score_records={s: len(r) for s, r in by_scale.items()},
         unscored_compare=unscored_counts(pairs),
-        injection={s: _injection.injection_effect(by_scale.get(s, []), recs, s, **boot)
+        injection={s: injection_effect(by_scale.get(s, []), recs, s, **boot)
                    for s, recs in sorted((injected_by_scale or {}).items())},
     )
-
-
-# Last: the injection measure uses this module's helpers (an import at the top would be circular).
-from . import _injection  # noqa: E402

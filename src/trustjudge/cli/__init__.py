@@ -1,0 +1,70 @@
+"""The ``trustjudge`` command line: a thin shell over :class:`trustjudge.Judge`.
+
+One module per command (``_score`` holds score and compare, which share their streaming loop); the
+options several commands take are defined once in ``_options``, and what their output shares in
+``_common``. The command modules import those, never this package, so the package has no import cycle.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import TrustJudgeError
+from ._audit import audit
+from ._common import err, fail, is_utf8
+from ._options import JUDGE_FACTORY, make_judge
+from ._rank import rank
+from ._report import report
+from ._score import compare, score
+from ._serve import serve
+
+__all__ = ["cli", "main"]
+
+_make_judge = make_judge
+"""The factory every command builds its judge with; the group reads it when a command runs, so a test
+(or a program embedding the CLI) may replace it."""
+
+
+@click.group()
+@click.version_option(package_name="trustjudge")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """trustjudge: LLM-as-a-judge with distribution-sensitive scores and likelihood-aware verdicts."""
+    ctx.meta[JUDGE_FACTORY] = _make_judge
+
+
+for _command in (score, compare, audit, rank, report, serve):
+    cli.add_command(_command)
+
+
+def _safe_std_streams() -> None:
+    """On a terminal or pipe that is not UTF-8, write what it cannot show as escapes instead of failing
+    (JSON records on such a standard output are written with \\u escapes: the same JSON)."""
+    for stream in (sys.stdout, sys.stderr):
+        if not is_utf8(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def main() -> None:
+    """Entry point: turns trustjudge errors into one clear line and exit status 2."""
+    _safe_std_streams()
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:  # click turns Ctrl-C into Abort
+        err.print("interrupted: every finished batch is in the store; run the same command to resume")
+        sys.exit(130)
+    except TrustJudgeError as exc:
+        sys.exit(fail(str(exc)))
+    except OSError as exc:  # a file or device failed (unreadable input, full disk): one line, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.exit(fail(f"{where}{exc.strerror or exc}"))
+    except KeyboardInterrupt:
+        err.print("interrupted: every finished batch is in the store; run the same command to resume")
+        sys.exit(130)

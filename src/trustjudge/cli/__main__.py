@@ -1,0 +1,5 @@
+"""``python -m trustjudge.cli``: the same as the ``trustjudge`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,95 @@
+"""What every command's output shares: the error console, messages, progress bar, plan table, records."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .._items import Item
+from .._judge import Judge
+from .._outputs import atomic_output
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str) -> int:
+    """Print ``error: message`` and return the exit status of a failed command (2)."""
+    err.print(f"[red]error:[/] {message}", highlight=False)
+    return 2
+
+
+def progress(quiet: bool) -> Progress:
+    """The progress bar on standard error (hidden with ``quiet``)."""
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, disable=quiet)
+
+
+def wide_console() -> Console:
+    """Standard output at least 120 columns wide (the audit and ranking tables)."""
+    return Console(width=max(Console().width, 120))
+
+
+def fmt_rate(value: float) -> str:
+    """A rate with three decimals; nan as ``-``."""
+    return "-" if value != value else f"{value:.3f}"
+
+
+def print_plan(j: Judge, items: list[Item], kind: str) -> None:
+    """Print what judging ``items`` would take (``--dry-run``): judgments, stored, calls, tokens, time."""
+    plan = j.plan(items, kind)
+    table = Table(title=f"Plan: {kind} with {j.name} ({plan.protocol})")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("judgments (prompts)", f"{plan.judgments:,}")
+    table.add_row("already in the store", f"{plan.stored:,}")
+    table.add_row("unscorable without a call", f"{plan.unscorable:,}")
+    table.add_row("model calls to make", f"{plan.model_calls:,}")
+    table.add_row("prompt tokens (all / to run)", f"{plan.prompt_tokens:,} / {plan.prompt_tokens_to_run:,}")
+    speed = f"{plan.tokens_per_s:,.0f} tokens/s ({'measured' if plan.measured else 'default estimate'})"
+    table.add_row("speed", speed)
+    eta = plan.estimated_seconds
+    extra = " + critique generation" if plan.protocol == "cot" else ""
+    table.add_row("estimated time", f"{eta:,.0f} s{extra}" if math.isfinite(eta) else "unknown")
+    Console().print(table)
+
+
+def warn_top_k() -> None:
+    """Say once per run that labels came from the top-k log-probabilities (``-q`` does not hide it)."""
+    err.print("[yellow]warning:[/] labels are read from the judge server's top-k log-probabilities, not exactly: "
+              "a label outside the top-k gets probability 0 and scores can differ from an exact judge "
+              "(records say \"method\": \"top_k\"; see docs/judges.md for servers with exact labels)",
+              highlight=False)
+
+
+def methods_note(records: list[Mapping[str, Any]], quiet: bool) -> None:
+    """Warn if any record's labels came from the top-k; unless quiet, count each method."""
+    methods = Counter(r["method"] for r in records if r.get("method"))
+    if methods["top_k"]:
+        warn_top_k()
+    if methods and not quiet:
+        err.print("labels read: " + ", ".join(f"{k} {v}" for k, v in sorted(methods.items())), highlight=False)
+
+
+def write_records(out: Path | None, scores: Iterable[Mapping[str, Any]],
+                  compares: Iterable[Mapping[str, Any]]) -> None:
+    """Write the score and compare records a result rests on to ``--out`` (JSONL, a ``kind`` each)."""
+    if out is None:
+        return
+    with atomic_output(out, "--out") as fh:
+        for rec in scores:
+            fh.write(json.dumps({"kind": "score", **rec}) + "\n")
+        for rec in compares:
+            fh.write(json.dumps({"kind": "compare", **rec}) + "\n")
+
+
+def is_utf8(stream: Any) -> bool:
+    """Whether ``stream`` encodes UTF-8 (else JSON is written with ``\\u`` escapes)."""
+    return str(getattr(stream, "encoding", "") or "").lower().replace("_", "-") in ("utf-8", "utf8")

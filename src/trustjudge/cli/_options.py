@@ -1,0 +1,231 @@
+"""The options the commands share, each defined once.
+
+Every judging command (score, compare, audit, rank, report) takes :func:`judge_options`, which hands
+the command one :class:`JudgeOptions`: the judge is built from it alone (:meth:`JudgeOptions.make`),
+so a new judge or engine option reaches every command, and no command can drop one. Input, output and
+audit options are shared the same way (:func:`input_options`, :func:`output_options`,
+:func:`audit_options`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._adapters import FORMATS
+from .._judge import Judge
+from .._outputs import check_outputs
+from .._store import default_store_path
+from ..backends import DEFAULT_JUDGE
+
+Command = Callable[..., Any]
+JudgeFactory = Callable[..., Judge]
+JUDGE_FACTORY = "trustjudge.judge_factory"
+"""Key of ``click.Context.meta`` under which the command group puts the factory the commands build their
+judge with (:func:`make_judge` when a command runs on its own)."""
+JUDGE_HELP = ("Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path (folder or "
+              ".gguf), mock/hash.")
+SCALES = click.Choice(["5", "10", "100"])
+
+
+class Finite(click.FloatRange):
+    """A float range that also refuses NaN and infinities (which FloatRange lets through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+# One definition per option; `trustjudge serve` shares the first ones too.
+JUDGE = click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True, help=JUDGE_HELP)
+STORE = click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help=f"SQLite judgment store. [default: {default_store_path()}]")
+BATCH_SIZE = click.option("--batch-size", default=8, show_default=True, type=click.IntRange(min=1),
+                          help="Prompts per backend call and store write.")
+PROTOCOL = click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
+                        help="direct: labels read right after the prompt; cot: the judge writes a critique first.")
+TEMPERATURE = click.option("--temperature", default=0.0, show_default=True, type=Finite(min=0.0),
+                           help="cot sampling temperature (0 = greedy).")
+SEED = click.option("--seed", default=0, show_default=True, help="Seed for cot sampling.")
+MAX_NEW_TOKENS = click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(min=1),
+                              help="cot critique length limit.")
+MIN_LABEL_MASS = click.option("--min-label-mass", default=1e-3, show_default=True, type=Finite(min=0.0, max=1.0),
+                              help="Below this probability on valid labels a judgment is unscored (no_label_mass).")
+CLOSING = click.option("--closing", type=click.Choice(["every", "needed"]), default="every", show_default=True,
+                       help="every: each label read with its closing bracket (exact); needed: only labels that "
+                            "begin another (5 of 57): 10x fewer label reads on 100 points, not exact.")
+RAY = click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
+                   help="Run the judgments on Ray Data actors (`--ray` starts a local Ray; `--ray ADDRESS` joins "
+                        "a cluster). Results and store are those of a local run.")
+
+
+def make_judge(judge: str, store: Path | None, protocol: str, batch_size: int, temperature: float, seed: int,
+               max_new_tokens: int, min_label_mass: float, ray_address: str | None = None, **extra: Any) -> Judge:
+    """Build the judge of a command; ``ray_address`` (``"local"`` or a cluster address) runs it on Ray."""
+    backend: Any = judge
+    if ray_address is not None:
+        from ..backends._ray import ray_backend
+
+        backend = ray_backend(judge, None if ray_address == "local" else ray_address)
+        # Each engine batch is one Ray Data job (actors start and load the model): send whole chunks.
+        batch_size = max(batch_size, 256)
+    return Judge(backend, store=store, protocol=protocol, batch_size=batch_size,  # type: ignore[arg-type]
+                 temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                 min_label_mass=min_label_mass, **extra)
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The judge and engine options of a command, as given on the command line."""
+
+    judge: str
+    store: Path | None
+    protocol: str
+    batch_size: int
+    temperature: float
+    seed: int
+    max_new_tokens: int
+    min_label_mass: float
+    closing: str
+    ray_address: str | None
+    pointwise_template: Path | None = None
+    pairwise_template: Path | None = None
+    factory: JudgeFactory = field(default=make_judge, repr=False, compare=False)
+
+    def make(self, **extra: Any) -> Judge:
+        """Build the judge with every option, plus the command's own ``Judge`` arguments (``scale=``...)."""
+        return self.factory(self.judge, self.store, self.protocol, self.batch_size, self.temperature, self.seed,
+                            self.max_new_tokens, self.min_label_mass, self.ray_address, closing=self.closing,
+                            pointwise_template=self.pointwise_template, pairwise_template=self.pairwise_template,
+                            **extra)
+
+    def guard(self, items: Path, outputs: dict[str, Path | None]) -> None:
+        """Refuse, before any work, outputs that would overwrite the input, a template, the store or each other."""
+        check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template],
+                      store=self.store if self.store is not None else default_store_path())
+
+
+_FIELDS = tuple(f.name for f in fields(JudgeOptions) if f.name != "factory")
+
+
+def _template(name: str, text: str) -> Callable[[Command], Command]:
+    return click.option(name, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help=text)
+
+
+def judge_options(*kinds: str) -> Callable[[Command], Command]:
+    """Add the judge and engine options; the command receives them as one ``judging: JudgeOptions``.
+
+    Args:
+        kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``: ``--template`` is the
+            template of the only kind, or the pointwise one beside ``--pairwise-template``.
+    """
+    both = "score" in kinds and "compare" in kinds
+    template_dest = "pairwise_template" if kinds == ("compare",) else "pointwise_template"
+    template = _template("--template", f"Your own {'pointwise ' if both else ''}prompt template "
+                                       "(string.Template fields, see README).")
+    options: list[Callable[[Command], Command]] = [
+        JUDGE, PROTOCOL, STORE, BATCH_SIZE, TEMPERATURE, SEED, MAX_NEW_TOKENS, MIN_LABEL_MASS, CLOSING, template, RAY]
+    if both:
+        options.append(_template("--pairwise-template",
+                                 "Your own pairwise prompt template (--template sets the pointwise one)."))
+
+    def decorate(fn: Command) -> Command:
+        @functools.wraps(fn)
+        def command(**params: Any) -> Any:
+            params[template_dest] = params.pop("template")
+            ctx = click.get_current_context(silent=True)
+            factory = ctx.meta.get(JUDGE_FACTORY, make_judge) if ctx is not None else make_judge
+            judging = JudgeOptions(**{name: params.pop(name, None) for name in _FIELDS}, factory=factory)
+            return fn(judging=judging, **params)
+
+        return _apply(options, command)
+
+    return decorate
+
+
+def _apply(options: list[Callable[[Command], Command]], fn: Command) -> Command:
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def input_options(fn: Command) -> Command:
+    """Add ITEMS and how to read it: ``--format``, ``--skip-invalid``, and ``--quiet``."""
+    return _apply([
+        click.argument("items", type=click.Path(dir_okay=False, path_type=Path)),
+        click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+                     help="Input format: trustjudge items (JSONL/CSV) or a dataset's own format (see README)."),
+        click.option("--skip-invalid", is_flag=True, help="Skip invalid lines (reported) instead of stopping."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary."),
+    ], fn)
+
+
+def output_options(*, stdout: bool) -> Callable[[Command], Command]:
+    """Add ``--out`` (the JSONL records: all a command writes with ``stdout``, else the records its result
+    rests on) and ``--dry-run``."""
+    out_help = ("Write JSONL records here (default: standard output)." if stdout
+                else "Also write the judgment records the result rests on here (JSONL).")
+    return functools.partial(_apply, [
+        click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None, help=out_help),
+        click.option("--dry-run", is_flag=True, help="Print the plan (calls, tokens, stored, time) and stop."),
+    ])
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+
+
+def parse_scales(text: str, param: Any = None) -> list[int]:
+    """``--scales``: comma-separated 5, 10 or 100, at least one (checked before any judging)."""
+    values = _int_list(text)
+    bad = [v for v in values if v not in (5, 10, 100)]
+    if bad or not values:
+        raise click.BadParameter(f"scales are 5, 10 or 100, got {text!r}", param=param)
+    return list(dict.fromkeys(values))
+
+
+def parse_ks(text: str, param: Any = None) -> list[int]:
+    """``--ks``: comma-separated subset sizes of 3 or more."""
+    values = _int_list(text)
+    if not values or min(values) < 3:
+        raise click.BadParameter(f"subset sizes k must be 3 or more, got {text!r}", param=param)
+    return values
+
+
+def parse_deltas(text: str, param: Any = None) -> list[float]:
+    """``--delta-sweep``: comma-separated finite tolerances of 0 or more."""
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {text!r}", param=param) from None
+    if any(not math.isfinite(v) or v < 0 for v in values):
+        raise click.BadParameter(f"deltas must be finite and 0 or more, got {text!r}", param=param)
+    return values
+
+
+def audit_options(fn: Command) -> Command:
+    """Add what an audit measures: ``--scales``, ``--delta``, ``--ks``, ``--bootstrap``, ``--injection``."""
+    return _apply([
+        click.option("--scales", default="5,100", show_default=True, callback=lambda c, p, v: parse_scales(v, p),
+                     help="Pointwise scales to judge and audit."),
+        click.option("--delta", default=0.0, show_default=True, type=Finite(min=0.0),
+                     help="Score tolerance of the conflict ratio."),
+        click.option("--ks", default="3,4,5", show_default=True, callback=lambda c, p, v: parse_ks(v, p),
+                     help="Subset sizes k (3 or more) for NTR_k."),
+        click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=0),
+                     help="Bootstrap resamples over items (0: no intervals)."),
+        click.option("--injection", is_flag=True,
+                     help="Also score every response with an appended instruction to give the top score, and "
+                          "report how far the judge moves (one more pointwise judgment per response and scale)."),
+    ], fn)

@@ -1,0 +1,67 @@
+"""``trustjudge report``: audit a file (judging only what the store lacks) and write a self-contained HTML report.
+
+matplotlib is imported when the command runs, so ``trustjudge --help`` does not load it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .._outputs import readable_input, write_text
+from ._audit import plan_audit, run_audit
+from ._common import err, methods_note, write_records
+from ._inputs import read_items
+from ._options import JudgeOptions, audit_options, input_options, judge_options, output_options
+
+
+@click.command("report")
+@input_options
+@judge_options("score", "compare")
+@output_options(stdout=False)
+@audit_options
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Write the HTML report here (one self-contained file).")
+@click.option("--title", default=None, help="Report title (default: 'trustjudge audit report').")
+def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
+           dry_run: bool, scales: list[int], delta: float, ks: list[int], bootstrap: int, injection: bool,
+           html_out: Path, title: str | None) -> None:
+    """Audit ITEMS like `trustjudge audit` and write an HTML report: plots, audit table, ranking, conflicts."""
+    from .._report import DEFAULT_TITLE, render_report
+
+    judging.guard(items, {"--out": out, "--html": html_out})
+    loaded = read_items(readable_input(items), skip_invalid, 1, fmt)
+    j = judging.make()
+    try:
+        if dry_run:
+            plan_audit(j, loaded, scales)
+            return
+        run = run_audit(j, loaded, scales=scales, delta=delta, ks=ks, bootstrap=bootstrap, injection=injection,
+                        quiet=quiet)
+        name, used_protocol, calls, from_store = j.name, j.protocol, j.stats.model_calls, j.stats.from_store
+    finally:
+        j.close()
+    score_records = [r for rs in run.score_records.values() for r in rs]
+    write_records(out, score_records, run.compare_records)
+    methods_note([*score_records, *run.compare_records], quiet)
+
+    ranking = None
+    try:
+        from .._ranking import rank
+    except ImportError:  # the ranking module is optional: no ranking section then
+        pass
+    else:
+        try:
+            ranking = rank(run.compare_records, run.score_records[max(run.score_records)],
+                           bootstrap=bootstrap).to_dict()
+        except ValueError as exc:  # e.g. the items name fewer than two systems: the report has no ranking
+            if not quiet:
+                err.print(f"no ranking: {exc}", highlight=False)
+
+    page = render_report(run, judge=name, protocol=used_protocol, data=str(items), ranking=ranking,
+                         title=title or DEFAULT_TITLE, items=loaded)
+    write_text(html_out, page, "--html")
+    if not quiet:
+        err.print(f"report: {html_out} ({len(page) / 1024:,.0f} KiB); {run.report.items} items, "
+                  f"{run.report.pairs} pairs; model calls: {calls}, from store: {from_store}", highlight=False)

@@ -1,0 +1,157 @@
+"""``trustjudge score`` and ``trustjudge compare``: judge a file, streaming records out as they finish."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from .._engine import BACKEND_ERROR
+from .._items import Item
+from .._judge import CompareRecord, Judge, ScoreRecord
+from .._outputs import atomic_output, readable_input
+from .._scoring import AGGREGATIONS, SCORE_METHODS
+from ..errors import BackendError
+from ._common import err, is_utf8, print_plan, progress, warn_top_k
+from ._inputs import changed, digest, read_items, scan, stream_items
+from ._options import SCALES, Finite, JudgeOptions, input_options, judge_options, output_options
+
+
+class _Summary:
+    """Running totals for the end-of-run table (constant memory, whatever the input size)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.records = 0
+        self.unscored: Counter[str] = Counter()
+        self.sums: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self.verdicts: dict[str, Counter[str | None]] = {m: Counter() for m in AGGREGATIONS}
+        self.methods: Counter[str] = Counter()
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.records += 1
+        method = row.get("method")
+        if method:
+            if method == "top_k" and not self.methods["top_k"]:
+                warn_top_k()
+            self.methods[method] += 1
+        if row["unscored"]:
+            self.unscored[row["unscored"]] += 1
+        if self.kind == "score":
+            for m in SCORE_METHODS:
+                value = row["scores"][m]
+                if value is not None:
+                    self.sums[m] += value
+                    self.counts[m] += 1
+        else:
+            for m in AGGREGATIONS:
+                self.verdicts[m][row["verdicts"][m]] += 1
+
+    def show(self, j: Judge) -> None:
+        if self.kind == "score":
+            table = Table(title=f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})")
+            for col in ("method", "mean", "scored", "unscored"):
+                table.add_column(col, justify="right" if col != "method" else "left")
+            for m in SCORE_METHODS:
+                n = self.counts[m]
+                table.add_row(m, f"{self.sums[m] / n:.2f}" if n else "-", str(n), str(self.records - n))
+        else:
+            table = Table(title=f"Verdicts ({j.name}, protocol {j.protocol}, both orders)")
+            for col in ("method", "first wins", "second wins", "tie", "unscored"):
+                table.add_column(col, justify="right" if col != "method" else "left")
+            for m in AGGREGATIONS:
+                c = self.verdicts[m]
+                table.add_row(m, str(c["first"]), str(c["second"]), str(c["tie"]), str(c[None]))
+        err.print(table)
+        s = j.stats
+        err.print(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
+                  f"from store: {s.from_store}; store: {j.store.path}", highlight=False)
+        if self.unscored:
+            err.print("unscored: " + ", ".join(f"{k} {v}" for k, v in sorted(self.unscored.items())), highlight=False)
+        if self.methods:
+            err.print("labels read: " + ", ".join(f"{k} {v}" for k, v in sorted(self.methods.items())), highlight=False)
+        if s.last_error and self.unscored.get(BACKEND_ERROR):
+            err.print(f"[yellow]backend error:[/] {s.last_error}", highlight=False)
+
+    def check(self, j: Judge) -> None:
+        """Fail (exit non-zero) when the judge failed every judgment it was asked for."""
+        failed = self.unscored.get(BACKEND_ERROR, 0)
+        if failed and failed == self.records:
+            cause = j.stats.last_error or "no message"
+            raise BackendError(f"every judgment failed ({failed} backend errors; the records say backend_error): "
+                               f"{cause}")
+
+
+def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool,
+         j_factory: Callable[[], Judge], fmt: str = "auto") -> None:
+    """Judge a file, streaming: items are read, judged and written chunk by chunk."""
+    min_responses = 2 if kind == "compare" else 1
+    per_item: Callable[[Item], int] = (lambda it: len(it.responses)) if kind == "score" \
+        else (lambda it: 2 * len(it.all_pairs()))
+    if dry_run:
+        items = read_items(items_path, skip_invalid, min_responses, fmt)
+        j = j_factory()
+        try:
+            print_plan(j, items, kind)
+        finally:
+            j.close()
+        return
+    sha256 = digest(items_path)
+    total = scan(items_path, skip_invalid, min_responses, fmt, per_item)
+    if digest(items_path) != sha256:
+        raise changed(items_path)
+    j = j_factory()
+    summary = _Summary(kind)
+    try:
+        with atomic_output(out, "--out") as stream:
+            with progress(quiet) as bar:
+                task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
+                todo = stream_items(items_path, min_responses, fmt, skip_invalid, sha256)
+                gen: Iterator[ScoreRecord | CompareRecord] = (
+                    j.score(todo, progress=lambda n: bar.advance(task, n)) if kind == "score"
+                    else j.compare(todo, progress=lambda n: bar.advance(task, n)))
+                ascii_only = not is_utf8(stream)
+                for record in gen:
+                    row = record.to_dict()
+                    stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
+                    summary.add(row)
+                    stream.flush()
+        if not quiet:
+            summary.show(j)
+        summary.check(j)
+    finally:
+        j.close()
+
+
+@click.command("score")
+@input_options
+@judge_options("score")
+@output_options(stdout=True)
+@click.option("--scale", type=SCALES, default="10", show_default=True,
+              help="Rating scale 1..N (10: the default judge's best trade-off, bench/results/consistency.md).")
+@click.option("--distribution", is_flag=True, help="Include each response's full label distribution.")
+def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
+          dry_run: bool, scale: str, distribution: bool) -> None:
+    """Score every response under every method (discrete, geval, expected, trustjudge)."""
+    judging.guard(items, {"--out": out})
+    _run("score", readable_input(items), out, dry_run, skip_invalid, quiet,
+         lambda: judging.make(scale=int(scale), keep_distribution=distribution), fmt)
+
+
+@click.command("compare")
+@input_options
+@judge_options("compare")
+@output_options(stdout=True)
+@click.option("--delta", default=0.0, show_default=True, type=Finite(min=0.0),
+              help="Tie margin for likelihood and ppl aggregation.")
+def compare(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
+            dry_run: bool, delta: float) -> None:
+    """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
+    judging.guard(items, {"--out": out})
+    _run("compare", readable_input(items), out, dry_run, skip_invalid, quiet, lambda: judging.make(delta=delta), fmt)

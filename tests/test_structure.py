@@ -1,0 +1,138 @@
+"""The package's shape: no module imports, directly or through others, a module that imports it.
+
+The import graph is read from the source with :mod:`ast` (nothing is imported): every ``import`` and
+``from ... import`` statement counts, at module level or inside a function, class or ``if`` block,
+with relative imports resolved. A cycle usually means that a definition both modules need lives in
+the wrong one: move it into a module below both.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from pathlib import Path
+
+PACKAGE = "trustjudge"
+SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+
+
+def module_files(root: Path = SRC, package: str = PACKAGE) -> dict[str, Path]:
+    """Every module under ``root`` by dotted name (a package by its ``__init__.py``)."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _owner(name: str, modules: Mapping[str, Path]) -> str | None:
+    """The module that defines ``name``: the longest module name that is ``name`` or a prefix of it."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in modules:
+            return ".".join(parts[:end])
+    return None
+
+
+def imports(path: Path, module: str, modules: Mapping[str, Path]) -> set[str]:
+    """The package's modules that an import statement anywhere in ``path`` brings in.
+
+    ``from a import b`` imports the module ``a.b`` when there is one, else the module ``a`` (``b`` is
+    a name defined there); ``import a.b.c`` imports the longest of ``a.b.c``, ``a.b``, ``a`` that is a
+    module.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+            names += (f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                      for alias in node.names)
+    owners = {_owner(name, modules) for name in names}
+    return {o for o in owners if o is not None and o != module}
+
+
+def import_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}``."""
+    return {module: imports(path, module, modules) for module, path in modules.items()}
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``) through each strongly connected component of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan; the package is small enough for recursion
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_through(graph, component) for component in components]
+
+
+def _cycle_through(graph: Mapping[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest cycle from the component's first module back to itself, inside the component."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & component):
+                if nxt == start:
+                    return [*paths[node], start]
+                if nxt not in paths:
+                    paths[nxt] = [*paths[node], nxt]
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")  # pragma: no cover - a component always has one
+
+
+def test_the_graph_sees_relative_and_function_level_imports(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("from .a import f\n")
+    (root / "a.py").write_text("def f():\n    from .sub import b\n    return b\n")
+    (root / "sub" / "__init__.py").write_text("")
+    (root / "sub" / "b.py").write_text("from .. import a\nfrom ..a import f\nimport os\n")
+    (root / "sub" / "c.py").write_text("from . import b\nfrom pkg.sub.b import x\n")
+    graph = import_graph(module_files(root, "pkg"))
+    assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.sub.b"}, "pkg.sub": set(), "pkg.sub.b": {"pkg.a"},
+                     "pkg.sub.c": {"pkg.sub.b"}}
+    assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.a"]]
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    modules = module_files()
+    assert f"{PACKAGE}._judge" in modules and f"{PACKAGE}.backends._mock" in modules
+    found = cycles(import_graph(modules))
+    assert not found, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in found)
