@@ -439,3 +439,83 @@ def test_grounding_audit_shift_and_wrong_profile(tmp_path: Path) -> None:
     # a gets "A child." (5 -> 4: drops), b gets "An expert." (4 -> 5: rises): 1 of 3 responses does not drop
     assert wrong["items"] == 2 and wrong["responses"] == 3
     assert wrong["share_not_dropping"] == pytest.approx(1 / 3)
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+
+
+def _cli(*args: str | Path) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "trustjudge.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_cli_criteria_with_a_suite_resumes_from_the_store_and_audits(tmp_path: Path) -> None:
+    items = _jsonl(tmp_path / "items.jsonl", [dict(PAIR_ITEM, knowledge="Paris is the capital.")])
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"criteria": [{"name": "accuracy", "description": "Is it right?", "weight": 2},
+                                              {"name": "clarity", "description": "Is it clear?"}]}))
+    store, out, audit = tmp_path / "s.sqlite", tmp_path / "out.jsonl", tmp_path / "audit.json"
+    first = _cli("criteria", items, "--suite", suite, "-j", "mock/hash", "--store", store, "--out", out,
+                 "--audit", audit, "--grounding-audit")
+    assert first.returncode == 0, first.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["response_id"] for r in rows] == ["a", "b"]
+    assert [c["name"] for c in rows[0]["criteria"]] == ["accuracy", "clarity"]
+    report = json.loads(audit.read_text())
+    assert set(report["criteria"]) == {"accuracy", "clarity"} and "grounding" in report
+    again = _cli("criteria", items, "--suite", suite, "-j", "mock/hash", "--store", store)
+    assert again.returncode == 0 and "model calls 0" in again.stderr
+    assert [json.loads(line) for line in again.stdout.splitlines()] == rows
+    graded = _cli("criteria", items, "--suite", suite, "-j", "mock/hash", "--store", store, "--pairwise", "--graded")
+    assert graded.returncode == 0, graded.stderr
+    [pair] = [json.loads(line) for line in graded.stdout.splitlines()]
+    assert pair["first_id"] == "a" and pair["criteria"][0]["graded"] is not None
+
+
+def test_cli_checklist_labels_and_template(tmp_path: Path) -> None:
+    items = _jsonl(tmp_path / "items.jsonl", [dict(ITEM, checklist=["Does it name Paris?"])])
+    tpl = tmp_path / "check.txt"
+    tpl.write_text("MY-CHECK-TEMPLATE ${grounding_block}\n${question}\n${response}\n${check}\n${task}\n")
+    got = _cli("checklist", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite", "--labels",
+               "FULL=1,PARTIAL=0.5,NO=0", "--template", tpl)
+    assert got.returncode == 0, got.stderr
+    [row] = [json.loads(line) for line in got.stdout.splitlines()]
+    assert row["labels"] == ["FULL", "PARTIAL", "NO"] and set(row["checks"][0]["probabilities"]) == set(row["labels"])
+    import sqlite3
+
+    prompts = [json.loads(r[0])["prompt"] for r in sqlite3.connect(tmp_path / "s.sqlite").execute(
+        "SELECT request FROM outputs")]
+    assert prompts and all("MY-CHECK-TEMPLATE" in p for p in prompts)
+
+
+@pytest.mark.parametrize("suite, message", [
+    ('{"criteria": [{"name": "a"}]}', "field 'criteria[0].description': is missing"),
+    ('{"criteria": [], "checks": []}', "field 'checks': is not a suite field"),
+    ('{"criteria": [{"name": "a", "description": "d"}], "scale": 7}', "field 'scale': must be 5 or 10"),
+    ('{\n  "criteria": [\n    {"name": "a",, }\n  ]\n}', ":3: invalid JSON"),
+    ("{}", "holds neither criteria nor a checklist"),
+])
+def test_cli_bad_suite_names_file_and_field(tmp_path: Path, suite: str, message: str) -> None:
+    items = _jsonl(tmp_path / "items.jsonl", [ITEM])
+    path = tmp_path / "suite.json"
+    path.write_text(suite)
+    got = _cli("criteria", items, "--suite", path, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert got.returncode == 2
+    assert str(path) in got.stderr and message in got.stderr
+    assert not (tmp_path / "s.sqlite").exists() or "model calls" not in got.stderr
+
+
+def test_cli_item_without_criteria_stops_before_any_call(tmp_path: Path) -> None:
+    items = _jsonl(tmp_path / "items.jsonl", [ITEM, dict(ITEM, id="q2", criteria=[{"name": "a", "description": "d"}])])
+    got = _cli("criteria", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert got.returncode == 2 and "item 'q1' has no criteria" in got.stderr and got.stdout == ""
+    usage = _cli("criteria", items, "--graded", "-j", "mock/hash")
+    assert usage.returncode == 2 and "--graded needs --pairwise" in usage.stderr

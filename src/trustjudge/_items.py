@@ -560,3 +560,61 @@ def load_items(path: str | Path, *, min_responses: int = 1) -> list[Item]:
 def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>") -> list[Item]:
     """Validate in-memory records (the same schema as a JSONL line)."""
     return [parse_record(r, source, i) for i, r in enumerate(records, start=1)]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A judging suite: the criteria, checklist and label set that apply to items carrying none."""
+
+    criteria: tuple[Criterion, ...] = ()
+    checklist: tuple[Check, ...] = ()
+    labels: str | None = None
+    """The checklist's label set as ``"FULL=1,PARTIAL=0.5,NO=0"`` (default YES/NO)."""
+    scale: int | None = None
+    """The scale of criteria without level descriptions."""
+
+
+SUITE_FIELDS = {"criteria", "checklist", "labels", "scale"}
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read a suite file (JSON, or TOML for a ``.toml`` name); problems name the file and field."""
+    p = Path(path)
+    name = str(p)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the suite: {exc.strerror or exc}", file=name) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"invalid UTF-8 at byte {exc.start}", file=name) from None
+    if p.suffix.lower() == ".toml":
+        import tomllib
+
+        try:
+            record: Any = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"invalid TOML: {exc}", file=name) from None
+    else:
+        try:
+            record = decode_json(text)
+        except ValueError as exc:
+            try:  # where the syntax error is: the standard decoder knows the line
+                json.loads(text)
+                line = None
+            except json.JSONDecodeError as syntax:
+                line = syntax.lineno
+            raise InputError(f"invalid JSON: {exc}", file=name, line=line) from None
+    f = _Fields(record, name, 1)
+    unknown = set(record) - SUITE_FIELDS
+    if unknown:
+        raise f.error(sorted(unknown)[0], f"is not a suite field (known: {', '.join(sorted(SUITE_FIELDS))})")
+    scale = f.number("scale")
+    if scale is not None and scale not in (5, 10):
+        raise f.error("scale", f"must be 5 or 10, got {scale:g}")
+    suite = Suite(parse_criteria(record.get("criteria"), name, 1), parse_checklist(record.get("checklist"), name, 1),
+                  f.text("labels", required=False), int(scale) if scale is not None else None)
+    if not suite.criteria and not suite.checklist:
+        raise InputError("holds neither criteria nor a checklist", file=name)
+    return suite

@@ -78,7 +78,8 @@ class Judge:
                  chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
                  pairwise_template: str | Path | None = None, keep_distribution: bool = False,
                  max_retries: int = 4, retry_base_s: float = 0.5, closing: Closing = "every",
-                 criterion_template: str | Path | None = None, check_template: str | Path | None = None) -> None:
+                 criterion_template: str | Path | None = None, check_template: str | Path | None = None,
+                 criterion_pair_template: str | Path | None = None) -> None:
         if protocol not in ("direct", "cot"):
             raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
         if closing not in ("every", "needed"):
@@ -90,7 +91,8 @@ class Judge:
         self._store = store if isinstance(store, Store) else Store(store)
         self.protocol: Protocol = protocol
         self.scale = make_scale(scale)
-        self.prompts = Prompts.load(pointwise_template, pairwise_template, criterion_template, check_template)
+        self.prompts = Prompts.load(pointwise_template, pairwise_template, criterion_template, check_template,
+                                    criterion_pair_template)
         self.delta = delta
         self.chunk_size = max(1, chunk_size)
         self.keep_distribution = keep_distribution

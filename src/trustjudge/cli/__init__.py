@@ -15,6 +15,7 @@ from ..errors import TrustJudgeError
 from ._audit import audit
 from ._common import err, fail, is_utf8
 from ._options import JUDGE_FACTORY, make_judge
+from ._modes import checklist, criteria
 from ._rank import rank
 from ._report import report
 from ._score import compare, score
@@ -35,7 +36,7 @@ def cli(ctx: click.Context) -> None:
     ctx.meta[JUDGE_FACTORY] = _make_judge
 
 
-for _command in (score, compare, audit, rank, report, serve):
+for _command in (score, compare, criteria, checklist, audit, rank, report, serve):
     cli.add_command(_command)
 
 

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .._items import Item
 from .._judge import Judge
+from .._tasks import Task
 from .._outputs import atomic_output
 
 err = Console(stderr=True, soft_wrap=True)
@@ -42,10 +43,10 @@ def fmt_rate(value: float) -> str:
     return "-" if value != value else f"{value:.3f}"
 
 
-def print_plan(j: Judge, items: list[Item], kind: str) -> None:
+def print_plan(j: Judge, items: list[Item], kind: str | Task) -> None:
     """Print what judging ``items`` would take (``--dry-run``): judgments, stored, calls, tokens, time."""
     plan = j.plan(items, kind)
-    table = Table(title=f"Plan: {kind} with {j.name} ({plan.protocol})")
+    table = Table(title=f"Plan: {kind if isinstance(kind, str) else kind.kind} with {j.name} ({plan.protocol})")
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("judgments (prompts)", f"{plan.judgments:,}")

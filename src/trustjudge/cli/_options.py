@@ -98,6 +98,9 @@ class JudgeOptions:
     ray_address: str | None
     pointwise_template: Path | None = None
     pairwise_template: Path | None = None
+    criterion_template: Path | None = None
+    criterion_pair_template: Path | None = None
+    check_template: Path | None = None
     factory: JudgeFactory = field(default=make_judge, repr=False, compare=False)
 
     def make(self, **extra: Any) -> Judge:
@@ -105,15 +108,17 @@ class JudgeOptions:
         return self.factory(self.judge, self.store, self.protocol, self.batch_size, self.temperature, self.seed,
                             self.max_new_tokens, self.min_label_mass, self.ray_address, closing=self.closing,
                             pointwise_template=self.pointwise_template, pairwise_template=self.pairwise_template,
-                            **extra)
+                            **{name: getattr(self, name) for name in _MODE_TEMPLATES if getattr(self, name)}, **extra)
 
     def guard(self, items: Path, outputs: dict[str, Path | None]) -> None:
         """Refuse, before any work, outputs that would overwrite the input, a template, the store or each other."""
-        check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template],
+        check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template,
+                                       *(getattr(self, name) for name in _MODE_TEMPLATES)],
                       store=self.store if self.store is not None else default_store_path())
 
 
 _FIELDS = tuple(f.name for f in fields(JudgeOptions) if f.name != "factory")
+_MODE_TEMPLATES = ("criterion_template", "criterion_pair_template", "check_template")
 
 
 def _template(name: str, text: str) -> Callable[[Command], Command]:
@@ -124,23 +129,32 @@ def judge_options(*kinds: str) -> Callable[[Command], Command]:
     """Add the judge and engine options; the command receives them as one ``judging: JudgeOptions``.
 
     Args:
-        kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``: ``--template`` is the
-            template of the only kind, or the pointwise one beside ``--pairwise-template``.
+        kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``, or a mode
+            (``"criteria"``, ``"checklist"``): ``--template`` is the template of the only kind, or the
+            pointwise one beside ``--pairwise-template`` (for ``criteria``: the per-criterion pairwise one).
     """
-    both = "score" in kinds and "compare" in kinds
-    template_dest = "pairwise_template" if kinds == ("compare",) else "pointwise_template"
-    template = _template("--template", f"Your own {'pointwise ' if both else ''}prompt template "
-                                       "(string.Template fields, see README).")
+    both = ("score" in kinds and "compare" in kinds) or kinds == ("criteria",)
+    dests: dict[tuple[str, ...], str] = {("compare",): "pairwise_template", ("criteria",): "criterion_template",
+                                         ("checklist",): "check_template"}
+    template_dest = dests.get(kinds, "pointwise_template")
+    pair_dest = "criterion_pair_template" if kinds == ("criteria",) else "pairwise_template"
+    modes: dict[tuple[str, ...], str] = {("criteria",): "per-criterion ", ("checklist",): "per-check "}
+    what = modes.get(kinds, "pointwise " if both else "")
+    template = _template("--template", f"Your own {what}prompt template (string.Template fields, see README).")
     options: list[Callable[[Command], Command]] = [
         JUDGE, PROTOCOL, STORE, BATCH_SIZE, TEMPERATURE, SEED, MAX_NEW_TOKENS, MIN_LABEL_MASS, CLOSING, template, RAY]
     if both:
         options.append(_template("--pairwise-template",
+                                 "Your own per-criterion pairwise prompt template (--pairwise)."
+                                 if kinds == ("criteria",) else
                                  "Your own pairwise prompt template (--template sets the pointwise one)."))
 
     def decorate(fn: Command) -> Command:
         @functools.wraps(fn)
         def command(**params: Any) -> Any:
             params[template_dest] = params.pop("template")
+            if both:
+                params[pair_dest] = params.pop("pairwise_template")
             ctx = click.get_current_context(silent=True)
             factory = ctx.meta.get(JUDGE_FACTORY, make_judge) if ctx is not None else make_judge
             judging = JudgeOptions(**{name: params.pop(name, None) for name in _FIELDS}, factory=factory)

@@ -1,0 +1,202 @@
+"""``trustjudge criteria`` and ``trustjudge checklist``: the judging modes, streaming records out.
+
+Both read the same items as ``score`` (with ``criteria`` / ``checklist`` fields, or a ``--suite`` file that
+gives them to items carrying none), take every judge and engine option, resume from the store, and with
+``--audit`` also write the mode's audit (JSON) after the records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._engine import BACKEND_ERROR
+from .._items import Item, Suite, load_suite
+from .._judge import Judge
+from .._mode_audit import checklist_audit, criteria_audit, grounding_audit
+from .._outputs import atomic_output, readable_input
+from .._prompts import YES_NO, LabelSet
+from .._tasks import Task
+from ..errors import BackendError, InputError
+from ._common import err, is_utf8, print_plan, progress
+from ._inputs import changed, digest, read_items, scan, stream_items
+from ._options import JudgeOptions, input_options, judge_options, output_options
+
+SUITE = click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help="A suite file (JSON or TOML) whose criteria/checklist apply to items carrying none.")
+REWEIGHT = click.option("--reweight", is_flag=True,
+                        help="When a criterion (check) is unscored, aggregate over the rest with renormalised "
+                             "weights and list it in `reweighted` (default: the aggregate is unscored).")
+AUDIT = click.option("--audit", "audit_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Also audit the mode and write the report (JSON) here.")
+GROUNDING = click.option("--grounding-audit", "grounding_audit_", is_flag=True,
+                         help="With --audit: judge the items again without their profile/knowledge/evidence and "
+                              "with swapped profiles, and report the shift.")
+
+
+def _suite(path: Path | None) -> Suite:
+    return load_suite(path) if path is not None else Suite()
+
+
+def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool,
+         quiet: bool, judging: JudgeOptions, fmt: str, audit: Callable[[Judge, Task, list[dict[str, Any]]], Any]
+         | None, audit_out: Path | None) -> None:
+    """Judge a file with a task, streaming records; then the audit, if asked."""
+    if dry_run:
+        items = read_items(items_path, skip_invalid, 1, fmt)
+        j = judging.make()
+        try:
+            print_plan(j, items, task_of(j))
+        finally:
+            j.close()
+        return
+    sha256 = digest(items_path)
+    probe = judging.make()
+    try:
+        task = task_of(probe)
+        total = scan(items_path, skip_invalid, 1, fmt, _checked(task, items_path))
+    finally:
+        probe.close()
+    if digest(items_path) != sha256:
+        raise changed(items_path)
+    j = judging.make()
+    j.source = str(items_path)
+    task = task_of(j)
+    records: list[dict[str, Any]] = []
+    unscored: Counter[str] = Counter()
+    written = 0
+    try:
+        with atomic_output(out, "--out") as stream:
+            with progress(quiet) as bar:
+                bar_task = bar.add_task(f"{task.kind} ({j.name}, {task.protocol})", total=total)
+                todo = stream_items(items_path, 1, fmt, skip_invalid, sha256)
+                ascii_only = not is_utf8(stream)
+                for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
+                    row = record.to_dict()
+                    stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
+                    stream.flush()
+                    written += 1
+                    if row["unscored"]:
+                        unscored[row["unscored"]] += 1
+                    if audit is not None:
+                        records.append(row)
+        s = j.stats
+        if not quiet:
+            err.print(f"{task.kind}: {written} records; model calls {s.model_calls}, from store {s.from_store}; "
+                      f"unscored: {dict(unscored) or 'none'}; store: {j.store.path}", highlight=False)
+        if unscored.get(BACKEND_ERROR) and s.last_error:
+            err.print(f"[yellow]backend error:[/] {s.last_error}", highlight=False)
+        if audit is not None and audit_out is not None:
+            with atomic_output(audit_out, "--audit") as fh:
+                fh.write(json.dumps(audit(j, task, records), indent=2) + "\n")
+            if not quiet:
+                err.print(f"audit written to {audit_out}", highlight=False)
+        if written and unscored.get(BACKEND_ERROR) == written:
+            raise BackendError(f"every judgment failed ({written} records say backend_error): "
+                               f"{s.last_error or 'no message'}")
+    finally:
+        j.close()
+
+
+def _checked(task: Task, path: Path) -> Callable[[Item], int]:
+    """Per item: its judgment count, after the task's own check (so a missing criterion stops the run
+    before any model call, naming the file, line and item)."""
+    def count(item: Item) -> int:
+        try:
+            task.check(item)
+        except InputError as exc:
+            raise InputError(f"item {item.id!r} {exc.reason}", file=str(path), line=exc.line,
+                             field=exc.field) from None
+        return task.size(item)
+
+    return count
+
+
+def _all_items(path: Path, skip_invalid: bool, fmt: str) -> list[Item]:
+    return read_items(path, skip_invalid, 1, fmt)
+
+
+@click.command("criteria")
+@input_options
+@judge_options("criteria")
+@output_options(stdout=True)
+@SUITE
+@REWEIGHT
+@click.option("--scale", type=click.Choice(["5", "10"]), default=None,
+              help="Scale of criteria without level descriptions [default: the suite's, else 5].")
+@click.option("--pairwise", is_flag=True, help="Compare the responses of each item per criterion, in both orders, "
+                                               "instead of scoring them.")
+@click.option("--graded", is_flag=True, help="With --pairwise: 5-way verdicts (A>>B .. B>>A) with an expected margin.")
+@AUDIT
+@GROUNDING
+def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
+             dry_run: bool, suite: Path | None, reweight: bool, scale: str | None, pairwise: bool, graded: bool,
+             audit_out: Path | None, grounding_audit_: bool) -> None:
+    """Judge every response on every criterion (rubric), with the weighted aggregate and its spread."""
+    if graded and not pairwise:
+        raise click.UsageError("--graded needs --pairwise")
+    judging.guard(items, {"--out": out, "--audit": audit_out})
+    s = _suite(suite)
+    points = int(scale) if scale else (s.scale or 5)
+
+    def task_of(j: Judge) -> Task:
+        if pairwise:
+            return j.criteria_compare_task(s.criteria, graded=graded, reweight=reweight)
+        return j.criteria_task(s.criteria, reweight=reweight, scale=points)
+
+    def audit(j: Judge, task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
+        listed = _all_items(items, skip_invalid, fmt)
+        several = [it for it in listed if len(it.responses) >= 2]
+        if pairwise:
+            scores = [r.to_dict() for r in j.run(j.criteria_task(s.criteria, reweight=reweight, scale=points), listed)]
+            report = criteria_audit(scores, records)
+        else:
+            pairs = [r.to_dict() for r in j.run(j.criteria_compare_task(s.criteria, reweight=reweight), several)]
+            report = criteria_audit(records, pairs)
+        if grounding_audit_:
+            report["grounding"] = grounding_audit(j.run, listed, j.criteria_task(s.criteria, reweight=reweight,
+                                                                                  scale=points))
+        return report
+
+    _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
+         audit if audit_out is not None else None, audit_out)
+
+
+@click.command("checklist")
+@input_options
+@judge_options("checklist")
+@output_options(stdout=True)
+@SUITE
+@REWEIGHT
+@click.option("--labels", default=None, help='The answers a check may get, e.g. "FULL=1,PARTIAL=0.5,NO=0" '
+                                             '[default: the suite\'s, else "YES=1,NO=0"].')
+@AUDIT
+@GROUNDING
+def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
+              dry_run: bool, suite: Path | None, reweight: bool, labels: str | None, audit_out: Path | None,
+              grounding_audit_: bool) -> None:
+    """Ask every response every check: P(pass) per check, expected satisfaction, P(all), counts."""
+    judging.guard(items, {"--out": out, "--audit": audit_out})
+    s = _suite(suite)
+    spec = labels or s.labels
+    label_set = LabelSet.parse(spec) if spec else YES_NO
+
+    def task_of(j: Judge) -> Task:
+        return j.checklist_task(s.checklist, labels=label_set, reweight=reweight)
+
+    def audit(j: Judge, task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
+        listed = _all_items(items, skip_invalid, fmt)
+        several = [it for it in listed if len(it.responses) >= 2]
+        pairs = [r.to_dict() for r in j.compare(several)] if several else []
+        report = checklist_audit(records, pairs)
+        if grounding_audit_:
+            report["grounding"] = grounding_audit(j.run, listed, task)
+        return report
+
+    _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
+         audit if audit_out is not None else None, audit_out)
