@@ -1,6 +1,6 @@
 """Bounded load test of ``trustjudge serve``.
 
-Starts the service itself (``python -m trustjudge._cli_serve``) on a free loopback port with a fresh
+Starts the service itself (``python -m trustjudge.cli serve``) on a free loopback port with a fresh
 store, then runs N concurrent clients for T seconds, each posting small ``/v1/score`` requests (one
 item, two responses, texts unique per request so that every request needs judging) in a loop.
 Reports requests/s, judgments/s, latency percentiles, errors by status and how many requests the
@@ -58,7 +58,7 @@ def request_body(client: int, n: int, scale: int) -> dict[str, Any]:
 
 def start_server(judge: str, store: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     """Start ``trustjudge serve`` as a subprocess and wait until /healthz answers."""
-    cmd = [sys.executable, "-m", "trustjudge._cli_serve", "--judge", judge, "--store", str(store),
+    cmd = [sys.executable, "-m", "trustjudge.cli", "serve", "--judge", judge, "--store", str(store),
            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     env = {**os.environ, "TRUSTJUDGE_API_KEYS": ""}
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)

@@ -269,6 +269,8 @@ def test_service_criteria_and_checklist_equal_the_library(tmp_path: Path) -> Non
         bad = client.post("/v1/criteria", json={"items": _mode_items(), "criteria": [{"name": "x"}]})
         no_criteria = client.post("/v1/criteria", json={"items": _mode_items()})
         bad_labels = client.post("/v1/checklist", json={"items": _mode_items(), "labels": "YES"})
+        pairs = client.post("/v1/criteria/compare", json={"items": _mode_items()[:1], "criteria": suite,
+                                                          "graded": True})
     library = Judge("mock/hash", store=tmp_path / "lib.sqlite")
     crit = [Criterion("accuracy", "Is every fact right?", 2.0), Criterion("style", "Is it well written?")]
     want = [r.to_dict() for r in library.criteria(items_from_dicts(_mode_items()), crit, reweight=True)]
@@ -282,17 +284,19 @@ def test_service_criteria_and_checklist_equal_the_library(tmp_path: Path) -> Non
     assert bad.json()["detail"][0]["loc"] == ["body", "criteria", 0, "description"]
     assert no_criteria.status_code == 422 and no_criteria.json()["detail"][0]["item"] == 0
     assert bad_labels.status_code == 400 and "two or more" in bad_labels.json()["detail"]
+    want = [r.to_dict() for r in library.compare_criteria(items_from_dicts(_mode_items()[:1]), crit, graded=True)]
+    assert pairs.status_code == 200 and pairs.json()["records"] == want
 
 
 def test_openapi_records_are_the_library_records() -> None:
     """The service's record schemas come from the library's record classes: no field can drift."""
     import dataclasses
 
-    from trustjudge._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
+    from trustjudge._schema import ChecklistRecord, CompareRecord, CriteriaCompareRecord, CriteriaRecord, ScoreRecord
     from trustjudge._server import openapi_json
 
     schemas = json.loads(openapi_json())["components"]["schemas"]
-    for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord):
+    for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord, CriteriaCompareRecord):
         assert set(schemas[cls.__name__]["properties"]) == {f.name for f in dataclasses.fields(cls)}
     assert "closing" in schemas["CompareRecord"]["properties"]  # dropped by the hand-written schema before
 

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from trustjudge import Judge, load_items
-from trustjudge._cli_report import command
+from trustjudge.cli._report import report as command
 from trustjudge._report import (
     PLOT_IDS,
     _conflicts_html,

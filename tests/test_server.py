@@ -28,7 +28,7 @@ from trustjudge import (
     items_from_dicts,
     register_mock,
 )
-from trustjudge._cli_serve import command as serve_command
+from trustjudge.cli._serve import serve as serve_command
 from trustjudge._server import create_app, openapi_json
 
 from .conftest import small_items
@@ -239,7 +239,8 @@ def test_api_keys(keyed_server: str) -> None:
 
 
 def test_cli_defaults_match_the_server() -> None:
-    from trustjudge import _cli_serve, _server
+    from trustjudge import _server
+    from trustjudge.cli import _serve as _cli_serve
 
     assert (_cli_serve.DEFAULT_MAX_BODY_BYTES, _cli_serve.DEFAULT_MAX_ITEMS, _cli_serve.DEFAULT_MAX_JUDGMENTS,
             _cli_serve.DEFAULT_BODY_TIMEOUT_S) == (

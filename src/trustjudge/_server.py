@@ -6,6 +6,7 @@ Endpoints (JSON in, JSON out)::
     POST /v1/score     {"items": [...], "scale": 10, "protocol": null}      -> {"records": [score records]}
     POST /v1/compare   {"items": [...], "delta": 0.0, "protocol": null}      -> {"records": [compare records]}
     POST /v1/criteria  {"items": [...], "criteria": [...], "reweight": false}  -> {"records": [criteria records]}
+    POST /v1/criteria/compare {"items": [...], "criteria", "graded": false} -> {"records": [per-criterion pairs]}
     POST /v1/checklist {"items": [...], "checklist": [...], "labels": null}   -> {"records": [checklist records]}
     POST /v1/audit     {"items": [...], "scales": [5, 100], "delta", "ks", "bootstrap", "seed"} -> audit report
     POST /v1/rank      {"items": [...], "scale", "method", "bootstrap", ...}  -> ranking of the systems
@@ -65,7 +66,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._items import Item, items_from_dicts, parse_checklist, parse_criteria
 from ._judge import Judge
 from ._prompts import YES_NO, LabelSet, Protocol
-from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
+from ._schema import ChecklistRecord, CompareRecord, CriteriaCompareRecord, CriteriaRecord, ScoreRecord
 from ._tasks import Task
 from ._store import Store
 from .backends import Backend
@@ -206,6 +207,16 @@ class CriteriaRequest(_Body):
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
+class CriteriaCompareRequest(_Body):
+    """Compare the responses of each item on every criterion, in both presentation orders."""
+
+    items: Items = Field(description=_ITEMS_DOC + " Each needs two or more responses.")
+    criteria: SkipValidation[list[CriterionIn]] | None = Field(None, description="Criteria for items that carry none.")
+    graded: bool = Field(False, description="5-way verdicts (A>>B .. B>>A) with an expected margin.")
+    reweight: bool = Field(False, description="Aggregate over the scored criteria when some are unscored.")
+    protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
+
+
 class ChecklistRequest(_Body):
     """Ask every response every check of its checklist (the item's and its own, else the request's)."""
 
@@ -261,6 +272,12 @@ class CriteriaResponse(BaseModel):
     """Criteria records in input order, one per response."""
 
     records: list[CriteriaRecord]
+
+
+class CriteriaCompareResponse(BaseModel):
+    """Per-criterion pairwise records in input order, one per pair."""
+
+    records: list[CriteriaCompareRecord]
 
 
 class ChecklistResponse(BaseModel):
@@ -787,6 +804,17 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         suite = parse_criteria(body.criteria, "request", 0) if body.criteria is not None else ()
         task = judge.criteria_task(suite, reweight=body.reweight, scale=body.scale,
                                    protocol=body.protocol or default_protocol)
+        _limit_task(task, items, max_judgments)
+        return _records(await worker.submit(task, items))
+
+    @app.post("/v1/criteria/compare", response_model=CriteriaCompareResponse, responses=_ERRORS, tags=["judge"])
+    async def criteria_compare(body: CriteriaCompareRequest) -> JSONResponse:
+        """Compare every pair on every criterion in both orders (likelihood-combined), with the weighted
+        aggregate; graded verdicts give an expected margin."""
+        items = _validate(body.items, max_items, min_responses=2)
+        suite = parse_criteria(body.criteria, "request", 0) if body.criteria is not None else ()
+        task = judge.criteria_compare_task(suite, graded=body.graded, reweight=body.reweight,
+                                           protocol=body.protocol or default_protocol)
         _limit_task(task, items, max_judgments)
         return _records(await worker.submit(task, items))
 
