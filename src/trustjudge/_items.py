@@ -59,6 +59,15 @@ class Check:
     weight: float = 1.0
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A claim a response makes, given in the input (instead of extracted by the judge)."""
+
+    text: str
+    human: str | None = None
+    """A human verification label (SUPPORTED, PARTIAL, UNSUPPORTED, UNKNOWN; case-insensitive)."""
+
+
 HumanCheck = float | str
 """A human checklist label: a number in [0, 1] (``true`` is 1) or a label name of the task's label set."""
 
@@ -75,6 +84,8 @@ class Response:
     """Checks that apply to this response only (asked after the item's own checks)."""
     human_criteria: dict[str, float] | None = field(default=None, hash=False)
     human_checks: dict[str, HumanCheck] | None = field(default=None, hash=False)
+    claims: tuple[Claim, ...] | None = None
+    """The response's claims, where given (``None``: the judge extracts them)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,8 @@ class Item:
     """Passages (sources, retrieved documents) the judgment is grounded in, in this order."""
     criteria: tuple[Criterion, ...] = ()
     checklist: tuple[Check, ...] = ()
+    gold_claims: tuple[str, ...] | None = None
+    """Reference claims for recall (``None``: extracted from ``reference`` when matching is asked)."""
 
     def checks(self, response: Response) -> tuple[Check, ...]:
         """The checks asked of ``response``: the item's, then the response's own."""
@@ -321,7 +334,35 @@ def _response(raw: Any, file: str, line: int, index: int) -> Response:
     return Response(rid, text, f.text("system", required=False), f.number("human_score"),
                     parse_checklist(raw.get("checklist"), file, line, f"responses[{index}]."),
                     _human_map(f, "human_criteria", numbers_only=True),
-                    _human_map(f, "human_checks", numbers_only=False))
+                    _human_map(f, "human_checks", numbers_only=False), _claims(f))
+
+
+CLAIM_LABELS = ("SUPPORTED", "PARTIAL", "UNSUPPORTED", "UNKNOWN")
+
+
+def _claims(f: _Fields) -> tuple[Claim, ...] | None:
+    raw = f.record.get("claims")
+    if raw is None:
+        return None
+    out = []
+    for i, entry in enumerate(_list(f, "claims", "claims (strings or {text, human} objects)")):
+        if isinstance(entry, str):
+            entry = {"text": entry}
+        cf = _Fields(entry, f.file, f.line, f"{f.prefix}claims[{i}].")
+        text = cf.text("text")
+        human = cf.text("human", required=False)
+        if human is not None and human.strip().upper() not in CLAIM_LABELS:
+            raise cf.error("human", f"must be one of {', '.join(CLAIM_LABELS)}, got {human!r:.40}")
+        assert text is not None
+        out.append(Claim(text, human.strip().upper() if human else None))
+    return tuple(out)
+
+
+def _gold_claims(f: _Fields) -> tuple[str, ...] | None:
+    raw = f.record.get("gold_claims")
+    if raw is None:
+        return None
+    return tuple(_element(f, f"gold_claims[{i}]", v) for i, v in enumerate(_list(f, "gold_claims", "strings")))
 
 
 def _evidence(f: _Fields) -> tuple[str, ...]:
@@ -343,7 +384,7 @@ def _modes(f: _Fields) -> dict[str, Any]:
     """The judging-mode fields of an item (grounding blocks, criteria, checklist)."""
     return dict(profile=f.text("profile", required=False), knowledge=f.text("knowledge", required=False),
                 evidence=_evidence(f), criteria=parse_criteria(f.record.get("criteria"), f.file, f.line),
-                checklist=parse_checklist(f.record.get("checklist"), f.file, f.line))
+                checklist=parse_checklist(f.record.get("checklist"), f.file, f.line), gold_claims=_gold_claims(f))
 
 
 def parse_record(record: Any, file: str, line: int) -> Item:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ._audit import AuditReport
+from ._claims import ClaimsRunner, ClaimsTask
 from ._audit import audit as run_audit
 from ._engine import Closing, Engine, EngineStats, PlanSummary, ProgressFn
 from ._injection import INJECTION
@@ -17,7 +18,15 @@ from ._prompts import YES_NO, LabelSet, Prompts, Protocol
 from ._prompts import scale as make_scale
 from ._protocol import Question, Sampling, ask
 from ._protocol import plan as plan_questions
-from ._schema import ChecklistRecord, CompareRecord, CriteriaCompareRecord, CriteriaRecord, Record, ScoreRecord
+from ._schema import (
+    ChecklistRecord,
+    ClaimsRecord,
+    CompareRecord,
+    CriteriaCompareRecord,
+    CriteriaRecord,
+    Record,
+    ScoreRecord,
+)
 from ._store import Store
 from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task
 from .backends import DEFAULT_JUDGE, Backend, get_backend
@@ -155,7 +164,8 @@ class Judge:
         return Sampling(protocol, **self._sampling)  # type: ignore[arg-type]
 
     # -- running ------------------------------------------------------------------------------------
-    def _chunks(self, items: Iterable[Item], task: Task) -> Iterator[list[Item]]:
+    def _chunks(self, items: Iterable[Item], task: Task, scale: int = 1) -> Iterator[list[Item]]:
+        """Items in chunks of about ``chunk_size / scale`` questions, each checked by the task first."""
         chunk: list[Item] = []
         size = 0
         for item in items:
@@ -165,7 +175,7 @@ class Judge:
                 raise InputError(f"item {item.id!r} {exc.reason}", file=exc.file or self.source, line=exc.line,
                                  field=exc.field) from None
             chunk.append(item)
-            size += task.size(item)
+            size += task.size(item) * scale
             if size >= self.chunk_size:
                 yield chunk
                 chunk, size = [], 0
@@ -174,6 +184,11 @@ class Judge:
 
     def run(self, task: Task, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[Record]:
         """Run any task; records come out in input order, item by item."""
+        if isinstance(task, ClaimsTask):  # in stages: extraction first, then the label questions
+            runner = ClaimsRunner(self.engine, self.backend, self.name, self.sampling("direct"), task)
+            for chunk in self._chunks(items, task, scale=8):
+                yield from runner.run(chunk, progress)
+            return
         fmt = self.backend.format_prompt
         sampling = self.sampling(task.protocol)
         for chunk in self._chunks(items, task):
@@ -198,6 +213,23 @@ class Judge:
                          reweight: bool = False, progress: ProgressFn | None = None) -> Iterator[CriteriaCompareRecord]:
         """Judge every pair on every criterion in both orders and aggregate by weight."""
         task = self.criteria_compare_task(criteria, graded=graded, reweight=reweight)
+        return self.run(task, items, progress=progress)  # type: ignore[return-value]
+
+    def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
+                    min_overlap: float = 0.0, max_new_tokens: int = 512) -> ClaimsTask:
+        if k is not None and k < 1:
+            raise ConfigError(f"k must be 1 or more, got {k}")
+        if not 0.0 <= min_overlap <= 1.0:
+            raise ConfigError(f"min_overlap must be between 0 and 1, got {min_overlap}")
+        return ClaimsTask(unknown, k, match, min_overlap, max_new_tokens)
+
+    def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
+               min_overlap: float = 0.0, max_new_tokens: int = 512,
+               progress: ProgressFn | None = None) -> Iterator[ClaimsRecord]:
+        """Extract (or take) each response's claims, verify each against the item's evidence, and with
+        ``match`` match them against gold claims (see :mod:`trustjudge._claims`)."""
+        task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
+                                max_new_tokens=max_new_tokens)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,
@@ -243,6 +275,8 @@ class Judge:
     def plan(self, items: Sequence[Item], kind: str | Task) -> PlanSummary:
         """What a task (or ``"score"`` / ``"compare"``) would do on ``items``, without calling the model."""
         task = kind if isinstance(kind, Task) else self.score_task() if kind == "score" else self.compare_task()
+        if isinstance(task, ClaimsTask):
+            raise ConfigError("no plan for claims: how many claims there are is known only after extraction")
         fmt = self.backend.format_prompt
         questions: list[Question | str] = []
         for chunk in self._chunks(items, task):

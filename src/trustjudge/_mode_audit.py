@@ -17,13 +17,14 @@ the definitions are the same as in the main audit.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 from . import _aggregates as A
 from ._audit import conflict_ratio, ntr, score_agreement
-from ._items import Item
+from ._items import Claim, Item
 from ._schema import ChecklistRecord, CriteriaRecord, ScoreRecord
 from ._tasks import Task
 from ._scoring import SCORE_METHODS
@@ -201,3 +202,81 @@ def grounding_audit(run: Callable[[Task, list[Item]], Iterable[Any]], items: Seq
             "share_not_dropping": sum(1 for r, w in drops if w >= r) / len(drops) if drops else math.nan,
             "mean_drop": sum(r - w for r, w in drops) / len(drops) if drops else math.nan}
     return jsonable(report)  # type: ignore[no-any-return]
+
+
+_HUMAN_VALUE = {"SUPPORTED": 1, "PARTIAL": 0, "UNSUPPORTED": 0, "UNKNOWN": 0}
+
+
+def claims_audit(records: Sequence[Record], *, bins: int = 10) -> dict[str, Any]:
+    """Claim-level agreement with human labels: calibration of P(supported) against "SUPPORTED" (Brier, ECE,
+    reliability, AUROC), and the argmax label against the human label (accuracy, Cohen's kappa)."""
+    probs: list[float] = []
+    humans: list[int] = []
+    argmax: list[str] = []
+    labels: list[str] = []
+    claims = unscored = 0
+    for rec in records:
+        for c in rec.get("claims") or []:
+            claims += 1
+            if c.get("unscored") is not None:
+                unscored += 1
+                continue
+            human = c.get("human")
+            if human is None:
+                continue
+            probs.append(float(c["p_supported"]))
+            humans.append(_HUMAN_VALUE[human])
+            dist = c["probabilities"]
+            argmax.append(max(dist, key=dist.get))
+            labels.append(human)
+    report: dict[str, Any] = {"responses": len(records), "claims": claims, "unscored_claims": unscored,
+                              "with_human_labels": len(probs),
+                              "responses_unscored": Counter(r["unscored"] for r in records if r.get("unscored"))}
+    if probs:
+        report["supported_calibration"] = {
+            "brier": A.brier(probs, humans), "ece": A.ece(probs, humans, bins=bins), "auroc": A.auroc(probs, humans),
+            "accuracy": sum((p > 0.5) == bool(h) for p, h in zip(probs, humans)) / len(probs),
+            "base_rate": sum(humans) / len(humans),
+            "reliability": [asdict(b) for b in A.reliability(probs, humans, bins=bins)]}
+        report["label_agreement"] = {"accuracy": sum(a == h for a, h in zip(argmax, labels)) / len(labels),
+                                     "kappa": A.cohen_kappa(argmax, labels)}
+    return jsonable(report)  # type: ignore[no-any-return]
+
+
+def claims_sensitivity(run: Callable[[Task, list[Item]], Iterable[Any]], items: Sequence[Item], task: Task,
+                       reruns: Sequence[Iterable[Any]] = ()) -> dict[str, Any]:
+    """How much the verification moves when nothing it should depend on changes.
+
+    * evidence order: the same claims with the item's passages in reverse order (mean |shift| of P(supported));
+    * negation: each claim with "It is not true that" before it; a claim and its negation should not both
+      be supported (share of claims where both P(supported) > 0.5);
+    * extractor stability: claim counts of the given ``reruns`` (the same items extracted with other seeds
+      or prompts) against the first run (mean |difference| in the number of claims per response).
+    """
+    base = list(run(task, list(items)))
+    claims = {(r.item_id, r.response_id): [c.text for c in r.claims] for r in base}
+    fixed = [replace(it, responses=tuple(replace(resp, claims=tuple(Claim(t) for t in claims[(it.id, resp.id)]))
+                                         for resp in it.responses)) for it in items]
+    original = {(r.item_id, r.response_id): [c.p_supported for c in r.claims] for r in run(task, fixed)}
+    reversed_items = [replace(it, evidence=tuple(reversed(it.evidence))) for it in fixed]
+    shifts = [abs(a - b) for r in run(task, reversed_items)
+              for a, b in zip(original[(r.item_id, r.response_id)], [c.p_supported for c in r.claims])
+              if a is not None and b is not None]
+    negated = [replace(it, responses=tuple(replace(resp, claims=tuple(Claim("It is not true that " + c.text[:1].lower()
+                                                                             + c.text[1:]) for c in resp.claims or ()))
+                                           for resp in it.responses)) for it in fixed]
+    both = total = 0
+    for r in run(task, negated):
+        for a, c in zip(original[(r.item_id, r.response_id)], r.claims):
+            if a is not None and c.p_supported is not None:
+                total += 1
+                both += a > 0.5 and c.p_supported > 0.5
+    counts = {(r.item_id, r.response_id): len(r.claims) for r in base if r.source == "extracted" and not r.unscored}
+    diffs = [abs(len(r.claims) - counts[(r.item_id, r.response_id)]) for rerun in reruns for r in rerun
+             if (r.item_id, r.response_id) in counts and not r.unscored]
+    return jsonable({  # type: ignore[no-any-return]
+        "evidence_order": {"claims": len(shifts), "mean_abs_shift": sum(shifts) / len(shifts) if shifts else math.nan,
+                           "max_abs_shift": max(shifts, default=math.nan)},
+        "negation": {"claims": total, "both_supported": both, "share": both / total if total else math.nan},
+        "extractor": {"responses": len(diffs), "mean_abs_count_difference": sum(diffs) / len(diffs) if diffs
+                      else math.nan}})

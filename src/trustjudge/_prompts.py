@@ -42,6 +42,9 @@ GRADED_LABELS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
 """A graded pairwise verdict, from A much better to B much better."""
 OPTIONAL_FIELDS = {"context", "reference", "context_block", "reference_block", "grounding_block", "scale_min",
                    "scale_max", "task"}
+EXTRACT_FIELDS = {"question", "response"}
+VERIFY_FIELDS = {"claim", "grounding_block"}
+MATCH_FIELDS = {"gold", "claim"}
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,11 @@ def scale(points: int) -> Scale:
     return Scale(points)
 
 
+def read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
+    """A user's template file, or the packaged ``default``, checked for its fields."""
+    return _read_template(path, default, required)
+
+
 def _read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
     if path is None:
         text = files("trustjudge").joinpath("templates", default).read_text(encoding="utf-8")
@@ -166,7 +174,7 @@ def _read_template(path: str | Path | None, default: str, required: set[str]) ->
 
 
 DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "reference_answer", "profile",
-                "knowledge", "evidence", "criterion", "check")
+                "knowledge", "evidence", "criterion", "check", "claim", "reference_claim")
 
 
 def tag_pattern(names: Iterable[str]) -> re.Pattern[str]:
@@ -212,6 +220,11 @@ def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | 
         "reference_block": f"\n<reference_answer>\n{reference}\n</reference_answer>\n" if reference else "",
         "grounding_block": _grounding_block(grounding, tags),
     }
+
+
+def grounding_block(g: Grounding, tags: re.Pattern[str] = _TAGS) -> str:
+    """The profile, knowledge and evidence blocks of a prompt (empty without grounding)."""
+    return _grounding_block(g, tags)
 
 
 def _grounding_block(g: Grounding, tags: re.Pattern[str]) -> str:

@@ -277,4 +277,65 @@ class CriteriaCompareRecord:
         return out
 
 
-Record = ScoreRecord | CompareRecord | CriteriaRecord | ChecklistRecord | CriteriaCompareRecord
+
+@dataclass
+class ClaimResult:
+    """One claim of a response and its verification against the evidence."""
+
+    __pydantic_config__ = _SCHEMA
+
+    text: str
+    probabilities: dict[str, float] | None
+    """Each verification label's probability, renormalised over the labels; null when unscored."""
+    p_supported: float | None
+    """P(SUPPORTED), renormalised over the labels other than UNKNOWN (when UNKNOWN is asked)."""
+    unknown: float | None = None
+    """P(UNKNOWN): the evidence says nothing about the claim (only when UNKNOWN is asked)."""
+    label_mass: float | None = None
+    unscored: str | None = None
+    human: str | None = None
+
+
+@dataclass
+class ClaimsRecord:
+    """One response's claims: extraction, verification, and (against gold claims) matching."""
+
+    __pydantic_config__ = _SCHEMA
+
+    item_id: str
+    response_id: str
+    system: str | None
+    judge: str
+    source: str
+    """Where the claims came from: ``given`` (the input) or ``extracted`` (a stored judge generation)."""
+    claims: list[ClaimResult]
+    precision: float | None
+    """Expected factual precision: the mean of P(supported) over the scored claims."""
+    supported: list[float] | None
+    """Distribution of the number of supported claims (entry k: P(k)), exact Poisson-binomial with the claims
+    taken as independent."""
+    expected_supported: float | None
+    f1_at_k: dict[str, Any] | None
+    """E[precision], E[recall@K] and E[F1@K] under ``supported`` (exact, not F1 of the expectations)."""
+    unknown_mass: float | None
+    """Mean P(UNKNOWN) over the claims: how much was not decidable from the evidence (apart, not in precision)."""
+    matching: dict[str, Any] | None
+    """Against gold claims: P(match) per pair, noisy-OR coverage per gold claim, expected recall and precision,
+    the one-to-one assignment's expected F1, and the greedy prediction-order rule for comparison."""
+    unscored: str | None
+    extraction: str | None = None
+    """The judge's raw extraction text (when the claims were extracted)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("item_id", "response_id", "system", "judge", "source")}
+        out["claims"] = [{k: v for k, v in vars(c).items() if not k.startswith("__") and not (
+            k in ("unknown", "human") and v is None)} for c in self.claims]
+        out.update(precision=self.precision, supported=self.supported, expected_supported=self.expected_supported,
+                   f1_at_k=self.f1_at_k, unknown_mass=self.unknown_mass, matching=self.matching,
+                   unscored=self.unscored)
+        if self.extraction is not None:
+            out["extraction"] = self.extraction
+        return out
+
+
+Record = ScoreRecord | CompareRecord | CriteriaRecord | ChecklistRecord | CriteriaCompareRecord | ClaimsRecord

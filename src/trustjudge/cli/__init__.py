@@ -15,11 +15,12 @@ from ..errors import TrustJudgeError
 from ._audit import audit
 from ._common import err, fail, is_utf8
 from ._options import JUDGE_FACTORY, make_judge
-from ._modes import checklist, criteria
+from ._modes import checklist, claims, criteria
 from ._rank import rank
 from ._report import report
 from ._score import compare, score
 from ._serve import serve
+from ._store import store
 
 __all__ = ["cli", "main"]
 
@@ -36,7 +37,7 @@ def cli(ctx: click.Context) -> None:
     ctx.meta[JUDGE_FACTORY] = _make_judge
 
 
-for _command in (score, compare, criteria, checklist, audit, rank, report, serve):
+for _command in (score, compare, criteria, checklist, claims, audit, rank, report, serve, store):
     cli.add_command(_command)
 
 

@@ -1,4 +1,4 @@
-"""``trustjudge criteria`` and ``trustjudge checklist``: the judging modes, streaming records out.
+"""``trustjudge criteria``, ``checklist`` and ``claims``: the judging modes, streaming records out.
 
 Both read the same items as ``score`` (with ``criteria`` / ``checklist`` fields, or a ``--suite`` file that
 gives them to items carrying none), take every judge and engine option, resume from the store, and with
@@ -7,6 +7,7 @@ gives them to items carrying none), take every judge and engine option, resume f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -18,14 +19,14 @@ import click
 from .._engine import BACKEND_ERROR
 from .._items import Item, Suite, load_suite
 from .._judge import Judge
-from .._mode_audit import checklist_audit, criteria_audit, grounding_audit
-from .._outputs import atomic_output, readable_input
+from .._mode_audit import checklist_audit, claims_audit, claims_sensitivity, criteria_audit, grounding_audit
+from .._outputs import atomic_output, readable_input, record_output
 from .._prompts import YES_NO, LabelSet
 from .._tasks import Task
 from ..errors import BackendError, InputError
 from ._common import err, is_utf8, print_plan, progress
 from ._inputs import changed, digest, read_items, scan, stream_items
-from ._options import JudgeOptions, input_options, judge_options, output_options
+from ._options import Finite, JudgeOptions, input_options, judge_options, output_options
 
 SUITE = click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="A suite file (JSON or TOML) whose criteria/checklist apply to items carrying none.")
@@ -71,7 +72,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
     unscored: Counter[str] = Counter()
     written = 0
     try:
-        with atomic_output(out, "--out") as stream:
+        with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 bar_task = bar.add_task(f"{task.kind} ({j.name}, {task.protocol})", total=total)
                 todo = stream_items(items_path, 1, fmt, skip_invalid, sha256)
@@ -196,6 +197,49 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         report = checklist_audit(records, pairs)
         if grounding_audit_:
             report["grounding"] = grounding_audit(j.run, listed, task)
+        return report
+
+    _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
+         audit if audit_out is not None else None, audit_out)
+
+
+@click.command("claims")
+@input_options
+@judge_options("claims")
+@output_options(stdout=True)
+@click.option("--k", "k", type=click.IntRange(min=1), default=None,
+              help="Also give E[precision], E[recall@K] and E[F1@K] with recall counting up to K supported claims.")
+@click.option("--unknown", is_flag=True, help="Add UNKNOWN to the verification labels (reported apart).")
+@click.option("--match", is_flag=True, help="Match the claims against the item's gold_claims (else claims extracted "
+                                            "from its reference): coverage, expected recall, Hungarian F1.")
+@click.option("--min-overlap", default=0.0, show_default=True, type=Finite(min=0.0, max=1.0),
+              help="With --match: judge only pairs whose word overlap (Jaccard) reaches this (others count 0; "
+                   "recorded).")
+@click.option("--extract-tokens", default=512, show_default=True, type=click.IntRange(min=16),
+              help="Longest claim extraction (a longer one is unscored: truncated).")
+@AUDIT
+@click.option("--sensitivity", is_flag=True, help="With --audit: evidence order, negation and extractor stability "
+                                                  "(a second extraction at temperature 0.7).")
+def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
+           dry_run: bool, k: int | None, unknown: bool, match: bool, min_overlap: float, extract_tokens: int,
+           audit_out: Path | None, sensitivity: bool) -> None:
+    """Extract each response's claims (or take the given ones), verify each against the item's evidence, and
+    report expected precision, the distribution of supported claims and, with --match, recall."""
+    judging.guard(items, {"--out": out, "--audit": audit_out})
+
+    def task_of(j: Judge) -> Task:
+        return j.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap, max_new_tokens=extract_tokens)
+
+    def audit(j: Judge, task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
+        report = claims_audit(records)
+        if sensitivity:
+            listed = _all_items(items, skip_invalid, fmt)
+            other = dataclasses.replace(judging, temperature=0.7, seed=judging.seed + 1).make()
+            try:
+                report["sensitivity"] = claims_sensitivity(j.run, listed, task, [list(other.run(task_of(other),
+                                                                                               listed))])
+            finally:
+                other.close()
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
