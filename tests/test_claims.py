@@ -197,3 +197,23 @@ def test_claims_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
     assert [r.to_dict() for r in again.claims(items, k=2)] == [r.to_dict() for r in recs]
     assert again.stats.model_calls == 0
     again.close()
+
+
+def test_service_claims_equal_the_library(tmp_path: Path) -> None:
+    import httpx
+
+    from trustjudge._server import create_app
+
+    from .test_server import serving
+
+    rows = [ITEM, {"id": "q2", "question": "Q?", "evidence": ["E."], "responses": [{"id": "a", "text": "Some text."}]}]
+    app = create_app("mock/hash", store_path=tmp_path / "srv.sqlite")
+    with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        got = client.post("/v1/claims", json={"items": rows, "k": 2})
+        bad = client.post("/v1/claims", json={"items": [{"id": "x", "question": "Q?",
+                                                          "responses": [{"id": "a", "text": "t"}]}]})
+    assert got.status_code == 200, got.text
+    want = [r.to_dict() for r in Judge("mock/hash", store=tmp_path / "lib.sqlite").claims(items_from_dicts(rows), k=2)]
+    assert got.json()["records"] == want
+    assert want[1]["unscored"] == "unparseable_extraction"  # mock/hash writes no claim list: said, not zeroed
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "evidence"

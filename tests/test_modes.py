@@ -292,11 +292,12 @@ def test_openapi_records_are_the_library_records() -> None:
     """The service's record schemas come from the library's record classes: no field can drift."""
     import dataclasses
 
-    from trustjudge._schema import ChecklistRecord, CompareRecord, CriteriaCompareRecord, CriteriaRecord, ScoreRecord
+    from trustjudge._schema import (ChecklistRecord, ClaimsRecord, CompareRecord, CriteriaCompareRecord,
+                                    CriteriaRecord, ScoreRecord)
     from trustjudge._server import openapi_json
 
     schemas = json.loads(openapi_json())["components"]["schemas"]
-    for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord, CriteriaCompareRecord):
+    for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord, CriteriaCompareRecord, ClaimsRecord):
         assert set(schemas[cls.__name__]["properties"]) == {f.name for f in dataclasses.fields(cls)}
     assert "closing" in schemas["CompareRecord"]["properties"]  # dropped by the hand-written schema before
 

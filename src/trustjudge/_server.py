@@ -8,6 +8,7 @@ Endpoints (JSON in, JSON out)::
     POST /v1/criteria  {"items": [...], "criteria": [...], "reweight": false}  -> {"records": [criteria records]}
     POST /v1/criteria/compare {"items": [...], "criteria", "graded": false} -> {"records": [per-criterion pairs]}
     POST /v1/checklist {"items": [...], "checklist": [...], "labels": null}   -> {"records": [checklist records]}
+    POST /v1/claims    {"items": [...], "k": null, "match": false}           -> {"records": [claims records]}
     POST /v1/audit     {"items": [...], "scales": [5, 100], "delta", "ks", "bootstrap", "seed"} -> audit report
     POST /v1/rank      {"items": [...], "scale", "method", "bootstrap", ...}  -> ranking of the systems
     GET  /v1/stats     request, batch and model-call counters
@@ -66,7 +67,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._items import Item, items_from_dicts, parse_checklist, parse_criteria
 from ._judge import Judge
 from ._prompts import YES_NO, LabelSet, Protocol
-from ._schema import ChecklistRecord, CompareRecord, CriteriaCompareRecord, CriteriaRecord, ScoreRecord
+from ._schema import (
+    ChecklistRecord,
+    ClaimsRecord,
+    CompareRecord,
+    CriteriaCompareRecord,
+    CriteriaRecord,
+    ScoreRecord,
+)
 from ._tasks import Task
 from ._store import Store
 from .backends import Backend
@@ -217,6 +225,17 @@ class CriteriaCompareRequest(_Body):
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
+class ClaimsRequest(_Body):
+    """Extract (or take) each response's claims, verify them against the item's evidence, and optionally match
+    them against gold claims."""
+
+    items: Items = Field(description=_ITEMS_DOC + " Items need evidence, knowledge or a reference.")
+    k: int | None = Field(None, ge=1, description="K of E[F1@K] (null: not computed).")
+    unknown: bool = Field(False, description="Add UNKNOWN to the verification labels (reported apart).")
+    match: bool = Field(False, description="Match against the items' gold_claims (else claims of the reference).")
+    min_overlap: float = Field(0.0, ge=0.0, le=1.0, description="Matching prefilter: least word overlap judged.")
+
+
 class ChecklistRequest(_Body):
     """Ask every response every check of its checklist (the item's and its own, else the request's)."""
 
@@ -278,6 +297,12 @@ class CriteriaCompareResponse(BaseModel):
     """Per-criterion pairwise records in input order, one per pair."""
 
     records: list[CriteriaCompareRecord]
+
+
+class ClaimsResponse(BaseModel):
+    """Claims records in input order, one per response."""
+
+    records: list[ClaimsRecord]
 
 
 class ChecklistResponse(BaseModel):
@@ -815,6 +840,15 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         suite = parse_criteria(body.criteria, "request", 0) if body.criteria is not None else ()
         task = judge.criteria_compare_task(suite, graded=body.graded, reweight=body.reweight,
                                            protocol=body.protocol or default_protocol)
+        _limit_task(task, items, max_judgments)
+        return _records(await worker.submit(task, items))
+
+    @app.post("/v1/claims", response_model=ClaimsResponse, responses=_ERRORS, tags=["judge"])
+    async def claims(body: ClaimsRequest) -> JSONResponse:
+        """Claim-level precision (and recall with match): P(supported) per claim, the distribution of the number
+        supported, E[F1@K], coverage of gold claims, the Hungarian expected F1."""
+        items = _validate(body.items, max_items)
+        task = judge.claims_task(k=body.k, unknown=body.unknown, match=body.match, min_overlap=body.min_overlap)
         _limit_task(task, items, max_judgments)
         return _records(await worker.submit(task, items))
 
