@@ -217,3 +217,44 @@ def test_service_claims_equal_the_library(tmp_path: Path) -> None:
     assert got.json()["records"] == want
     assert want[1]["unscored"] == "unparseable_extraction"  # mock/hash writes no claim list: said, not zeroed
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "evidence"
+
+
+def test_claims_audit_by_hand() -> None:
+    from trustjudge._mode_audit import claims_audit
+
+    # P(supported) .9 (human SUPPORTED), .3 (UNSUPPORTED), .6 (PARTIAL -> not supported), .2 (SUPPORTED)
+    # Brier (.01 + .09 + .36 + .64) / 4 = .275; accuracy (p > .5): right, right, wrong, wrong = .5
+    # AUROC: positives {.9, .2} vs negatives {.3, .6}: .9 > both, .2 < both -> 2/4 = .5
+    # labels: argmax SUPPORTED, UNSUPPORTED, PARTIAL, UNSUPPORTED vs humans S, U, P, S -> 3/4
+    def claim(p: float, label: str, human: str) -> dict[str, Any]:
+        return {"text": "c", "p_supported": p, "probabilities": {label: 0.9, "OTHER": 0.1}, "unscored": None,
+                "human": human}
+
+    records = [{"item_id": "q", "response_id": "a", "unscored": None,
+                "claims": [claim(.9, "SUPPORTED", "SUPPORTED"), claim(.3, "UNSUPPORTED", "UNSUPPORTED")]},
+               {"item_id": "q", "response_id": "b", "unscored": None,
+                "claims": [claim(.6, "PARTIAL", "PARTIAL"), claim(.2, "UNSUPPORTED", "SUPPORTED")]}]
+    report = claims_audit(records)
+    cal = report["supported_calibration"]
+    assert cal["brier"] == pytest.approx(.275) and cal["accuracy"] == .5 and cal["auroc"] == pytest.approx(.5)
+    assert report["label_agreement"]["accuracy"] == pytest.approx(.75)
+
+
+def test_claims_sensitivity_sees_evidence_order_and_negation(tmp_path: Path) -> None:
+    from trustjudge._mode_audit import claims_sensitivity
+
+    # The judge supports a claim only when the passage "A." comes first (an order-biased judge), and it
+    # supports every negated claim too: evidence-order shift 1.0 for the claim, negation "both supported" 1/1.
+    def labels(req: LabelRequest) -> list[float]:
+        first = req.prompt.split('<evidence n="1">\n', 1)[1].split("\n", 1)[0]
+        supported = first == "A." or "It is not true that" in req.prompt
+        return [(1.0 if supported else 0.0) if lab.startswith("SUPPORTED") else (0.0 if supported else 1.0)
+                if lab.startswith("UNSUPPORTED") else 0.0 for lab in req.labels]
+
+    judge = Judge(MockBackend("order", labels), store=tmp_path / "s.sqlite")
+    items = items_from_dicts([{"id": "q", "question": "Q?", "evidence": ["A.", "B."],
+                               "responses": [{"id": "a", "text": "x", "claims": ["The sky is blue."]}]}])
+    report = claims_sensitivity(judge.run, items, judge.claims_task())
+    assert report["evidence_order"] == {"claims": 1, "mean_abs_shift": pytest.approx(1.0),
+                                        "max_abs_shift": pytest.approx(1.0)}
+    assert report["negation"] == {"claims": 1, "both_supported": 1, "share": 1.0}
