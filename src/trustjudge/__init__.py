@@ -8,6 +8,7 @@ Public API::
         print(record.scores["trustjudge"])
 """
 
+from ._frames import to_pandas
 from ._items import Check, Criterion, Item, Pair, Response, items_from_dicts, iter_items, load_items
 from ._judge import Judge, compare, score
 from ._prompts import LabelSet
@@ -56,4 +57,5 @@ __all__ = [
     "register_backend",
     "register_mock",
     "score",
+    "to_pandas",
 ]

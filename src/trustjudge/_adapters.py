@@ -21,6 +21,13 @@ Supported formats (``FORMATS``):
   human coverage labels as ``human_checks`` (``FULL``, ``PARTIAL`` or ``NO``). The published judges'
   predictions: :func:`summhay_published`.
 * ``trustjudge-demo``: TrustJudge answers JSONL; one item per question, two responses per score level.
+* ``parquet``: a Parquet table (read by pyarrow, the ``data`` extra), in trustjudge's fields or another
+  schema through a column mapping (:mod:`trustjudge._frames`).
+* ``datasets``: a Hugging Face ``datasets`` dataset saved on disk (``save_to_disk`` folder), or a local
+  .parquet/.json/.jsonl/.csv/.arrow file read by ``datasets`` (the ``datasets`` extra; never the hub).
+
+With a column mapping (``mapping=``, ``--map``), ``items`` files (JSON lines, a JSON array, CSV) are read as
+tables in another schema too.
 
 Bad rows come out as :class:`InputError` values (not raised) so callers can skip them; a file that
 cannot be read at all raises.
@@ -32,17 +39,20 @@ import hashlib
 import json
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from . import _frames
 from ._items import Check, Criterion, Item, Pair, Response, _jsonl_records, iter_items, unicode_problem
 from .errors import ConfigError, InputError
 
 FORMATS = ("items", "pandalm", "llmbar", "topical-chat", "topical-chat-criteria", "qags", "summhay",
-           "trustjudge-demo")
+           "trustjudge-demo", "parquet", "datasets")
+TABLE_FORMATS = ("items", "parquet", "datasets")
+"""The formats a column mapping applies to."""
 TOPICAL_CHAT_PROMPT = "Write the next turn of this conversation.\n\n"
 USR_CRITERIA = (
     Criterion("understandability", "Whether the reply can be understood as a turn of this conversation.",
@@ -610,9 +620,11 @@ def detect_format(path: str | Path) -> str:
         InputError: The file is missing, or it is a JSON array that is invalid or matches no format.
     """
     p = path if isinstance(path, Path) else Path(path)  # a Path subclass keeps its display name
+    if p.is_dir():
+        return "datasets"
     if not p.is_file():
         raise InputError("no such file", file=str(p))
-    return _detect(p)[0]
+    return _frames.table_format(p) or _detect(p)[0]
 
 
 def _checked(values: Iterator[Item | InputError], file: str,
@@ -630,8 +642,21 @@ def _checked(values: Iterator[Item | InputError], file: str,
         yield value
 
 
+def _table(p: Path, fmt: str, mapping: Mapping[str, str] | str | None) -> Iterator[Item | InputError]:
+    """The items of a table file in ``fmt`` (one of :data:`TABLE_FORMATS`) through a column mapping."""
+    columns: list[str] | None
+    if fmt == "parquet":
+        columns, rows = _frames.parquet_table(p)
+    elif fmt == "datasets":
+        columns, rows = _frames.dataset_table(p)
+    else:
+        columns, rows = _frames.row_table(p)
+    return _frames.table_items(str(p), rows, mapping, columns=columns)
+
+
 def iter_dataset(path: str | Path, fmt: str = "auto", *, min_responses: int = 1,
-                 warnings: list[str] | None = None) -> Iterator[Item | InputError]:
+                 warnings: list[str] | None = None,
+                 mapping: Mapping[str, str] | str | None = None) -> Iterator[Item | InputError]:
     """Read a dataset file in one of :data:`FORMATS` as trustjudge items.
 
     The file is checked (and, for JSON arrays, decoded) when this is called; the rows are then
@@ -643,23 +668,41 @@ def iter_dataset(path: str | Path, fmt: str = "auto", *, min_responses: int = 1,
         min_responses: Items with fewer responses come out as :class:`InputError` instead.
         warnings: If given, notes about rows that loaded with a caveat are appended to it (e.g. a
             PandaLM row comparing two identical texts, whose pair is skipped).
+        mapping: A column mapping for a table in another schema, ``{field: column}`` or
+            ``"question=prompt,response=output"`` (see :mod:`trustjudge._frames`): with it an ``items``
+            file is read as such a table; ``parquet`` and ``datasets`` tables are read through it (or
+            through their columns named like trustjudge's fields) anyway.
 
     Returns:
         An iterator of :class:`Item` or :class:`InputError` values, in file order.
 
     Raises:
-        ConfigError: ``fmt`` is not a known format.
+        ConfigError: ``fmt`` is not a known format, or a mapping is given for a format it does not apply
+            to, or is malformed.
         InputError: The file is missing, is not valid JSON (for JSON-array formats), or its format
-            cannot be detected.
+            cannot be detected; a mapped column is not in the table.
+        PrerequisiteError: Parquet needs pyarrow (the ``data`` extra), ``datasets`` the ``datasets`` extra.
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise ConfigError(f"unknown dataset format {fmt!r}: use 'auto' or one of {', '.join(FORMATS)}")
+    if mapping is not None and fmt not in ("auto", *TABLE_FORMATS):
+        raise ConfigError(f"a column mapping (--map) applies to the formats {', '.join(TABLE_FORMATS)}, "
+                          f"not to {fmt}")
     p = path if isinstance(path, Path) else Path(path)  # a Path subclass keeps its display name
+    if p.is_dir() and fmt in ("auto", "datasets"):
+        return _checked(_table(p, "datasets", mapping), str(p), min_responses)
     if not p.is_file():
-        raise InputError("no such file", file=str(p))
+        raise InputError("is a folder (a datasets folder is read with --format datasets or auto)"
+                         if p.is_dir() else "no such file", file=str(p))
     rows: list[Any] | None = None
     if fmt == "auto":
-        fmt, rows = _detect(p)
+        table = _frames.table_format(p)
+        if table is not None or mapping is not None:
+            fmt = table or "items"
+        else:
+            fmt, rows = _detect(p)
+    if fmt in ("parquet", "datasets") or (fmt == "items" and mapping is not None):
+        return _checked(_table(p, fmt, mapping), str(p), min_responses)
     if fmt == "items":
         return iter_items(p, min_responses=min_responses)
     if fmt == "trustjudge-demo":

@@ -3,7 +3,8 @@
 Every file a command writes (``--out``, ``--json``, ``--html``) goes through :func:`check_outputs` before
 any work starts, and through :func:`atomic_output` while it is written. An output that names an input,
 the judgment store (or its ``-wal``/``-shm`` files) or another output is refused; a command that fails or
-is interrupted leaves the previous file as it was. ``-`` means standard output (and, as an input,
+is interrupted leaves the previous file as it was. Records go through :func:`record_output`, which writes
+JSON lines, or Parquet for a ``.parquet`` path. ``-`` means standard output (and, as an input,
 standard input: :func:`readable_input` copies it, or a FIFO, to a private file read once).
 """
 
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import io
+import json
 import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import IO, Any, TextIO
 
 from .errors import ConfigError
 
@@ -96,20 +99,8 @@ def _fsync_dir(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
-    """A text stream that replaces ``path`` only when the block ends without an exception.
-
-    The data goes to a temporary file in the same folder (so the final rename is atomic); on any
-    exception the temporary file is removed and ``path`` is untouched. ``None`` or ``-`` is standard
-    output, written through as it comes.
-
-    Raises:
-        ConfigError: the folder cannot be created or written (naming ``option`` and the path).
-    """
-    if path is None or is_stdio(path):
-        yield sys.stdout
-        sys.stdout.flush()
-        return
+def _replacing(path: Path, option: str, binary: bool) -> Iterator[IO[Any]]:
+    """A file in ``path``'s folder that replaces ``path`` when the block ends without an exception."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -117,7 +108,7 @@ def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
         raise _unwritable(option, path, exc) from None
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
             yield fh
             try:
                 fh.flush()
@@ -141,6 +132,50 @@ def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
+    """A text stream that replaces ``path`` only when the block ends without an exception.
+
+    The data goes to a temporary file in the same folder (so the final rename is atomic); on any
+    exception the temporary file is removed and ``path`` is untouched. ``None`` or ``-`` is standard
+    output, written through as it comes.
+
+    Raises:
+        ConfigError: the folder cannot be created or written (naming ``option`` and the path).
+    """
+    if path is None or is_stdio(path):
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with _replacing(path, option, binary=False) as fh:
+        yield fh  # type: ignore[misc]  # a text-mode file
+
+
+@contextlib.contextmanager
+def record_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
+    """Where a command writes its records, one JSON object per line: :func:`atomic_output`, except that a
+    path ending in ``.parquet`` (or ``.pq``) gets the same records as one Parquet table, one column per
+    method, criterion and check (:func:`trustjudge._frames.flatten`), written when the block ends without an
+    exception (the lines are kept in memory until then), and replacing ``path`` atomically.
+
+    Raises:
+        ConfigError: the folder cannot be created or written.
+        PrerequisiteError: Parquet is asked for and pyarrow is missing (raised before the block runs).
+    """
+    from . import _frames
+
+    if path is None or is_stdio(path) or not _frames.is_parquet(path):
+        with atomic_output(path, option) as fh:
+            yield fh
+        return
+    _frames.require_parquet()
+    lines = io.StringIO()
+    yield lines
+    rows = (json.loads(line) for line in lines.getvalue().splitlines() if line.strip())
+    with _replacing(path, option, binary=True) as fh:
+        _frames.write_parquet(rows, fh)
+
+
 def write_text(path: Path, text: str, option: str) -> None:
     """Write ``text`` to ``path`` (or standard output for ``-``) atomically."""
     with atomic_output(path, option) as fh:
@@ -160,9 +195,10 @@ class _Spooled(type(Path())):  # type: ignore[misc]
 
 
 def readable_input(path: Path) -> Path:
-    """``path`` itself for a regular file; for ``-`` (standard input), a FIFO or a device, a private copy
-    of what it holds (such inputs can be read only once, and trustjudge validates before judging)."""
-    if not is_stdio(path) and (not path.exists() or path.is_file()):
+    """``path`` itself for a regular file or a folder (a saved dataset); for ``-`` (standard input), a FIFO or
+    a device, a private copy of what it holds (such inputs can be read only once, and trustjudge validates
+    before judging)."""
+    if not is_stdio(path) and (not path.exists() or path.is_file() or path.is_dir()):
         return path
     folder = tempfile.mkdtemp(prefix="trustjudge-input-")
     atexit.register(shutil.rmtree, folder, True)

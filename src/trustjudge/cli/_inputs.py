@@ -1,4 +1,8 @@
-"""Reading an input file for a command: every line validated before any model call, every problem reported."""
+"""Reading an input file for a command: every line validated before any model call, every problem reported.
+
+The input may be a folder (a Hugging Face ``datasets`` dataset saved with ``save_to_disk``): it is hashed
+file by file to tell that it did not change between validation and judging.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,22 @@ from .._adapters import iter_dataset
 from .._items import Item
 from ..errors import InputError
 from ._common import err, fail
+
+
+class InputFormat(str):
+    """An input format (``--format``) carrying its column mapping (``--map``): a ``str``, so that every command
+    hands it on as its format, and the mapping reaches :func:`~trustjudge._adapters.iter_dataset` with it."""
+
+    mapping: dict[str, str] | None
+
+    def __new__(cls, fmt: str, mapping: dict[str, str] | None = None) -> InputFormat:
+        value = super().__new__(cls, fmt)
+        value.mapping = mapping
+        return value
+
+
+def _mapping(fmt: str) -> dict[str, str] | None:
+    return fmt.mapping if isinstance(fmt, InputFormat) else None
 
 
 def _report_problems(path: Path, problems: list[InputError], count: int, skip_invalid: bool) -> None:
@@ -34,7 +54,7 @@ def _validated(path: Path, skip_invalid: bool, min_responses: int, fmt: str) -> 
     unless ``skip_invalid``) and a file without a valid item is an error."""
     problems: list[InputError] = []
     count = valid = 0
-    for value in iter_dataset(path, fmt, min_responses=min_responses):
+    for value in iter_dataset(path, fmt, min_responses=min_responses, mapping=_mapping(fmt)):
         if isinstance(value, InputError):
             count += 1
             if len(problems) < 20:
@@ -58,12 +78,17 @@ def scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item:
 
 
 def digest(path: Path) -> str:
-    """SHA-256 of a file's bytes (to tell that it changed between the validation and the judging)."""
+    """SHA-256 of a file's bytes, or of a folder's files' names and bytes (to tell that it changed between
+    the validation and the judging)."""
     h = hashlib.sha256()
     try:
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if file is not path:
+                h.update(b"\0" + str(file.relative_to(path)).encode("utf-8", "surrogateescape") + b"\0")
+            with file.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     return h.hexdigest()
@@ -78,7 +103,7 @@ def changed(path: Path) -> InputError:
 def stream_items(path: Path, min_responses: int, fmt: str, skip_invalid: bool, sha256: str) -> Iterator[Item]:
     """The items of a file validated (and hashed) before: the file is read a second time while judging,
     so a problem that was not there at validation means the file changed, and stops the run."""
-    for value in iter_dataset(path, fmt, min_responses=min_responses):
+    for value in iter_dataset(path, fmt, min_responses=min_responses, mapping=_mapping(fmt)):
         if isinstance(value, InputError):
             if not skip_invalid:
                 raise changed(path)

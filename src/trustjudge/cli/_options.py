@@ -19,10 +19,13 @@ from typing import Any
 import click
 
 from .._adapters import FORMATS
+from .._frames import parse_mapping
 from .._judge import Judge
 from .._outputs import check_outputs
 from .._store import default_store_path
 from ..backends import DEFAULT_JUDGE
+from ..errors import ConfigError
+from ._inputs import InputFormat
 
 Command = Callable[..., Any]
 JudgeFactory = Callable[..., Judge]
@@ -171,21 +174,39 @@ def _apply(options: list[Callable[[Command], Command]], fn: Command) -> Command:
     return fn
 
 
+def _mapping(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str] | None:
+    try:
+        return parse_mapping(values) or None
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
 def input_options(fn: Command) -> Command:
-    """Add ITEMS and how to read it: ``--format``, ``--skip-invalid``, and ``--quiet``."""
+    """Add ITEMS and how to read it: ``--format``, ``--map``, ``--skip-invalid``, and ``--quiet``. The command
+    gets ``fmt`` as an :class:`~trustjudge.cli._inputs.InputFormat`: the format, carrying the mapping."""
+    @functools.wraps(fn)
+    def command(**params: Any) -> Any:
+        params["fmt"] = InputFormat(params["fmt"], params.pop("column_map"))
+        return fn(**params)
+
     return _apply([
-        click.argument("items", type=click.Path(dir_okay=False, path_type=Path)),
+        click.argument("items", type=click.Path(path_type=Path)),
         click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
-                     help="Input format: trustjudge items (JSONL/CSV) or a dataset's own format (see README)."),
+                     help="Input format: trustjudge items (JSONL/CSV), Parquet, a Hugging Face datasets folder "
+                          "or file, or a dataset's own format (see README)."),
+        click.option("--map", "column_map", multiple=True, callback=_mapping, metavar="FIELD=COLUMN,...",
+                     help="Read a table in another schema: which column holds each field, e.g. "
+                          "question=prompt,response=output,id=uid (see README)."),
         click.option("--skip-invalid", is_flag=True, help="Skip invalid lines (reported) instead of stopping."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary."),
-    ], fn)
+    ], command)
 
 
 def output_options(*, stdout: bool) -> Callable[[Command], Command]:
-    """Add ``--out`` (the JSONL records: all a command writes with ``stdout``, else the records its result
-    rests on) and ``--dry-run``."""
-    out_help = ("Write JSONL records here (default: standard output)." if stdout
+    """Add ``--out`` (the records: all a command writes with ``stdout``, as JSON lines or Parquet by the name's
+    extension; else the JSONL records its result rests on) and ``--dry-run``."""
+    out_help = ("Write the records here: JSON lines, or Parquet for a .parquet name (default: standard output)."
+                if stdout
                 else "Also write the judgment records the result rests on here (JSONL).")
     return functools.partial(_apply, [
         click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None, help=out_help),

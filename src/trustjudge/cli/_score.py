@@ -14,7 +14,7 @@ from rich.table import Table
 from .._engine import BACKEND_ERROR
 from .._items import Item
 from .._judge import CompareRecord, Judge, ScoreRecord
-from .._outputs import atomic_output, readable_input
+from .._outputs import readable_input, record_output
 from .._scoring import AGGREGATIONS, SCORE_METHODS
 from ..errors import BackendError
 from ._common import err, is_utf8, print_plan, progress, warn_top_k
@@ -109,7 +109,7 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
     j = j_factory()
     summary = _Summary(kind)
     try:
-        with atomic_output(out, "--out") as stream:
+        with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
                 todo = stream_items(items_path, min_responses, fmt, skip_invalid, sha256)

@@ -1,0 +1,344 @@
+"""``trustjudge store``: what the judgment store holds, read-only (in the manner of ``llm logs``).
+
+* ``store stats``: per backend fingerprint and kind, how many outputs, first and last time, tokens, latency;
+* ``store export``: every stored output (key, kind, backend fingerprint, request, result, tokens, latency,
+  time) as JSON lines or Parquet;
+* ``store show ITEMS ITEM_ID``: the stored outputs of one item's judgments. The store is keyed by content
+  (a hash of the prompt and the judge), not by item: the item's prompts are rebuilt with the judge options
+  given (as ``score`` and ``compare`` would build them) and looked up by their keys;
+* ``store search TEXT``: the stored outputs whose request contains TEXT (prompt text, or a key's start).
+
+The store file is opened read-only (an SQLite ``mode=ro`` URI): these commands never write it, never create
+it, and never make a model call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .._adapters import iter_dataset
+from .._engine import Job
+from .._items import Item
+from .._judge import Judge
+from .._outputs import check_outputs, readable_input, record_output
+from .._protocol import Question
+from .._store import default_store_path
+from ..backends import get_backend
+from ..errors import InputError, StoreError
+from ._common import is_utf8
+from ._inputs import InputFormat
+from ._options import SCALES, STORE, JudgeOptions, input_options, judge_options
+
+_COLUMNS = "key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s, created_at"
+
+
+# -- reading the store ---------------------------------------------------------------------------------------
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """The store at ``path`` opened read-only.
+
+    Raises:
+        StoreError: there is no store there, or it is not a trustjudge store.
+    """
+    if not path.is_file():
+        raise StoreError(f"no judgment store at {path} (nothing has been judged with this --store)")
+    uri = path.resolve().as_uri()
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60.0)
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        # A WAL store in a folder this process cannot write (no -shm file can be made): read it as it is on disk.
+        db = sqlite3.connect(f"{uri}?immutable=1", uri=True)
+    try:
+        found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outputs'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreError(f"cannot read the judgment store {path}: {exc}") from None
+    if found is None:
+        db.close()
+        raise StoreError(f"{path} is not a trustjudge judgment store (it has no outputs table)")
+    return db
+
+
+@contextlib.contextmanager
+def _reading(path: Path | None) -> Iterator[sqlite3.Connection]:
+    db = open_read_only(path if path is not None else default_store_path())
+    try:
+        yield db
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the judgment store {path}: {exc}") from None
+    finally:
+        db.close()
+
+
+def _decode(text: str) -> Any:
+    """A stored JSON value; a non-finite number (rows written before they were stored as null) is null."""
+    return json.loads(text, parse_constant=lambda _: None)
+
+
+def _when(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _output(row: Sequence[Any]) -> dict[str, Any]:
+    """One stored output as a JSON object."""
+    key, kind, backend, request, result, pt, ct, latency, created = row
+    return {"key": key, "kind": kind, "backend": backend, "request": _decode(request), "result": _decode(result),
+            "prompt_tokens": pt, "completion_tokens": ct, "latency_s": latency, "created": _when(created),
+            "created_at": created}
+
+
+def _filters(backend: str | None, kind: str | None) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    if backend is not None:
+        clauses.append("backend = ?")
+        params.append(backend)
+    if kind is not None:
+        clauses.append("kind = ?")
+        params.append(kind)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _fingerprint(judge: str | None, backend: str | None) -> str | None:
+    """The backend fingerprint to select: ``--backend`` as given, or ``--judge``'s (the judge is built for it)."""
+    if judge is None:
+        return backend
+    if backend is not None:
+        raise click.UsageError("give --judge or --backend, not both")
+    built = get_backend(judge)
+    try:
+        return built.fingerprint
+    finally:
+        built.close()
+
+
+# -- commands ---------------------------------------------------------------------------------------------
+
+JUDGE_FILTER = click.option("--judge", "-j", default=None,
+                            help="Only this judge's outputs (a judge name; it is loaded to read its fingerprint).")
+BACKEND_FILTER = click.option("--backend", default=None,
+                              help="Only outputs of this backend fingerprint (as `store stats` shows it).")
+KIND_FILTER = click.option("--kind", type=click.Choice(["labels", "generate"]), default=None,
+                           help="Only label distributions, or only generated critiques.")
+
+
+@click.group("store")
+def store() -> None:
+    """Inspect the judgment store (read-only): stats, export, show an item's judgments, search."""
+
+
+@store.command("stats")
+@STORE
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def stats(store: Path | None, as_json: bool) -> None:
+    """What the store holds, per backend fingerprint and kind: outputs, first and last time, tokens."""
+    with _reading(store) as db:
+        rows = db.execute(
+            "SELECT backend, kind, COUNT(*), MIN(created_at), MAX(created_at), SUM(prompt_tokens), "
+            "SUM(completion_tokens), SUM(latency_s) FROM outputs GROUP BY backend, kind ORDER BY backend, kind"
+        ).fetchall()
+    groups = [{"backend": b, "kind": k, "outputs": n, "first": _when(first), "last": _when(last),
+               "prompt_tokens": int(pt or 0), "completion_tokens": int(ct or 0), "latency_s": float(lat or 0.0)}
+              for b, k, n, first, last, pt, ct, lat in rows]
+    path = store if store is not None else default_store_path()
+    if as_json:
+        click.echo(json.dumps({"store": str(path), "outputs": sum(g["outputs"] for g in groups), "groups": groups},
+                              indent=2))
+        return
+    table = Table(title=f"Judgment store {path}")
+    for col in ("backend", "kind", "outputs", "first", "last", "prompt tokens", "completion tokens", "model s"):
+        table.add_column(col, justify="left" if col in ("backend", "kind", "first", "last") else "right")
+    for g in groups:
+        table.add_row(g["backend"], g["kind"], f"{g['outputs']:,}", g["first"], g["last"], f"{g['prompt_tokens']:,}",
+                      f"{g['completion_tokens']:,}", f"{g['latency_s']:,.1f}")
+    Console(width=max(Console().width, 140)).print(table)
+    click.echo(f"{sum(g['outputs'] for g in groups):,} outputs")
+
+
+@store.command("export")
+@STORE
+@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write here: JSON lines, or Parquet for a .parquet name (default: standard output).")
+@JUDGE_FILTER
+@BACKEND_FILTER
+@KIND_FILTER
+def export(store: Path | None, out: Path | None, judge: str | None, backend: str | None, kind: str | None) -> None:
+    """Every stored output: key, kind, backend fingerprint, request, result, tokens, latency, time."""
+    path = store if store is not None else default_store_path()
+    check_outputs({"--out": out}, store=path)
+    fingerprint = _fingerprint(judge, backend)
+    where, params = _filters(fingerprint, kind)
+    with _reading(path) as db, record_output(out, "--out") as fh:
+        ascii_only = not is_utf8(fh)
+        for row in db.execute(f"SELECT {_COLUMNS} FROM outputs{where} ORDER BY created_at, key", params):
+            fh.write(json.dumps(_output(row), ensure_ascii=ascii_only) + "\n")
+
+
+@store.command("search")
+@STORE
+@click.argument("text")
+@JUDGE_FILTER
+@BACKEND_FILTER
+@KIND_FILTER
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1), help="Show at most this many.")
+@click.option("--prompt", "show_prompt", is_flag=True, help="Print each prompt in full.")
+@click.option("--json", "as_json", is_flag=True, help="Print each output as a JSON line (as `store export`).")
+def search(store: Path | None, text: str, judge: str | None, backend: str | None, kind: str | None, limit: int,
+           show_prompt: bool, as_json: bool) -> None:
+    """Stored outputs whose request contains TEXT (a prompt's text), or whose key starts with TEXT."""
+    where, params = _filters(_fingerprint(judge, backend), kind)
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]  # as the request's canonical JSON holds it
+    match = "(instr(request, ?) > 0 OR substr(key, 1, ?) = ?)"
+    where = f"{where} AND {match}" if where else f" WHERE {match}"
+    with _reading(store) as db:
+        rows = db.execute(f"SELECT {_COLUMNS} FROM outputs{where} ORDER BY created_at, key LIMIT ?",
+                          [*params, escaped, len(text), text, limit]).fetchall()
+    for row in rows:
+        output = _output(row)
+        if as_json:
+            click.echo(json.dumps(output))
+        else:
+            click.echo(_describe(output, show_prompt) + "\n")
+    if not as_json:
+        click.echo(f"{len(rows)} stored output(s){' (the first ' + str(limit) + ')' if len(rows) == limit else ''}",
+                   err=True)
+
+
+@store.command("show")
+@input_options
+@click.argument("item_id")
+@judge_options("score", "compare")
+@click.option("--scale", type=SCALES, default="10", show_default=True, help="The pointwise scale to look up.")
+@click.option("--kind", "judgment", type=click.Choice(["score", "compare", "all"]), default="all", show_default=True,
+              help="Which judgments of the item to show.")
+@click.option("--prompt", "show_prompt", is_flag=True, help="Print each prompt in full.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line per judgment.")
+def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, judging: JudgeOptions, scale: str,
+         judgment: str, show_prompt: bool, as_json: bool) -> None:
+    """The stored outputs of item ITEM_ID's judgments in ITEMS, under the judge options given.
+
+    The item's prompts are rebuilt as `score` and `compare` build them (same --judge, --scale, --protocol,
+    --closing, templates and sampling options) and looked up by their store keys; nothing is judged.
+    """
+    item = _find(readable_input(items), fmt, item_id)
+    path = judging.store if judging.store is not None else default_store_path()
+    with _reading(path) as db, tempfile.TemporaryDirectory(prefix="trustjudge-show-") as tmp:
+        # The judge only renders prompts and computes keys: its own store is a scratch file, never the real one.
+        j = dataclasses.replace(judging, store=Path(tmp) / "keys.sqlite").make(scale=int(scale))
+        try:
+            for entry in _judgments(j, item, judgment):
+                entry["outputs"] = _stored(db, j, entry.pop("question"))
+                click.echo(json.dumps(entry) if as_json else _describe_judgment(entry, show_prompt))
+        finally:
+            j.close()
+
+
+# -- store show ---------------------------------------------------------------------------------------------
+
+
+def _find(path: Path, fmt: str, item_id: str) -> Item:
+    bad = 0
+    mapping = fmt.mapping if isinstance(fmt, InputFormat) else None
+    for value in iter_dataset(path, fmt, mapping=mapping):
+        if isinstance(value, InputError):
+            bad += 1
+        elif value.id == item_id:
+            return value
+    raise InputError(f"holds no valid item with id {item_id!r}" + (f" ({bad} invalid rows skipped)" if bad else ""),
+                     file=str(path))
+
+
+def _judgments(j: Judge, item: Item, judgment: str) -> Iterator[dict[str, Any]]:
+    """Each judgment of ``item`` that ``score`` / ``compare`` would make, with its question."""
+    fmt = j.backend.format_prompt
+    if judgment in ("score", "all"):
+        task = j.score_task()
+        for response, question in zip(item.responses, task.questions(item, fmt)):
+            yield {"judgment": "score", "item_id": item.id, "response_id": response.id, "scale": task.scale.points,
+                   "protocol": task.protocol, "question": question}
+    if judgment in ("compare", "all") and len(item.responses) >= 2:
+        pair_task = j.compare_task()
+        for pair in item.all_pairs():
+            for order, question in enumerate(pair_task.pair_questions(item, pair, fmt), start=1):
+                yield {"judgment": "compare", "item_id": item.id, "first_id": pair.first, "second_id": pair.second,
+                       "order": order, "shown_first": pair.first if order == 1 else pair.second,
+                       "protocol": pair_task.protocol, "question": question}
+
+
+def _get(db: sqlite3.Connection, key: str) -> dict[str, Any] | None:
+    row = db.execute(f"SELECT {_COLUMNS} FROM outputs WHERE key = ?", (key,)).fetchone()
+    return _output(row) if row is not None else None
+
+
+def _stored(db: sqlite3.Connection, j: Judge, question: Question | str) -> list[dict[str, Any]]:
+    """The stored outputs of one question: its label distribution, after its critique with ``cot``; a question
+    with none stored is a ``{"key", "stored": false}`` entry, and one judged without a call its reason."""
+    if isinstance(question, str):
+        return [{"unscored": question, "stored": False}]
+    engine = j.engine
+    prompt = question.prompt
+    found: list[dict[str, Any]] = []
+    if j.protocol == "cot":
+        key = engine.generate_key(j.sampling("cot").request(question))
+        generation = _get(db, key)
+        found.append(generation or {"key": key, "kind": "generate", "stored": False})
+        if generation is None or generation["result"].get("finish_reason") == "length":
+            return found
+        prompt = prompt + str(generation["result"].get("text", "")) + question.marker
+    key = engine.label_key(Job(prompt, question.labels))
+    found.append(_get(db, key) or {"key": key, "kind": "labels", "stored": False})
+    return found
+
+
+def _labels(output: dict[str, Any], top: int = 5) -> str:
+    labels = output["request"].get("labels") or []
+    logprobs = output["result"].get("logprobs") or []
+    probs = [(lab, math.exp(lp)) for lab, lp in zip(labels, logprobs) if lp is not None]
+    mass = sum(p for _, p in probs)
+    best = sorted(probs, key=lambda entry: -entry[1])[:top]
+    method = output["result"].get("method", "exact")
+    return "  ".join(f"{lab} {p:.3f}" for lab, p in best) + f"   (label mass {mass:.3f}, {method})"
+
+
+def _describe(output: dict[str, Any], show_prompt: bool, indent: str = "") -> str:
+    """A stored output as text: key, backend, time, tokens, and the labels' top probabilities or the critique."""
+    if output.get("stored") is False:
+        if "unscored" in output:
+            return f"{indent}no model call: {output['unscored']}"
+        return f"{indent}{output['kind']} {output['key']}: not in the store"
+    lines = [f"{indent}{output['kind']} {output['key']}",
+             f"{indent}  backend {output['backend']}; stored {output['created']}; {output['prompt_tokens']} prompt + "
+             f"{output['completion_tokens']} completion tokens; {output['latency_s']:.3f} s"]
+    if show_prompt:
+        lines += [f"{indent}  prompt:", *(f"{indent}    {line}" for line in output["request"]["prompt"].splitlines())]
+    if output["kind"] == "labels":
+        lines.append(f"{indent}  labels: {_labels(output)}")
+    else:
+        result = output["result"]
+        lines.append(f"{indent}  critique ({result.get('finish_reason')}): {result.get('text', '')!r}")
+    return "\n".join(lines)
+
+
+def _describe_judgment(entry: dict[str, Any], show_prompt: bool) -> str:
+    if entry["judgment"] == "score":
+        head = f"score {entry['item_id']} / {entry['response_id']} ({entry['scale']} points, {entry['protocol']})"
+    else:
+        head = (f"compare {entry['item_id']} / {entry['first_id']} vs {entry['second_id']}, order {entry['order']} "
+                f"({entry['shown_first']} shown first, {entry['protocol']})")
+    return "\n".join([head, *(_describe(o, show_prompt, "  ") for o in entry["outputs"])]) + "\n"
