@@ -2,7 +2,7 @@
 
 Both read the same items as ``score`` (with ``criteria`` / ``checklist`` fields, or a ``--suite`` file that
 gives them to items carrying none), take every judge and engine option, resume from the store, and with
-``--audit`` also write the mode's audit (JSON) after the records.
+``--audit`` also write the mode's audit (JSON) after the records (``--report``: as a self-contained HTML page).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from .._engine import BACKEND_ERROR
 from .._items import Item, Suite, load_suite
 from .._judge import Judge
 from .._mode_audit import checklist_audit, claims_audit, claims_sensitivity, criteria_audit, grounding_audit
-from .._outputs import atomic_output, readable_input, record_output
+from .._mode_report import render_mode_report
+from .._outputs import atomic_output, readable_input, record_output, write_text
 from .._prompts import YES_NO, LabelSet
 from .._tasks import Task
 from ..errors import BackendError, InputError
@@ -35,6 +36,8 @@ REWEIGHT = click.option("--reweight", is_flag=True,
                              "weights and list it in `reweighted` (default: the aggregate is unscored).")
 AUDIT = click.option("--audit", "audit_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
                      help="Also audit the mode and write the report (JSON) here.")
+REPORT = click.option("--report", "report_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                      help="Also audit the mode and write it as a self-contained HTML report (plots, tables) here.")
 GROUNDING = click.option("--grounding-audit", "grounding_audit_", is_flag=True,
                          help="With --audit: judge the items again without their profile/knowledge/evidence and "
                               "with swapped profiles, and report the shift.")
@@ -46,7 +49,7 @@ def _suite(path: Path | None) -> Suite:
 
 def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool,
          quiet: bool, judging: JudgeOptions, fmt: str, audit: Callable[[Judge, Task, list[dict[str, Any]]], Any]
-         | None, audit_out: Path | None) -> None:
+         | None, audit_out: Path | None, report_out: Path | None = None, mode: str = "") -> None:
     """Judge a file with a task, streaming records; then the audit, if asked."""
     if dry_run:
         items = read_items(items_path, skip_invalid, 1, fmt)
@@ -92,11 +95,18 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
                       f"unscored: {dict(unscored) or 'none'}; store: {j.store.path}", highlight=False)
         if unscored.get(BACKEND_ERROR) and s.last_error:
             err.print(f"[yellow]backend error:[/] {s.last_error}", highlight=False)
-        if audit is not None and audit_out is not None:
-            with atomic_output(audit_out, "--audit") as fh:
-                fh.write(json.dumps(audit(j, task, records), indent=2) + "\n")
-            if not quiet:
-                err.print(f"audit written to {audit_out}", highlight=False)
+        if audit is not None and (audit_out is not None or report_out is not None):
+            report = audit(j, task, records)
+            if audit_out is not None:
+                with atomic_output(audit_out, "--audit") as fh:
+                    fh.write(json.dumps(report, indent=2) + "\n")
+                if not quiet:
+                    err.print(f"audit written to {audit_out}", highlight=False)
+            if report_out is not None:
+                write_text(report_out, render_mode_report(report, title=f"trustjudge {mode} audit", mode=mode, details={
+                    "judge": j.name, "data": str(items_path)}), "--report")
+                if not quiet:
+                    err.print(f"audit report written to {report_out}", highlight=False)
         if written and unscored.get(BACKEND_ERROR) == written:
             raise BackendError(f"every judgment failed ({written} records say backend_error): "
                                f"{s.last_error or 'no message'}")
@@ -134,14 +144,15 @@ def _all_items(path: Path, skip_invalid: bool, fmt: str) -> list[Item]:
                                                "instead of scoring them.")
 @click.option("--graded", is_flag=True, help="With --pairwise: 5-way verdicts (A>>B .. B>>A) with an expected margin.")
 @AUDIT
+@REPORT
 @GROUNDING
 def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
              dry_run: bool, suite: Path | None, reweight: bool, scale: str | None, pairwise: bool, graded: bool,
-             audit_out: Path | None, grounding_audit_: bool) -> None:
+             audit_out: Path | None, report_out: Path | None, grounding_audit_: bool) -> None:
     """Judge every response on every criterion (rubric), with the weighted aggregate and its spread."""
     if graded and not pairwise:
         raise click.UsageError("--graded needs --pairwise")
-    judging.guard(items, {"--out": out, "--audit": audit_out})
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
     s = _suite(suite)
     points = int(scale) if scale else (s.scale or 5)
 
@@ -165,7 +176,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit if audit_out is not None else None, audit_out)
+         audit if audit_out is not None or report_out is not None else None, audit_out, report_out, "criteria")
 
 
 @click.command("checklist")
@@ -177,12 +188,13 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
 @click.option("--labels", default=None, help='The answers a check may get, e.g. "FULL=1,PARTIAL=0.5,NO=0" '
                                              '[default: the suite\'s, else "YES=1,NO=0"].')
 @AUDIT
+@REPORT
 @GROUNDING
 def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
               dry_run: bool, suite: Path | None, reweight: bool, labels: str | None, audit_out: Path | None,
-              grounding_audit_: bool) -> None:
+              report_out: Path | None, grounding_audit_: bool) -> None:
     """Ask every response every check: P(pass) per check, expected satisfaction, P(all), counts."""
-    judging.guard(items, {"--out": out, "--audit": audit_out})
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
     s = _suite(suite)
     spec = labels or s.labels
     label_set = LabelSet.parse(spec) if spec else YES_NO
@@ -200,7 +212,7 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit if audit_out is not None else None, audit_out)
+         audit if audit_out is not None or report_out is not None else None, audit_out, report_out, "checklist")
 
 
 @click.command("claims")
@@ -218,14 +230,15 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
 @click.option("--extract-tokens", default=512, show_default=True, type=click.IntRange(min=16),
               help="Longest claim extraction (a longer one is unscored: truncated).")
 @AUDIT
+@REPORT
 @click.option("--sensitivity", is_flag=True, help="With --audit: evidence order, negation and extractor stability "
                                                   "(a second extraction at temperature 0.7).")
 def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
            dry_run: bool, k: int | None, unknown: bool, match: bool, min_overlap: float, extract_tokens: int,
-           audit_out: Path | None, sensitivity: bool) -> None:
+           audit_out: Path | None, report_out: Path | None, sensitivity: bool) -> None:
     """Extract each response's claims (or take the given ones), verify each against the item's evidence, and
     report expected precision, the distribution of supported claims and, with --match, recall."""
-    judging.guard(items, {"--out": out, "--audit": audit_out})
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
 
     def task_of(j: Judge) -> Task:
         return j.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap, max_new_tokens=extract_tokens)
@@ -243,4 +256,4 @@ def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit if audit_out is not None else None, audit_out)
+         audit if audit_out is not None or report_out is not None else None, audit_out, report_out, "claims")
