@@ -351,14 +351,13 @@ def test_f9_one_bad_request_does_not_fail_the_requests_merged_with_it(tmp_path: 
         return [0.5] * len(request.labels)
 
     judge = Judge(MockBackend("poison", script=script), store=tmp_path / "s.sqlite", scale=5)
-    worker = JudgeWorker(judge, {}, batch_wait_s=0.3)
+    worker = JudgeWorker(judge, batch_wait_s=0.3)
     good = items_from_dicts([{"id": "g", "question": "Q", "responses": [{"text": "fine"}]}])
     bad = items_from_dicts([{"id": "b", "question": "Q", "responses": [{"text": "poison"}]}])
 
     async def both() -> list[Any]:
-        return await asyncio.gather(worker.submit("score", good, protocol="direct", scale=5),
-                                    worker.submit("score", bad, protocol="direct", scale=5),
-                                    return_exceptions=True)
+        task = judge.score_task(5, "direct")
+        return await asyncio.gather(worker.submit(task, good), worker.submit(task, bad), return_exceptions=True)
 
     try:
         with time_limit(30):
