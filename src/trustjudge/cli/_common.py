@@ -16,7 +16,7 @@ from rich.table import Table
 from .._items import Item
 from .._judge import Judge
 from .._tasks import Task
-from .._outputs import atomic_output
+from .._outputs import record_output
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -81,10 +81,11 @@ def methods_note(records: list[Mapping[str, Any]], quiet: bool) -> None:
 
 def write_records(out: Path | None, scores: Iterable[Mapping[str, Any]],
                   compares: Iterable[Mapping[str, Any]]) -> None:
-    """Write the score and compare records a result rests on to ``--out`` (JSONL, a ``kind`` each)."""
+    """Write the score and compare records a result rests on to ``--out`` (JSONL, or Parquet by extension;
+    a ``kind`` each)."""
     if out is None:
         return
-    with atomic_output(out, "--out") as fh:
+    with record_output(out, "--out") as fh:
         for rec in scores:
             fh.write(json.dumps({"kind": "score", **rec}) + "\n")
         for rec in compares:
