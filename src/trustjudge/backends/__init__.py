@@ -10,12 +10,24 @@
   ``http/<model>@URL``: an OpenAI-compatible HTTP server (see ``_openai.py``).
 
 New backends register a factory for their prefix with :func:`register_backend`; heavy imports happen
-inside the factory, on first use.
+inside the factory, on first use. Installed packages add backends through the entry point group
+``trustjudge.backends``: the entry point's name is the prefix, its value a callable that takes the rest of
+the judge name and returns a :class:`Backend`::
+
+    [project.entry-points."trustjudge.backends"]
+    myprefix = "my_package.backend:build"     # Judge("myprefix/some-model") calls build("some-model")
+
+A plugin is imported only when a judge name asks for its prefix, so a broken plugin breaks only the
+names that use it (with an error naming the entry point); built-in and registered prefixes come first
+and are never looked up among plugins. ``TRUSTJUDGE_BACKEND_PLUGINS`` pins the plugin set: unset, every
+installed plugin; otherwise a comma-separated list of the entry point names allowed (empty: none).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
 
 from ..errors import ConfigError
 from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
@@ -23,10 +35,13 @@ from ._mock import MockBackend
 
 __all__ = [
     "Backend", "GenerateRequest", "Generation", "LabelRequest", "LabelResult", "MockBackend",
-    "DEFAULT_JUDGE", "get_backend", "register_backend", "register_mock",
+    "DEFAULT_JUDGE", "PLUGIN_GROUP", "backend_plugins", "get_backend", "register_backend", "register_mock",
 ]
 
 DEFAULT_JUDGE = "llamacpp/qwen2.5-coder-1.5b"
+PLUGIN_GROUP = "trustjudge.backends"
+"""The entry point group of third-party backends (name: the prefix; value: ``module:factory``)."""
+PLUGINS_ENV = "TRUSTJUDGE_BACKEND_PLUGINS"
 
 BackendFactory = Callable[[str], Backend]
 _FACTORIES: dict[str, BackendFactory] = {}
@@ -83,10 +98,61 @@ for _prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http"):
     register_backend(_prefix, _http(_prefix))
 
 
+def backend_plugins() -> dict[str, list[EntryPoint]]:
+    """The installed backend plugins by prefix (nothing is imported), as allowed by ``TRUSTJUDGE_BACKEND_PLUGINS``.
+
+    Prefixes of built-in or registered backends are left out: those names never reach a plugin.
+    """
+    allowed = os.environ.get(PLUGINS_ENV)
+    pinned = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+    found: dict[str, list[EntryPoint]] = {}
+    for ep in entry_points(group=PLUGIN_GROUP):
+        if ep.name in _FACTORIES or (pinned is not None and ep.name not in pinned):
+            continue
+        if all(other.value != ep.value for other in found.get(ep.name, [])):  # one package seen on two paths
+            found.setdefault(ep.name, []).append(ep)
+    return found
+
+
+def _describe(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    where = f" from {dist.name} {dist.version}" if dist is not None else ""
+    return f"backend plugin {ep.name!r} ({ep.value}{where})"
+
+
+def _from_plugin(ep: EntryPoint, name: str, rest: str) -> Backend:
+    """Load ``ep`` and build the backend for ``rest``; any failure names the plugin."""
+    what = _describe(ep)
+    try:
+        factory = ep.load()
+    except Exception as exc:
+        raise ConfigError(f"judge {name!r}: {what} cannot be loaded: {type(exc).__name__}: {exc} "
+                          f"(fix or uninstall the plugin's package)") from exc
+    if not callable(factory):
+        raise ConfigError(f"judge {name!r}: {what} is a {type(factory).__name__}, not a callable "
+                          "that takes the model part of the name and returns a trustjudge Backend")
+    try:
+        backend = factory(rest)
+    except Exception as exc:
+        raise ConfigError(f"judge {name!r}: {what} failed to build the backend for {rest!r}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(backend, Backend):
+        raise ConfigError(f"judge {name!r}: {what} returned a {type(backend).__name__}, not a "
+                          "trustjudge.backends.Backend")
+    return backend
+
+
 def get_backend(name: str) -> Backend:
-    """Build the backend a judge name refers to."""
+    """Build the backend a judge name refers to: a built-in or registered prefix, else a backend plugin."""
     prefix, sep, rest = name.partition("/")
-    if not sep or prefix not in _FACTORIES:
-        known = ", ".join(f"{p}/..." for p in sorted(_FACTORIES))
-        raise ConfigError(f"unknown judge {name!r}: judge names start with one of {known}")
-    return _FACTORIES[prefix](rest)
+    if sep and prefix in _FACTORIES:
+        return _FACTORIES[prefix](rest)
+    plugins = backend_plugins()
+    if sep and prefix in plugins:
+        found = plugins[prefix]
+        if len(found) > 1:
+            raise ConfigError(f"judge {name!r}: {len(found)} backend plugins claim the prefix {prefix!r}: "
+                              + "; ".join(sorted(_describe(ep) for ep in found)) + " (uninstall all but one)")
+        return _from_plugin(found[0], name, rest)
+    known = ", ".join(f"{p}/..." for p in sorted([*_FACTORIES, *plugins]))
+    raise ConfigError(f"unknown judge {name!r}: judge names start with one of {known}")
