@@ -258,3 +258,14 @@ def test_claims_sensitivity_sees_evidence_order_and_negation(tmp_path: Path) -> 
     assert report["evidence_order"] == {"claims": 1, "mean_abs_shift": pytest.approx(1.0),
                                         "max_abs_shift": pytest.approx(1.0)}
     assert report["negation"] == {"claims": 1, "both_supported": 1, "share": 1.0}
+
+
+def test_an_extraction_with_too_many_claims_is_unscored(tmp_path: Path) -> None:
+    item = {"id": "q", "question": "Q?", "evidence": ["E."], "responses": [{"id": "a", "text": "Some answer."}]}
+    many = "".join(f"- Claim {i}.\n" for i in range(5)) + "END"
+    backend = _backend({f"Claim {i}.": {"SUPPORTED": 1} for i in range(5)}, extraction=many)
+    judge = Judge(backend, store=tmp_path / "s.sqlite")
+    [rec] = list(judge.claims(items_from_dicts([item]), max_claims=4))
+    assert rec.unscored == "too_many_claims" and rec.claims == [] and backend.calls == 1
+    [rec] = list(judge.claims(items_from_dicts([item]), max_claims=5))
+    assert rec.unscored is None and len(rec.claims) == 5

@@ -47,6 +47,7 @@ from .backends import Backend, GenerateRequest
 from .errors import BackendError, InputError
 
 UNPARSEABLE = "unparseable_extraction"
+TOO_MANY = "too_many_claims"
 END = "END"
 _LINE = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+(.*\S)\s*$")
 
@@ -84,6 +85,8 @@ class ClaimsTask(Task):
     min_overlap: float = 0.0
     """Prefilter for matching: pairs whose word overlap (Jaccard) is below this are not judged (P = 0)."""
     max_new_tokens: int = 512
+    max_claims: int = 32
+    """An extraction with more claims than this is unscored (``too_many_claims``): it bounds the work."""
     protocol: Protocol = "direct"
 
     @property
@@ -99,8 +102,13 @@ class ClaimsTask(Task):
                              field="gold_claims")
 
     def size(self, item: Item) -> int:
-        """Responses (the number of claims is known only after extraction)."""
-        return len(item.responses)
+        """At most this many verification and matching questions (extracted responses count ``max_claims``)."""
+        gold = len(item.gold_claims) if item.gold_claims is not None else self.max_claims if item.reference else 0
+        total = 0
+        for r in item.responses:
+            n = len(r.claims) if r.claims is not None else self.max_claims
+            total += n * (1 + (gold if self.match else 0))
+        return total
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         raise TypeError("claims run in stages: use Judge.run or Judge.claims")
@@ -176,7 +184,7 @@ class ClaimsRunner:
                     gold = list(item.gold_claims)
                 else:
                     got = extracted[(item.id, "\x00reference")][0]
-                    gold = got if isinstance(got, list) else None
+                    gold = got if isinstance(got, list) and len(got) <= self.task.max_claims else None
             for r in item.responses:
                 raw: str | None = None
                 claims: list[str] | str
@@ -186,6 +194,8 @@ class ClaimsRunner:
                     claims = [c.text for c in r.claims]
                 else:
                     claims, raw = extracted[(item.id, r.id)]
+                    if isinstance(claims, list) and len(claims) > self.task.max_claims:
+                        claims = TOO_MANY
                 start = len(questions)
                 if isinstance(claims, list):
                     questions.extend(self._verify_question(item, c) for c in claims)

@@ -216,20 +216,22 @@ class Judge:
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
-                    min_overlap: float = 0.0, max_new_tokens: int = 512) -> ClaimsTask:
+                    min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32) -> ClaimsTask:
         if k is not None and k < 1:
             raise ConfigError(f"k must be 1 or more, got {k}")
         if not 0.0 <= min_overlap <= 1.0:
             raise ConfigError(f"min_overlap must be between 0 and 1, got {min_overlap}")
-        return ClaimsTask(unknown, k, match, min_overlap, max_new_tokens)
+        if max_claims < 1:
+            raise ConfigError(f"max_claims must be 1 or more, got {max_claims}")
+        return ClaimsTask(unknown, k, match, min_overlap, max_new_tokens, max_claims)
 
     def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
-               min_overlap: float = 0.0, max_new_tokens: int = 512,
+               min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
                progress: ProgressFn | None = None) -> Iterator[ClaimsRecord]:
         """Extract (or take) each response's claims, verify each against the item's evidence, and with
         ``match`` match them against gold claims (see :mod:`trustjudge._claims`)."""
         task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
-                                max_new_tokens=max_new_tokens)
+                                max_new_tokens=max_new_tokens, max_claims=max_claims)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,

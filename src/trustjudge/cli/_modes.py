@@ -229,19 +229,23 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
                    "recorded).")
 @click.option("--extract-tokens", default=512, show_default=True, type=click.IntRange(min=16),
               help="Longest claim extraction (a longer one is unscored: truncated).")
+@click.option("--max-claims", default=32, show_default=True, type=click.IntRange(min=1),
+              help="An extraction with more claims is unscored (too_many_claims): it bounds the work per response.")
 @AUDIT
 @REPORT
 @click.option("--sensitivity", is_flag=True, help="With --audit: evidence order, negation and extractor stability "
                                                   "(a second extraction at temperature 0.7).")
 def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
            dry_run: bool, k: int | None, unknown: bool, match: bool, min_overlap: float, extract_tokens: int,
+           max_claims: int,
            audit_out: Path | None, report_out: Path | None, sensitivity: bool) -> None:
     """Extract each response's claims (or take the given ones), verify each against the item's evidence, and
     report expected precision, the distribution of supported claims and, with --match, recall."""
     judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
 
     def task_of(j: Judge) -> Task:
-        return j.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap, max_new_tokens=extract_tokens)
+        return j.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap, max_new_tokens=extract_tokens,
+                             max_claims=max_claims)
 
     def audit(j: Judge, task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
         report = claims_audit(records)
