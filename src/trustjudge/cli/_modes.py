@@ -60,7 +60,9 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
             j.close()
         return
     sha256 = digest(items_path)
-    probe = judging.make()
+    # The task, to validate the items against it, from a judge that opens no store file and starts no Ray:
+    # bad input stops the run before anything is created or loaded.
+    probe = dataclasses.replace(judging, store=Path(":memory:"), ray_address=None).make()
     try:
         task = task_of(probe)
         total = scan(items_path, skip_invalid, 1, fmt, _checked(task, items_path))
