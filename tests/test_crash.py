@@ -100,10 +100,12 @@ def test_two_processes_on_one_store_split_the_work(command: str, tmp_path: Path)
     want, total = clean_run(command, items, tmp_path)
     store = tmp_path / "s.sqlite"
     count_a, count_b = tmp_path / "a.txt", tmp_path / "b.txt"
-    a = subprocess.Popen(cli(command, items, store, tmp_path / "a.jsonl", count_a, 0.03), env=env(count_a, 0.03),
+    # 0.1 s per call: A's 120 calls last 12 s, longer than B takes to start on a loaded machine (importing
+    # trustjudge is seconds of CPU there), so that B really shares the work.
+    a = subprocess.Popen(cli(command, items, store, tmp_path / "a.jsonl", count_a, 0.1), env=env(count_a, 0.1),
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_for_calls(count_a, 2 * BATCH, a)  # A is under way when B starts
-    b = subprocess.Popen(cli(command, items, store, tmp_path / "b.jsonl", count_b, 0.03), env=env(count_b, 0.03),
+    b = subprocess.Popen(cli(command, items, store, tmp_path / "b.jsonl", count_b, 0.1), env=env(count_b, 0.1),
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for proc in (a, b):
         _, err = proc.communicate(timeout=180)
