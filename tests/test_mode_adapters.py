@@ -87,8 +87,9 @@ def test_topical_chat_criteria_items_field_by_field(usr_file: Path) -> None:
         assert len(criterion.levels) == int(high - low) + 1  # 0-1: two levels, 1-3: three levels
     argmax = first.response("Argmax Decoding")
     assert (argmax.text, argmax.system, argmax.human_score) == ("i do n't know", "Argmax Decoding", 1.3333333333)
-    assert argmax.human_criteria == {"understandability": 0.3333333333, "naturalness": 1.0,
-                                     "coherence": 1.6666666667, "engagingness": 1.0, "groundedness": 0.0}
+    # on the criteria's levels: the 0-1 criteria shifted to 1-2, the 1-3 ones unchanged
+    assert argmax.human_criteria == pytest.approx({"understandability": 1.3333333333, "naturalness": 1.0,
+                                                   "coherence": 1.6666666667, "engagingness": 1.0, "groundedness": 1.0})
     assert second.responses[0].human_score == 5.0 and second.responses[0].checklist == ()
 
 

@@ -10,8 +10,9 @@ Supported formats (``FORMATS``):
   items of scored responses (``human_score`` = mean ``overall`` rating).
 * ``topical-chat-criteria``: the same file and items (same ids), judged on the five USR criteria: each item
   carries :data:`USR_CRITERIA`, its fact as ``knowledge`` (not ``context``), and each response its mean
-  per-criterion ratings as ``human_criteria``. The criteria's levels follow the human ranges
-  (:data:`USR_RANGES`): a 0-1 criterion has levels 1-2 (human = level - 1), a 1-3 criterion levels 1-3.
+  per-criterion ratings as ``human_criteria``, on the criterion's level scale. The criteria's levels follow
+  the human ranges (:data:`USR_RANGES`): a 0-1 criterion has levels 1-2 (its human rating + 1 is stored, so
+  that judge and human share one scale), a 1-3 criterion levels 1-3.
   Not auto-detected (the file is the ``topical-chat`` one).
 * ``qags``: QAGS ``mturk_cnndm.jsonl``; one item per article (``evidence``; consecutive lines with the same
   article share an item), one response per summary with one check per summary sentence (ids ``s1``,
@@ -247,7 +248,7 @@ def _usr_scores(row: _Row, scores: dict[str, Any]) -> dict[str, float]:
         low, high = USR_RANGES[criterion.name]
         if not low <= value <= high:
             raise row.error(where, f"must be between {low:g} and {high:g}, got {value:g}")
-        out[criterion.name] = value
+        out[criterion.name] = value - low + 1  # on the levels 1..N, like the judge's scores
     return out
 
 
