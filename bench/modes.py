@@ -239,7 +239,8 @@ def study_topical(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
         if rec.unscored is None:
             resp = next(r for it in subset if it.id == rec.item_id for r in it.responses if r.id == rec.response_id)
             hc = resp.human_criteria or {}
-            human_norm = float(np.mean([(hc[k] - lo) / (hi - lo) for k, (lo, hi) in USR_RANGES.items()]))
+            # The adapter stores each rating on the criterion's levels 1..N (N = hi - lo + 1): onto 0-1.
+            human_norm = float(np.mean([(hc[k] - 1) / (hi - lo) for k, (lo, hi) in USR_RANGES.items()]))
             agg_rows.append((rec.item_id, {m: _num(rec.aggregate[m]) for m in METHODS}, _num(resp.human_score),
                              human_norm, rec.human))
 
