@@ -107,6 +107,7 @@ def test_prefilter_skips_pairs_without_overlap_and_records_it(tmp_path: Path) ->
     ("- One.\n- Two.\nEND", "stop", ["One.", "Two."]),
     ("1. One.\n2) Two.\n", "stop", ["One.", "Two."]),
     ("NONE\nEND", "stop", []),
+    ("- NONE\nEND", "stop", []),
     ("I cannot help with that.", "stop", "unparseable_extraction"),
     ("- One.\n- Tw", "length", "truncated"),
 ])

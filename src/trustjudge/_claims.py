@@ -61,6 +61,8 @@ def parse_claims(text: str, finish_reason: str) -> list[str] | str:
         return TRUNCATED
     body = text.split(END, 1)[0]
     lines = [m.group(1) for line in body.splitlines() if (m := _LINE.match(line))]
+    if lines and all(x.strip().upper().rstrip(".") == "NONE" for x in lines):
+        return []  # "- NONE": the judge said there is no claim, in list form
     if lines:
         return lines
     if body.strip().upper().rstrip(".") == "NONE":
