@@ -18,6 +18,7 @@ Independence: the count distributions treat claims as independent given the resp
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -282,8 +283,8 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
             else:
                 judged += 1
                 matrix[i][j] = out.probs[0] / sum(out.probs)
-    coverage = [1.0 - _prod(1.0 - p for p in row) for row in matrix]
-    support = [1.0 - _prod(1.0 - matrix[i][j] for i in range(n)) for j in range(m)]
+    coverage = [1.0 - math.prod(1.0 - p for p in row) for row in matrix]
+    support = [1.0 - math.prod(1.0 - matrix[i][j] for i in range(n)) for j in range(m)]
     pairs = A.assignment(matrix) if n and m else []
     tp = sum(matrix[i][j] for i, j in pairs)
     hungarian = {"pairs": [[i, j] for i, j in pairs], "expected_true_positives": tp,
@@ -301,12 +302,6 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
             "greedy_in_order": greedy(list(range(m))), "greedy_reversed": greedy(list(range(m))[::-1]),
             "prefilter": {"min_overlap": min_overlap, "judged": judged, "skipped": skipped, "failed": failed}}
 
-
-def _prod(values: Any) -> float:
-    out = 1.0
-    for v in values:
-        out *= v
-    return out
 
 
 __all__ = ["ClaimsRunner", "ClaimsTask", "parse_claims"]

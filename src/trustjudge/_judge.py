@@ -28,9 +28,9 @@ from ._schema import (
     ScoreRecord,
 )
 from ._store import Store
-from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task
+from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task, check_item
 from .backends import DEFAULT_JUDGE, Backend, get_backend
-from .errors import ConfigError, InputError
+from .errors import ConfigError
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
            "score"]
@@ -169,11 +169,7 @@ class Judge:
         chunk: list[Item] = []
         size = 0
         for item in items:
-            try:
-                task.check(item)
-            except InputError as exc:
-                raise InputError(f"item {item.id!r} {exc.reason}", file=exc.file or self.source, line=exc.line,
-                                 field=exc.field) from None
+            check_item(task, item, self.source)
             chunk.append(item)
             size += task.size(item) * scale
             if size >= self.chunk_size:

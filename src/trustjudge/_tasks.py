@@ -83,6 +83,20 @@ class Task(ABC):
         """The records of ``items`` from their questions' outcomes, in the same order."""
 
 
+def _wmean(values: Sequence[float], weights: Sequence[float]) -> float:
+    """The weighted mean (``_aggregates.weighted_aggregate`` without variances)."""
+    return A.weighted_aggregate(values, [0.0] * len(values), weights).mean
+
+
+def check_item(task: Task, item: Item, file: str | None) -> None:
+    """``task.check(item)``, its error naming the item (and ``file``, where the task could not)."""
+    try:
+        task.check(item)
+    except InputError as exc:
+        raise InputError(f"item {item.id!r} {exc.reason}", file=exc.file or file, line=exc.line,
+                         field=exc.field) from None
+
+
 # -- pointwise ---------------------------------------------------------------------------------------
 
 
@@ -312,7 +326,7 @@ class CriteriaTask(Task):
             else:
                 for m in S.SCORE_METHODS:
                     vals = [norm(float(res.scores[m] or 0.0), res.points) for res in use]
-                    aggregate[m] = A.weighted_aggregate(vals, [0.0] * len(vals), weights).mean
+                    aggregate[m] = _wmean(vals, weights)
                 sds = [(res.sd or 0.0) / (1 if common else res.points - 1) for res in use]
                 means = [norm(float(res.scores["expected"] or 0.0), res.points) for res in use]
                 spread = A.weighted_aggregate(means, [s * s for s in sds], weights).sd
@@ -320,7 +334,7 @@ class CriteriaTask(Task):
         if results and all(res.human is not None for res in results):
             vals = [norm(float(res.human or 0.0), res.points) for res in results]
             weights = [res.weight for res in results]
-            human = A.weighted_aggregate(vals, [0.0] * len(vals), weights).mean if sum(weights) > 0 else None
+            human = _wmean(vals, weights) if sum(weights) > 0 else None
         return CriteriaRecord(item.id, r.id, r.system, judge, self.protocol, results, aggregate, spread, scale,
                               unscored, left_out if self.reweight and unscored is None else [], human, r.human_score)
 
@@ -420,8 +434,7 @@ class ChecklistTask(Task):
         if unscored is None:
             weights = [res.weight for res in use]
             if sum(weights) > 0:
-                satisfaction = A.weighted_aggregate([res.value or 0.0 for res in use], [0.0] * len(use),
-                                                    weights).mean
+                satisfaction = _wmean([res.value or 0.0 for res in use], weights)
             ps = [res.p_pass or 0.0 for res in use]
             p_all = A.prob_all(ps)
             passed = A.poisson_binomial(ps)
@@ -529,9 +542,9 @@ class CriteriaCompareTask(Task):
         aggregate = margin = verdict = None
         weights = [v.weight for v in use]
         if unscored is None and sum(weights) > 0:
-            aggregate = {key: A.weighted_aggregate([(v.probabilities or {})[key] for v in use], [0.0] * len(use),
-                                                   weights).mean for key in ("first", "second", "tie")}
-            margin = A.weighted_aggregate([v.margin or 0.0 for v in use], [0.0] * len(use), weights).mean
+            aggregate = {key: _wmean([(v.probabilities or {})[key] for v in use], weights)
+                         for key in ("first", "second", "tie")}
+            margin = _wmean([v.margin or 0.0 for v in use], weights)
             verdict = S.argmax_verdict(aggregate["first"], aggregate["second"], aggregate["tie"])
         elif unscored is None:
             unscored = PARTIAL

@@ -23,8 +23,8 @@ from .._mode_audit import checklist_audit, claims_audit, claims_sensitivity, cri
 from .._mode_report import render_mode_report
 from .._outputs import atomic_output, readable_input, record_output, write_text
 from .._prompts import YES_NO, LabelSet
-from .._tasks import Task
-from ..errors import BackendError, InputError
+from .._tasks import Task, check_item
+from ..errors import BackendError
 from ._common import err, is_utf8, print_plan, progress
 from ._inputs import changed, digest, read_items, scan, stream_items
 from ._options import Finite, JudgeOptions, input_options, judge_options, output_options
@@ -120,11 +120,7 @@ def _checked(task: Task, path: Path) -> Callable[[Item], int]:
     """Per item: its judgment count, after the task's own check (so a missing criterion stops the run
     before any model call, naming the file, line and item)."""
     def count(item: Item) -> int:
-        try:
-            task.check(item)
-        except InputError as exc:
-            raise InputError(f"item {item.id!r} {exc.reason}", file=str(path), line=exc.line,
-                             field=exc.field) from None
+        check_item(task, item, str(path))
         return task.size(item)
 
     return count
