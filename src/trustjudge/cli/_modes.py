@@ -48,9 +48,10 @@ def _suite(path: Path | None) -> Suite:
 
 
 def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool,
-         quiet: bool, judging: JudgeOptions, fmt: str, audit: Callable[[Judge, Task, list[dict[str, Any]]], Any]
-         | None, audit_out: Path | None, report_out: Path | None = None, mode: str = "") -> None:
-    """Judge a file with a task, streaming records; then the audit, if asked."""
+         quiet: bool, judging: JudgeOptions, fmt: str, audit: Callable[[Judge, Task, list[dict[str, Any]]], Any],
+         audit_out: Path | None, report_out: Path | None = None, mode: str = "") -> None:
+    """Judge a file with a task, streaming records; then the audit, if ``--audit`` or ``--report`` asks."""
+    auditing = audit_out is not None or report_out is not None
     if dry_run:
         items = read_items(items_path, skip_invalid, 1, fmt)
         j = judging.make()
@@ -89,7 +90,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
                     written += 1
                     if row["unscored"]:
                         unscored[row["unscored"]] += 1
-                    if audit is not None:
+                    if auditing:
                         records.append(row)
         s = j.stats
         if not quiet:
@@ -97,7 +98,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
                       f"unscored: {dict(unscored) or 'none'}; store: {j.store.path}", highlight=False)
         if unscored.get(BACKEND_ERROR) and s.last_error:
             err.print(f"[yellow]backend error:[/] {s.last_error}", highlight=False)
-        if audit is not None and (audit_out is not None or report_out is not None):
+        if auditing:
             report = audit(j, task, records)
             if audit_out is not None:
                 with atomic_output(audit_out, "--audit") as fh:
@@ -174,7 +175,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit if audit_out is not None or report_out is not None else None, audit_out, report_out, "criteria")
+         audit, audit_out, report_out, "criteria")
 
 
 @click.command("checklist")
@@ -210,7 +211,7 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit if audit_out is not None or report_out is not None else None, audit_out, report_out, "checklist")
+         audit, audit_out, report_out, "checklist")
 
 
 @click.command("claims")
@@ -258,4 +259,4 @@ def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit if audit_out is not None or report_out is not None else None, audit_out, report_out, "claims")
+         audit, audit_out, report_out, "claims")
