@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import random
@@ -51,3 +52,20 @@ def write_results(name: str, payload: dict[str, Any], markdown: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(markdown)
+
+
+def fmt(x: Any, digits: int = 2) -> str:
+    """A number for a results table; ``-`` for a missing or NaN one."""
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+def corr(kind: str, x: Any, y: Any) -> float:
+    """Spearman / Kendall tau-b / Pearson; NaN when fewer than 3 points or either side is constant."""
+    from scipy.stats import kendalltau, pearsonr, spearmanr
+
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return math.nan
+    fn = {"spearman": spearmanr, "kendall": kendalltau, "pearson": pearsonr}[kind]
+    return float(fn(x, y)[0])

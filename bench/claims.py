@@ -51,11 +51,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import RESULTS, machine, write_results
-from scipy.stats import pearsonr, spearmanr
+from _common import RESULTS, corr, fmt, machine, write_results
 
 from trustjudge import InputError, Item, Judge, items_from_dicts
 from trustjudge import _aggregates as A
+from trustjudge._stats import jsonable
 from trustjudge._adapters import iter_dataset, summhay_published
 from trustjudge._claims import _overlap
 from trustjudge._mode_audit import claims_audit
@@ -84,18 +84,6 @@ VERIFY_Q = "Is the claim supported by the evidence?"
 
 
 # -- statistics -------------------------------------------------------------------------------------
-
-def fmt(x: Any, digits: int = 2) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "-"
-    return f"{x:.{digits}f}"
-
-
-def _corr(kind: str, x: Sequence[float], y: Sequence[float]) -> float:
-    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return math.nan
-    return float((spearmanr if kind == "spearman" else pearsonr)(x, y)[0])
-
 
 def weighted(ps: Sequence[float], ys: Sequence[int], ws: Sequence[float], bins: int = 10) -> dict[str, Any]:
     """Brier, accuracy (p > 0.5), ECE and AUROC with each unit weighted (the sample re-weighted to the data)."""
@@ -474,16 +462,16 @@ def study_qags(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
                          "mean_abs_diff": _mean([abs(d) for d in diffs]),
                          "max_abs_diff": max(map(abs, diffs), default=None),
                          "share_abs_diff_over_0.1": sum(abs(d) > 0.1 for d in diffs) / len(diffs) if diffs else None,
-                         "spearman_expected_vs_hard": _corr("spearman", e, h),
-                         "spearman_expected_vs_human": _corr("spearman", e, human_score),
-                         "spearman_hard_vs_human": _corr("spearman", h, human_score),
+                         "spearman_expected_vs_hard": corr("spearman", e, h),
+                         "spearman_expected_vs_human": corr("spearman", e, human_score),
+                         "spearman_hard_vs_human": corr("spearman", h, human_score),
                          "distinct_expected": len({round(x, 6) for x in e}),
                          "distinct_hard": len({round(x, 6) for x in h})}
     res["f1_at_k"] = per_k
     prec = [rec.precision for rec in scored]
     hard_prec = [sum(p > 0.5 for p in ps) / len(ps) if ps else 0.0 for ps in ps_all]
-    res["precision_vs_human"] = {"spearman_expected": _corr("spearman", prec, human_score),
-                                 "spearman_hard": _corr("spearman", hard_prec, human_score),
+    res["precision_vs_human"] = {"spearman_expected": corr("spearman", prec, human_score),
+                                 "spearman_hard": corr("spearman", hard_prec, human_score),
                                  "mean_expected": _mean(prec), "mean_hard": _mean(hard_prec),
                                  "mean_human_sentence_score": _mean(human_score)}
     res["subset"] = {"how": "QAGS summaries (one per article), a seeded shuffle per stratum (all sentences supported "
@@ -596,7 +584,7 @@ def study_summhay(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
         ps = [u[key] for u in units]
         judges[name] = {"n": len(ps), "covered": binary(ps, covered),
                         "full_auroc": A.auroc(ps, full) if units else None,
-                        "pearson_s": _corr("pearson", ps, s_h), "mean": _mean(ps)}
+                        "pearson_s": corr("pearson", ps, s_h), "mean": _mean(ps)}
     names = sorted({j for u in units for j in u["published"]})
     for j in names:
         sub = [(SUMMHAY_SCORE[u["published"][j]], c, f, s) for u, c, f, s in zip(units, covered, full, s_h)
@@ -606,9 +594,9 @@ def study_summhay(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
         judges[j] = {"n": len(sub), "covered": {"accuracy": sum((p > 0) == bool(y) for p, y in zip(ps, ys)) / len(ys),
                                                 "auroc": A.auroc(ps, ys), "brier": A.brier(ps, ys)},
                      "full_auroc": A.auroc(ps, [f for _, _, f, _ in sub]),
-                     "pearson_s": _corr("pearson", ps, [s for _, _, _, s in sub]), "mean": _mean(ps)}
+                     "pearson_s": corr("pearson", ps, [s for _, _, _, s in sub]), "mean": _mean(ps)}
     res_prefilter = prefilter_effect(records, {it["id"]: it["gold_claims"] for it in records_in}, units)
-    summary_level = {key: _corr("pearson", [s[key] for s in summaries], [s["human_recall"] for s in summaries])
+    summary_level = {key: corr("pearson", [s[key] for s in summaries], [s["human_recall"] for s in summaries])
                      for key in ("expected_recall", "hungarian_recall")}
     n_claims = [s["claims"] for s in summaries]
     res = {"summaries": len(records), "units": len(units), "human": dict(Counter(u["human"] for u in units)),
@@ -765,16 +753,6 @@ def standing(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and x != x:
-        return None
-    if isinstance(x, dict):
-        return {str(k): _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
-
-
 REPORTS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "stance": report_stance, "truth": report_truth, "qags": report_qags, "summhay": report_summhay}
 STUDIES: dict[str, Callable[[Judge, Path, float], dict[str, Any]]] = {
@@ -807,7 +785,7 @@ def write(results: dict[str, Any], args: argparse.Namespace, started: float) -> 
     for name, fn in REPORTS.items():
         if name in merged:
             md += [*fn(merged[name]), ""]
-    write_results("claims", _finite(payload), "\n".join(md))
+    write_results("claims", jsonable(payload), "\n".join(md))
 
 
 def mock_extractor() -> Any:

@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import RESULTS, machine, write_results
-from scipy.stats import kendalltau, pearsonr, spearmanr
+from _common import RESULTS, corr, fmt, machine, write_results
 
 from trustjudge import InputError, Item, Judge, LabelSet
 from trustjudge import _aggregates as A
+from trustjudge._stats import jsonable
 from trustjudge._adapters import USR_RANGES, budget_subset, iter_dataset, summhay_published
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
@@ -69,17 +69,9 @@ NOTES = "<!-- notes: kept by bench/modes.py -->"
 
 # -- statistics -------------------------------------------------------------------------------------
 
-def _corr(kind: str, x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman / Kendall tau-b / Pearson; NaN when fewer than 3 points or either side is constant."""
-    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return math.nan
-    fn = {"spearman": spearmanr, "kendall": kendalltau, "pearson": pearsonr}[kind]
-    return float(fn(x, y)[0])
-
-
 def _within(kind: str, groups: dict[str, tuple[list[float], list[float]]]) -> tuple[float, int]:
     """Mean over groups of the per-group correlation, and how many groups had one (not constant)."""
-    vals = [_corr(kind, x, y) for x, y in groups.values()]
+    vals = [corr(kind, x, y) for x, y in groups.values()]
     vals = [v for v in vals if v == v]
     return (float(np.mean(vals)) if vals else math.nan), len(vals)
 
@@ -108,7 +100,7 @@ def _pooled(rows: list[tuple[str, float, float]], kind: str) -> Callable[[Counte
         for unit, x, y in rows:
             xs += [x] * draw[unit]
             ys += [y] * draw[unit]
-        return _corr(kind, xs, ys)
+        return corr(kind, xs, ys)
     return stat
 
 
@@ -148,12 +140,6 @@ def _zero(x: float) -> float:
 
 def _signed(x: Any) -> str:
     return "-" if x is None or x != x else f"{x:+.2f}"
-
-
-def fmt(x: Any, digits: int = 2) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "-"
-    return f"{x:.{digits}f}"
 
 
 def ci_text(ci: list[float]) -> str:
@@ -255,16 +241,16 @@ def study_topical(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
             xs, ys = [s[m] for _, s, _ in rows], [h for _, _, h in rows]
             res: dict[str, Any] = {}
             for kind in ("spearman", "kendall"):
-                res[f"{kind}_pooled"] = _corr(kind, xs, ys)
+                res[f"{kind}_pooled"] = corr(kind, xs, ys)
                 res[f"{kind}_within"], res["dialogues_within"] = _within(kind, groups)
             res["spearman_pooled_ci"] = _ci(sorted(groups), _pooled([(u, s[m], h) for u, s, h in rows], "spearman"))
             # a dialogue where the score (or the human) is constant counts as 0, so every method averages over all
-            res["spearman_within_all"] = float(np.mean([_zero(_corr("spearman", x, y)) for x, y in groups.values()]))
+            res["spearman_within_all"] = float(np.mean([_zero(corr("spearman", x, y)) for x, y in groups.values()]))
             res["distinct_scores"] = len(set(xs))
             if m != "discrete":  # paired bootstrap (same resampled dialogues) of the gain over the argmax
                 this = _pooled([(u, s[m], h) for u, s, h in rows], "spearman")
                 argmax = _pooled([(u, s["discrete"], h) for u, s, h in rows], "spearman")
-                res["gain_over_discrete"] = res["spearman_pooled"] - _corr(
+                res["gain_over_discrete"] = res["spearman_pooled"] - corr(
                     "spearman", [s["discrete"] for _, s, _ in rows], ys)
                 res["gain_over_discrete_ci"] = _ci(sorted(groups), lambda d, a=this, b=argmax: a(d) - b(d))
             out[m] = res
@@ -342,7 +328,7 @@ def study_qags(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
         all_h = [int(h == n) for _, _, h, _, n in summaries]
         p_all = [float(pa) for _, _, _, pa, _ in summaries if pa is not None]
         res["per_summary"] = {
-            "summaries": len(summaries), "spearman": _corr("spearman", exp, hum), "pearson": _corr("pearson", exp, hum),
+            "summaries": len(summaries), "spearman": corr("spearman", exp, hum), "pearson": corr("pearson", exp, hum),
             "mae": float(np.mean([abs(e - h) for e, h in zip(exp, hum)])),
             "bias": float(np.mean([e - h for e, h in zip(exp, hum)])),
             "mean_sentences": float(np.mean([n for *_, n in summaries])),
@@ -370,7 +356,7 @@ def _label_metrics(triples: list[tuple[str, str, str]], human: dict[tuple[str, s
     out: dict[str, Any] = {
         "n": len(keys), "accuracy": sum(a == b for a, b in zip(h, p)) / len(keys), "kappa": A.cohen_kappa(h, p),
         "quadratic_kappa": quadratic_kappa([CLASS[x] for x in h], [CLASS[x] for x in p]),
-        "pearson": _corr("pearson", sp, sh),
+        "pearson": corr("pearson", sp, sh),
         "binary_accuracy": sum((a != "NO") == (b != "NO") for a, b in zip(h, p)) / len(keys),
         "bias": float(np.mean(sp) - np.mean(sh)), "labels": dict(Counter(p)),
         "confusion": [[sum(1 for a, b in zip(h, p) if a == r and b == c) for c in ("NO", "PARTIAL", "FULL")]
@@ -380,12 +366,12 @@ def _label_metrics(triples: list[tuple[str, str, str]], human: dict[tuple[str, s
         g = by_summary.setdefault(k[:2], ([], []))
         g[0].append(b)
         g[1].append(a)
-    out["summary_pearson"] = _corr("pearson", [float(np.mean(x)) for x, _ in by_summary.values()],
+    out["summary_pearson"] = corr("pearson", [float(np.mean(x)) for x, _ in by_summary.values()],
                                    [float(np.mean(y)) for _, y in by_summary.values()])
     if value is not None:
         ev = [value[k] for k in keys]
-        out["expected_pearson"] = _corr("pearson", ev, sh)
-        out["expected_spearman"] = _corr("spearman", ev, sh)
+        out["expected_pearson"] = corr("pearson", ev, sh)
+        out["expected_spearman"] = corr("spearman", ev, sh)
         out["expected_mae"] = float(np.mean([abs(a - b) for a, b in zip(ev, sh)]))
         out["expected_bias"] = float(np.mean(ev) - np.mean(sh))
         sums: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
@@ -393,7 +379,7 @@ def _label_metrics(triples: list[tuple[str, str, str]], human: dict[tuple[str, s
             g = sums.setdefault(k[:2], ([], []))
             g[0].append(b)
             g[1].append(a)
-        out["expected_summary_pearson"] = _corr("pearson", [float(np.mean(x)) for x, _ in sums.values()],
+        out["expected_summary_pearson"] = corr("pearson", [float(np.mean(x)) for x, _ in sums.values()],
                                                 [float(np.mean(y)) for _, y in sums.values()])
     return out
 
@@ -662,18 +648,7 @@ def write(results: dict[str, Any], args: argparse.Namespace, started: float) -> 
     old = RESULTS / "modes.md"
     if old.exists() and NOTES in old.read_text():  # notes written by hand after the marker are kept
         md += [NOTES + old.read_text().split(NOTES, 1)[1].rstrip("\n")]
-    write_results("modes", _finite(payload), "\n".join(md) + "\n")
-
-
-def _finite(x: Any) -> Any:
-    """NaN as null (strict JSON)."""
-    if isinstance(x, float) and x != x:
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
+    write_results("modes", jsonable(payload), "\n".join(md) + "\n")
 
 
 STUDIES = {"topical": study_topical, "qags": study_qags, "summhay": study_summhay}
