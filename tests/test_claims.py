@@ -69,6 +69,13 @@ def test_unknown_mass_is_reported_apart(tmp_path: Path) -> None:
     backend = _backend({"Paris is the capital of France.": {"SUPPORTED": .3, "UNSUPPORTED": .1, "UNKNOWN": .6}})
     [rec] = list(Judge(backend, store=tmp_path / "s.sqlite").claims(items_from_dicts([item]), unknown=True))
     assert rec.unknown_mass == pytest.approx(.6) and rec.precision == pytest.approx(.75)
+    # With UNKNOWN on offer, UNSUPPORTED means "contradicts": "silent evidence" belongs to UNKNOWN alone (the
+    # overlapping wording drew the argmax to UNSUPPORTED on Factcheck-GPT); without UNKNOWN it covers both.
+    [asked] = [r.prompt for r in backend.history]  # type: ignore[union-attr]
+    assert "UNSUPPORTED if it contradicts the claim, UNKNOWN if" in asked and "does not state it" not in asked
+    [plain] = list(Judge(backend, store=tmp_path / "s.sqlite").claims(items_from_dicts([item])))
+    assert "UNSUPPORTED if it does not state it or contradicts it." in backend.history[-1].prompt  # type: ignore[union-attr]
+    assert "UNKNOWN" not in backend.history[-1].prompt.split("where X is one of")[1]  # type: ignore[union-attr]
 
 
 def test_matching_coverage_hungarian_and_greedy_by_hand(tmp_path: Path) -> None:
@@ -139,7 +146,8 @@ def test_items_without_evidence_or_gold_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="neither gold_claims nor a reference"):
         list(judge.claims(items_from_dicts([dict(bare, evidence=["E."])]), match=True))
     with pytest.raises(InputError) as info:
-        items_from_dicts([dict(bare, responses=[{"id": "a", "text": "x", "claims": [{"text": "c", "human": "maybe"}]}])])
+        items_from_dicts([dict(bare, responses=[{"id": "a", "text": "x",
+                                                 "claims": [{"text": "c", "human": "maybe"}]}])])
     assert info.value.field == "responses[0].claims[0].human"
 
 

@@ -448,6 +448,47 @@ def test_store_show_an_items_judgments(tmp_path: Path, judged: Path, items_file:
     assert _snapshot(judged) == before
 
 
+def test_store_show_criteria_and_checklist_judgments(tmp_path: Path) -> None:
+    # A criteria run from a suite and a checklist run with its own labels: `store show` rebuilds every prompt
+    # from the same options and finds each stored distribution; with other options it finds none.
+    items = tmp_path / "items.jsonl"
+    write_jsonl(items, [{"id": "t", "question": "How do I brew tea?",
+                         "responses": [{"id": "a", "text": "Steep two minutes at 80 C."},
+                                       {"id": "b", "text": "Boil it for ten minutes.",
+                                        "checklist": [{"id": "own", "text": "Is it short?"}]}],
+                         "checklist": [{"id": "temp", "text": "Does it give a temperature?"},
+                                       {"id": "time", "text": "Does it give a time?"}]}])
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"criteria": [{"name": "accuracy", "description": "Correct?", "weight": 2},
+                                              {"name": "fit", "description": "Suits them?",
+                                               "levels": ["no", "partly", "yes"]}], "scale": 10}))
+    store = tmp_path / "s.sqlite"
+    common = ("-j", "mock/hash", "--store", store)
+    assert _invoke("criteria", items, "--suite", suite, *common).exit_code == 0
+    assert _invoke("checklist", items, "--labels", "Y=1,N=0", *common).exit_code == 0
+    before = _snapshot(store)
+    shown = _invoke("store", "show", items, "t", *common, "--suite", suite, "--labels", "Y=1,N=0", "--json")
+    assert shown.exit_code == 0, shown.output
+    entries = [json.loads(line) for line in shown.stdout.splitlines()]
+    crit = [(e["response_id"], e["criterion"], e["scale"]) for e in entries if e["judgment"] == "criteria"]
+    assert crit == [("a", "accuracy", 10), ("a", "fit", 3), ("b", "accuracy", 10), ("b", "fit", 3)]
+    checks = [(e["response_id"], e["check"]) for e in entries if e["judgment"] == "checklist"]
+    assert checks == [("a", "temp"), ("a", "time"), ("b", "temp"), ("b", "time"), ("b", "own")]
+    modes = [e for e in entries if e["judgment"] in ("criteria", "checklist")]
+    assert all(o.get("stored", True) and o["kind"] == "labels" for e in modes for o in e["outputs"])
+    assert [e["outputs"][0]["request"]["labels"] for e in modes if e["judgment"] == "checklist"] == [["Y]", "N]"]] * 5
+    # Another criteria scale or label set was never judged; the text form names the criterion and the check.
+    other = _invoke("store", "show", items, "t", *common, "--suite", suite, "--criteria-scale", "5", "--kind",
+                    "criteria")
+    assert other.exit_code == 0 and other.stdout.count("not in the store") == 2  # accuracy of a and b (fit: levels)
+    text = _invoke("store", "show", items, "t", *common, "--kind", "checklist")
+    assert "check temp (YES/NO, direct)" in text.stdout and text.stdout.count("not in the store") == 5
+    # Asked for criteria by name, an item with none (and no suite) is refused by name.
+    refused = _invoke("store", "show", items, "t", *common, "--kind", "criteria")
+    assert refused.exit_code != 0 and "criteria" in str(refused.exception)
+    assert _snapshot(store) == before
+
+
 def test_store_search(judged: Path) -> None:
     found = _invoke("store", "search", "Name a primary colour.", "--store", judged, "--json")
     rows = [json.loads(line) for line in found.stdout.splitlines()]

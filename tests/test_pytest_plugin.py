@@ -3,6 +3,8 @@ them in a fresh pytest session that loads the plugin through its ``pytest11`` en
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -190,3 +192,12 @@ def test_real_judge_in_a_test_session(pytester: pytest.Pytester, tmp_path: Path)
                                            str(tmp_path / "s.sqlite"), "-p", "no:cacheprovider", timeout=600)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*judge hf/smollm2-135m, store *: 1 model call, 1 judgment from the store*"])
+
+
+def test_the_plugin_imports_no_scipy_stats() -> None:
+    """The plugin is an entry point: every pytest run where trustjudge is installed imports it. It (and
+    ``import trustjudge``) must stay light: scipy.stats alone took ~1.3 s of it before it was made lazy."""
+    code = "import sys, trustjudge, trustjudge.pytest_plugin; print(sorted(m for m in sys.modules " \
+           "if m.startswith(('scipy.stats', 'scipy.optimize', 'torch', 'llama_cpp', 'pandas'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -18,8 +18,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped]
-from scipy.stats import rankdata  # type: ignore[import-untyped]
 
 __all__ = [
     "Aggregate",
@@ -282,6 +280,8 @@ def auroc(probs: Sequence[float], labels: Sequence[int | bool]) -> float | None:
     n_neg = len(ys) - n_pos
     if n_pos == 0 or n_neg == 0:
         return None
+    from scipy.stats import rankdata  # type: ignore[import-untyped]  # lazy: scipy.stats is slow to import
+
     ranks = rankdata(ps)
     r_pos = math.fsum(float(r) for r, y in zip(ranks, ys) if y == 1)
     return (r_pos - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
@@ -320,6 +320,8 @@ def assignment(matrix: Sequence[Sequence[float]]) -> list[tuple[int, int]]:
     rows = _matrix(matrix)
     if not rows or not rows[0]:
         return []
+    from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped]
+
     r, c = linear_sum_assignment(np.array(rows), maximize=True)
     return sorted((int(g), int(p)) for g, p in zip(r, c))
 

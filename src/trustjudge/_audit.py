@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats  # type: ignore[import-untyped, unused-ignore]
 
 from ._injection import InjectionEffect, injection_effect
 from ._stats import (
@@ -464,6 +463,8 @@ def length_bias(compare_records: Sequence[Record], lengths: Mapping[tuple[str, s
             diffs.append(lx - ly)
     strict = [s * d for s, d in zip(signs, diffs, strict=True) if s != 0 and d != 0]
     longer = sum(x > 0 for x in strict)
+    from scipy import stats  # type: ignore[import-untyped, unused-ignore]  # lazy: ~1.3 s of `import trustjudge`
+
     return LengthBias(method, len(signs), _correlation(stats.pearsonr, signs, diffs),
                       _correlation(stats.spearmanr, signs, diffs), longer, len(strict), rate(longer, len(strict)))
 
@@ -574,6 +575,8 @@ def score_agreement(score_records: Sequence[Record], method: str, *, bootstrap: 
     taus = [tau for rho, tau in per_item if not math.isnan(rho)]
     all_x = [v for x, _ in by_item.values() for v in x]
     all_y = [v for _, y in by_item.values() for v in y]
+    from scipy import stats  # type: ignore[import-untyped, unused-ignore]
+
     return ScoreAgreement(
         method, float(rhos.mean()) if rhos.size else NAN, float(np.mean(taus)) if taus else NAN, int(rhos.size),
         len(by_item), _correlation(stats.spearmanr, all_x, all_y), _correlation(stats.kendalltau, all_x, all_y),

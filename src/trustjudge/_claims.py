@@ -145,10 +145,13 @@ class ClaimsRunner:
     def _verify_question(self, item: Item, claim: str) -> Question:
         labels = self.task.labels
         form = ", ".join(labels.labels)
+        # With UNKNOWN on offer, UNSUPPORTED must not also cover "the evidence is silent": the earlier wording
+        # ("does not state it or contradicts it") overlapped UNKNOWN and drew the argmax to UNSUPPORTED for 56
+        # of 64 Factcheck-GPT pairs (bench/results/claims.md).
+        against = ("UNSUPPORTED if it contradicts the claim, UNKNOWN if it says nothing on the claim's subject."
+                   if self.task.unknown else "UNSUPPORTED if it does not state it or contradicts it.")
         task = (f'Reply with the answer only, in the form "{ANSWER_MARKER}X]" where X is one of {form}: SUPPORTED '
-                "if the evidence states the claim, PARTIAL if it states only part of it, UNSUPPORTED if it does not "
-                "state it or contradicts it" + (", UNKNOWN if the evidence says nothing on the claim's subject."
-                                                if self.task.unknown else "."))
+                f"if the evidence states the claim, PARTIAL if it states only part of it, {against}")
         user = self.verify.substitute(grounding_block=grounding_block(evidence_of(item)), claim=quote(claim),
                                       task=task)
         return Question(self.backend.format_prompt(SYSTEM, user, ANSWER_MARKER), labels.labels, ANSWER_MARKER)

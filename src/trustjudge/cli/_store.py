@@ -5,7 +5,7 @@
   time) as JSON lines or Parquet;
 * ``store show ITEMS ITEM_ID``: the stored outputs of one item's judgments. The store is keyed by content
   (a hash of the prompt and the judge), not by item: the item's prompts are rebuilt with the judge options
-  given (as ``score`` and ``compare`` would build them) and looked up by their keys;
+  given (as ``score``, ``compare``, ``criteria`` and ``checklist`` would build them) and looked up by their keys;
 * ``store search TEXT``: the stored outputs whose request contains TEXT (prompt text, or a key's start).
 
 The store file is opened read-only (an SQLite ``mode=ro`` URI): these commands never write it, never create
@@ -31,9 +31,10 @@ from rich.table import Table
 
 from .._adapters import iter_dataset
 from .._engine import Job
-from .._items import Item
+from .._items import Item, Suite, load_suite
 from .._judge import Judge
 from .._outputs import check_outputs, readable_input, record_output
+from .._prompts import YES_NO, LabelSet
 from .._protocol import Question
 from .._store import default_store_path
 from ..backends import get_backend
@@ -225,24 +226,37 @@ def search(store: Path | None, text: str, judge: str | None, backend: str | None
 @click.argument("item_id")
 @judge_options("score", "compare")
 @click.option("--scale", type=SCALES, default="10", show_default=True, help="The pointwise scale to look up.")
-@click.option("--kind", "judgment", type=click.Choice(["score", "compare", "all"]), default="all", show_default=True,
-              help="Which judgments of the item to show.")
+@click.option("--kind", "judgment", type=click.Choice(["score", "compare", "criteria", "checklist", "all"]),
+              default="all", show_default=True,
+              help="Which judgments of the item to show (all: criteria and checklist where the item or suite "
+                   "has them).")
+@click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The suite file the criteria/checklist run used (for items carrying no criteria/checklist).")
+@click.option("--criteria-scale", type=click.Choice(["5", "10"]), default=None,
+              help="The criteria run's --scale [default: the suite's, else 5].")
+@click.option("--labels", default=None, help="The checklist run's --labels [default: the suite's, else YES/NO].")
 @click.option("--prompt", "show_prompt", is_flag=True, help="Print each prompt in full.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line per judgment.")
 def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, judging: JudgeOptions, scale: str,
-         judgment: str, show_prompt: bool, as_json: bool) -> None:
+         judgment: str, suite: Path | None, criteria_scale: str | None, labels: str | None, show_prompt: bool,
+         as_json: bool) -> None:
     """The stored outputs of item ITEM_ID's judgments in ITEMS, under the judge options given.
 
-    The item's prompts are rebuilt as `score` and `compare` build them (same --judge, --scale, --protocol,
-    --closing, templates and sampling options) and looked up by their store keys; nothing is judged.
+    The item's prompts are rebuilt as `score`, `compare`, `criteria` and `checklist` build them (same --judge,
+    --scale, --protocol, --closing, templates, sampling options, suite and labels; criteria and checklist
+    prompts with the bundled templates) and looked up by their store keys; nothing is judged.
     """
+    s = load_suite(suite) if suite is not None else Suite()
+    spec = labels or s.labels
+    points = int(criteria_scale) if criteria_scale else (s.scale or 5)
+    modes = _Modes(s, points, LabelSet.parse(spec) if spec else YES_NO)
     item = _find(readable_input(items), fmt, item_id)
     path = judging.store if judging.store is not None else default_store_path()
     with _reading(path) as db, tempfile.TemporaryDirectory(prefix="trustjudge-show-") as tmp:
         # The judge only renders prompts and computes keys: its own store is a scratch file, never the real one.
         j = dataclasses.replace(judging, store=Path(tmp) / "keys.sqlite").make(scale=int(scale))
         try:
-            for entry in _judgments(j, item, judgment):
+            for entry in _judgments(j, item, judgment, modes):
                 entry["outputs"] = _stored(db, j, entry.pop("question"))
                 click.echo(json.dumps(entry) if as_json else _describe_judgment(entry, show_prompt))
         finally:
@@ -264,8 +278,18 @@ def _find(path: Path, fmt: str, item_id: str) -> Item:
                      file=str(path))
 
 
-def _judgments(j: Judge, item: Item, judgment: str) -> Iterator[dict[str, Any]]:
-    """Each judgment of ``item`` that ``score`` / ``compare`` would make, with its question."""
+@dataclasses.dataclass(frozen=True)
+class _Modes:
+    """What the criteria and checklist prompts depend on beyond the judge options."""
+
+    suite: Suite
+    criteria_points: int
+    labels: LabelSet
+
+
+def _judgments(j: Judge, item: Item, judgment: str, modes: _Modes) -> Iterator[dict[str, Any]]:
+    """Each judgment of ``item`` that ``score`` / ``compare`` / ``criteria`` / ``checklist`` would make, with its
+    question (criteria and checklist only where the item or the suite gives some, unless asked by name)."""
     fmt = j.backend.format_prompt
     if judgment in ("score", "all"):
         task = j.score_task()
@@ -279,6 +303,23 @@ def _judgments(j: Judge, item: Item, judgment: str) -> Iterator[dict[str, Any]]:
                 yield {"judgment": "compare", "item_id": item.id, "first_id": pair.first, "second_id": pair.second,
                        "order": order, "shown_first": pair.first if order == 1 else pair.second,
                        "protocol": pair_task.protocol, "question": question}
+    if judgment in ("criteria", "all"):
+        criteria_task = j.criteria_task(modes.suite.criteria, scale=modes.criteria_points)
+        criteria = criteria_task.criteria_of(item)
+        if judgment == "criteria":
+            criteria_task.check(item)
+        asked = [(r, c) for r in item.responses for c in criteria]
+        for (r, c), question in zip(asked, criteria_task.questions(item, fmt)):
+            yield {"judgment": "criteria", "item_id": item.id, "response_id": r.id, "criterion": c.name,
+                   "scale": criteria_task.points(c), "protocol": criteria_task.protocol, "question": question}
+    if judgment in ("checklist", "all"):
+        checklist_task = j.checklist_task(modes.suite.checklist, labels=modes.labels)
+        if judgment == "checklist":
+            checklist_task.check(item)
+        checks = [(r, check) for r in item.responses for check in checklist_task.checks_of(item, r)]
+        for (responder, check), question in zip(checks, checklist_task.questions(item, fmt)):
+            yield {"judgment": "checklist", "item_id": item.id, "response_id": responder.id, "check": check.id,
+                   "labels": list(modes.labels.labels), "protocol": checklist_task.protocol, "question": question}
 
 
 def _get(db: sqlite3.Connection, key: str) -> dict[str, Any] | None:
@@ -338,6 +379,12 @@ def _describe(output: dict[str, Any], show_prompt: bool, indent: str = "") -> st
 def _describe_judgment(entry: dict[str, Any], show_prompt: bool) -> str:
     if entry["judgment"] == "score":
         head = f"score {entry['item_id']} / {entry['response_id']} ({entry['scale']} points, {entry['protocol']})"
+    elif entry["judgment"] == "criteria":
+        head = (f"criteria {entry['item_id']} / {entry['response_id']}: {entry['criterion']} ({entry['scale']} "
+                f"points, {entry['protocol']})")
+    elif entry["judgment"] == "checklist":
+        head = (f"checklist {entry['item_id']} / {entry['response_id']}: check {entry['check']} "
+                f"({'/'.join(entry['labels'])}, {entry['protocol']})")
     else:
         head = (f"compare {entry['item_id']} / {entry['first_id']} vs {entry['second_id']}, order {entry['order']} "
                 f"({entry['shown_first']} shown first, {entry['protocol']})")
