@@ -139,6 +139,30 @@ def test_deterministic_across_runs_and_fresh_contexts(smol: Any) -> None:
         assert [r.logprobs for r in other.label_logprobs(reqs)] == first
     finally:
         other.close()
+    # The thread count is not in the store key, so it must not change a bit: ggml gives each thread whole
+    # rows of a product, and the sums within a row run in the same order whatever the count.
+    counts = {n for n in (1, 2, 3) if n != smol.threads}
+    for n in counts:
+        threaded = LlamaCppBackend(smol.spec, n_ctx=2048, n_threads=n)
+        try:
+            assert threaded.threads == n and [r.logprobs for r in threaded.label_logprobs(reqs)] == first, n
+        finally:
+            threaded.close()
+
+
+def test_thread_count_default_and_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trustjudge.backends._llamacpp import env_threads, physical_cores
+    from trustjudge.errors import ConfigError
+
+    assert 1 <= physical_cores() <= (os.cpu_count() or 1)
+    monkeypatch.delenv("TRUSTJUDGE_THREADS", raising=False)
+    assert env_threads() is None
+    monkeypatch.setenv("TRUSTJUDGE_THREADS", " 3 ")
+    assert env_threads() == 3
+    for bad in ("0", "-1", "two", "1.5"):
+        monkeypatch.setenv("TRUSTJUDGE_THREADS", bad)
+        with pytest.raises(ConfigError, match="TRUSTJUDGE_THREADS must be a positive integer"):
+            env_threads()
 
 
 @pytest.mark.model

@@ -74,6 +74,31 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return out
 
 
+def env_threads() -> int | None:
+    """``TRUSTJUDGE_THREADS``, the llama.cpp judges' thread count, if set (a positive integer)."""
+    raw = os.environ.get("TRUSTJUDGE_THREADS", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"TRUSTJUDGE_THREADS must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def physical_cores() -> int:
+    """Physical cores among the CPUs this process may run on (SMT siblings counted once), from Linux's
+    sysfs topology; where that is unreadable, the usable CPUs."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cores: set[tuple[str, str]] = set()
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{topology}/physical_package_id") as pkg, open(f"{topology}/core_id") as core:
+                cores.add((pkg.read().strip(), core.read().strip()))
+        except OSError:
+            return max(1, len(cpus))
+    return max(1, len(cores))
+
+
 class LlamaCppBackend(Backend):
     """A GGUF model on the CPU (or a GPU build) through llama-cpp-python.
 
@@ -81,7 +106,8 @@ class LlamaCppBackend(Backend):
         spec: the model file and prompt format (from :func:`trustjudge.backends._models.resolve`).
         n_ctx: context size; ``None`` takes the smaller of the model's training context and 4096 (a
             larger context only costs KV-cache memory: judge prompts are short).
-        n_threads: CPU threads for single tokens and batches alike (``None``: half the cores).
+        n_threads: CPU threads for single tokens and batches alike (``None``: ``TRUSTJUDGE_THREADS`` if set,
+            else :func:`physical_cores`).
         n_batch: tokens per decode call when evaluating a prompt.
         n_gpu_layers: layers to offload on GPU builds (0 on CPU builds).
         kv_f32: keep the KV cache in float32 (twice the memory of llama.cpp's float16 default). With
@@ -102,10 +128,12 @@ class LlamaCppBackend(Backend):
         self._sha = file_sha256(spec.path)
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
         self.kv_f32 = kv_f32
-        # One thread count for single tokens and batches: llama-cpp-python's batch default (every core)
-        # spins OpenMP barriers, and on a machine whose cores are busy a two-token batch then took
-        # 3.5-6 s instead of 26 ms (2 cores, 1 busy).
-        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        # One thread count for single tokens and batches, one per physical core this process may use (as
+        # llama.cpp's own default): on 2 idle cores, 2 threads judged 1.86x (Qwen) and 2.0x (SmolLM2) faster
+        # than 1. ggml's threads spin at barriers, so where other work holds a core they lose time (1.17x and
+        # 1.65x slower than 1 thread with one of 2 cores busy; bench/results/threads.md): TRUSTJUDGE_THREADS.
+        threads = n_threads or env_threads() or physical_cores()
+        self.threads = threads
         kv_type = llama_cpp.GGML_TYPE_F32 if kv_f32 else None
 
         def load(size: int) -> Any:
@@ -533,4 +561,4 @@ def load(rest: str) -> LlamaCppBackend:
     return LlamaCppBackend(spec)
 
 
-__all__ = ["LlamaCppBackend", "load", "log_softmax"]
+__all__ = ["LlamaCppBackend", "env_threads", "load", "log_softmax", "physical_cores"]
