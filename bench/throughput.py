@@ -83,7 +83,11 @@ def limits(backend: Any, seqs: list[list[int]], tries: list[list[int]]) -> tuple
 
 def llamacpp_limits(backend: Any, seqs: list[list[int]], tries: list[list[int]]) -> tuple[float, float, int]:
     """The same two limits with plain llama-cpp-python on the backend's ``Llama`` (no engine): limit (2)
-    evaluates each prompt's unshared tokens and the same label-trie positions in one ``eval``."""
+    evaluates each prompt's unshared tokens and the same label-trie positions (one sequence, causal mask),
+    with logits at the last prompt token and at every trie position, as the torch limit keeps them
+    (``Llama.eval`` would compute none there: an output layer fewer than reading labels needs)."""
+    import llama_cpp
+
     llm = backend._llm
     backend.reset_cache()
     t0 = time.perf_counter()
@@ -92,20 +96,40 @@ def llamacpp_limits(backend: Any, seqs: list[list[int]], tries: list[list[int]])
         llm.eval(s)
     full = time.perf_counter() - t0
     llm.reset()
-    t0 = time.perf_counter()
-    prev: list[int] = []
-    computed = 0
-    for s, trie in sorted(zip(seqs, tries)):
-        keep = 0
-        while keep < min(len(prev), len(s) - 1) and prev[keep] == s[keep]:
-            keep += 1
-        llm.n_tokens = keep
-        llm.eval(s[keep:] + trie)
-        llm.n_tokens = len(s)
-        computed += len(s) - keep + len(trie)
-        prev = s
+    ctx, n_batch = llm._ctx.ctx, llm.n_batch
+    mem = llama_cpp.llama_get_memory(ctx)
+    batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+    try:
+        t0 = time.perf_counter()
+        prev: list[int] = []
+        computed = 0
+        for s, trie in sorted(zip(seqs, tries)):
+            keep = 0
+            while keep < min(len(prev), len(s) - 1) and prev[keep] == s[keep]:
+                keep += 1
+            llama_cpp.llama_memory_seq_rm(mem, -1, keep, -1)
+            run = s[keep:] + trie
+            first_read = len(s) - 1 - keep  # the last prompt token, then the trie
+            for start in range(0, len(run), n_batch):
+                chunk = run[start:start + n_batch]
+                for i, token in enumerate(chunk):
+                    batch.token[i] = token
+                    batch.pos[i] = keep + start + i
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = 0
+                    batch.logits[i] = start + i >= first_read
+                batch.n_tokens = len(chunk)
+                if llama_cpp.llama_decode(ctx, batch) != 0:
+                    raise RuntimeError("llama_decode failed in the limit loop")
+            llama_cpp.llama_memory_seq_rm(mem, -1, len(s), -1)  # drop the trie: the next prompt reuses s
+            computed += len(run)
+            prev = s
+        reuse = time.perf_counter() - t0
+    finally:
+        llama_cpp.llama_batch_free(batch)
+    llm.reset()
     backend.reset_cache()
-    return full, time.perf_counter() - t0, computed
+    return full, reuse, computed
 
 
 def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp: Path,
@@ -308,7 +332,9 @@ def markdown(r: dict[str, Any]) -> str:
              f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
              f"commit {m['commit']}. Ratios are measured in one run, same process. Limit (2) is the ideal prefix-reuse "
              "loop that also runs the same label-trie positions (each prompt's unshared tokens plus the trie's "
-             "tokens, in plain torch / plain llama-cpp-python: no engine, no store).", ""]
+             "tokens, with logits at the last prompt token and every trie position, in plain torch / plain "
+             "llama-cpp-python: no engine, no store). llama.cpp judges run one thread per physical core "
+             "(the backend's default since session 19; rows measured before it ran 1 thread).", ""]
     for p in r.values():
         if not isinstance(p, dict) or p.get("part") not in WORKLOADS:
             continue
