@@ -129,9 +129,9 @@ class LlamaCppBackend(Backend):
         self._version = str(getattr(llama_cpp, "__version__", "unknown"))
         self.kv_f32 = kv_f32
         # One thread count for single tokens and batches, one per physical core this process may use (as
-        # llama.cpp's own default): on 2 idle cores, 2 threads judged 1.86x (Qwen) and 2.0x (SmolLM2) faster
-        # than 1. ggml's threads spin at barriers, so where other work holds a core they lose time (1.17x and
-        # 1.65x slower than 1 thread with one of 2 cores busy; bench/results/threads.md): TRUSTJUDGE_THREADS.
+        # llama.cpp's own default): on 2 idle cores, 2 threads judged 1.77x (Qwen) and 1.81x (SmolLM2) faster
+        # than 1. ggml's threads spin at barriers, so where other work holds a core they lose time (1.2x and
+        # 1.34x slower than 1 thread with one of 2 cores busy; bench/results/threads.md): TRUSTJUDGE_THREADS.
         threads = n_threads or env_threads() or physical_cores()
         self.threads = threads
         kv_type = llama_cpp.GGML_TYPE_F32 if kv_f32 else None
