@@ -701,7 +701,13 @@ RECORDED = ("How the recorded results were made: a smoke run (`--budget 0.1`, 25
             "three other benchmarks), then `--budget 1` with the units at 1 set to stance 40, truth 8, qags 8, "
             "summhay 2 (38 min wall), then the present defaults (stance 64, truth 12, qags 12, summhay 2; 19 min wall, "
             "only the missing units judged). 57 min wall for the default budget on top of the smoke's units; on an "
-            "idle machine the whole default run should take well under half that.")
+            "idle machine the whole default run should take well under half that. Session 19 changed the "
+            "verification wording with UNKNOWN on offer (UNSUPPORTED now means the evidence contradicts the claim, "
+            "no longer also 'does not state it', which overlapped UNKNOWN) and re-judged the stance study "
+            "(`--studies stance`, 64 label calls, 15 min wall at 1 thread beside the test suite): its numbers "
+            "below are the new wording's. The argmax stayed UNSUPPORTED for 56 of 64 pairs, the same confusion "
+            "matrix as before (AUROC 0.70 -> 0.70, Brier 0.199 -> 0.202): the bias is the judge's, not the "
+            "wording's. The truth study below is still the old wording's (its rerun was stopped for time).")
 
 
 def standing(results: dict[str, Any]) -> list[str]:
