@@ -125,6 +125,17 @@ def reliability_table(rel: list[dict[str, Any]], what: str) -> list[str]:
     return lines
 
 
+def calibration_row(label: str, sample: str, m: dict[str, Any], n: int | None = None) -> str:
+    """One row of a calibration table from :func:`binary` (a sample's own counts) or :func:`weighted` (its
+    base rate re-weighted to the data; ``n`` the sample size it was computed on)."""
+    if "base_rate" in m:
+        base, majority = m["base_rate"], max(m["base_rate"], 1 - m["base_rate"])
+    else:
+        n, base, majority = m["n"], m["positives"] / m["n"], m["majority_baseline"]
+    return (f"| {label} | {sample} | {n} | {fmt(base, 3)} | {fmt(m['mean_p'], 3)} | {fmt(m['accuracy'], 3)} "
+            f"({fmt(majority, 3)}) | {fmt(m['brier'], 3)} | {fmt(m['ece'], 3)} | {fmt(m['auroc'])} |")
+
+
 def _hash(*parts: str) -> str:
     return hashlib.sha1("\x00".join(parts).encode()).hexdigest()[:12]
 
@@ -275,12 +286,7 @@ def report_stance(r: dict[str, Any]) -> list[str]:
         b, w = r[name]["balanced_sample"], r[name]["reweighted"]
         if not b.get("n"):
             continue
-        out.append(f"| {label} | balanced | {b['n']} | {fmt(b['positives'] / b['n'], 3)} | {fmt(b['mean_p'], 3)} | "
-                   f"{fmt(b['accuracy'], 3)} ({fmt(b['majority_baseline'], 3)}) | {fmt(b['brier'], 3)} | "
-                   f"{fmt(b['ece'], 3)} | {fmt(b['auroc'])} |")
-        out.append(f"| {label} | re-weighted | {b['n']} | {fmt(w['base_rate'], 3)} | {fmt(w['mean_p'], 3)} | "
-                   f"{fmt(w['accuracy'], 3)} ({fmt(max(w['base_rate'], 1 - w['base_rate']), 3)}) | "
-                   f"{fmt(w['brier'], 3)} | {fmt(w['ece'], 3)} | {fmt(w['auroc'])} |")
+        out += [calibration_row(label, "balanced", b), calibration_row(label, "re-weighted", w, b["n"])]
     b = r["p_supported"]["balanced_sample"]
     if b.get("n"):
         out += ["", "Reliability of `p_supported` (balanced sample; 10 equal-width bins, empty ones omitted):", "",
@@ -374,17 +380,9 @@ def report_truth(r: dict[str, Any]) -> list[str]:
         b, w, d = r[name]["balanced_sample"], r[name]["reweighted"], r[name]["decidable"]
         if not b.get("n"):
             continue
-        out.append(f"| {label} | balanced | {b['n']} | {fmt(b['positives'] / b['n'], 3)} | {fmt(b['mean_p'], 3)} | "
-                   f"{fmt(b['accuracy'], 3)} ({fmt(b['majority_baseline'], 3)}) | {fmt(b['brier'], 3)} | "
-                   f"{fmt(b['ece'], 3)} | {fmt(b['auroc'])} |")
-        out.append(f"| {label} | re-weighted | {b['n']} | {fmt(w['base_rate'], 3)} | {fmt(w['mean_p'], 3)} | "
-                   f"{fmt(w['accuracy'], 3)} ({fmt(max(w['base_rate'], 1 - w['base_rate']), 3)}) | "
-                   f"{fmt(w['brier'], 3)} | {fmt(w['ece'], 3)} | {fmt(w['auroc'])} |")
+        out += [calibration_row(label, "balanced", b), calibration_row(label, "re-weighted", w, b["n"])]
         if d.get("n"):
-            out.append(f"| {label} | decidable | {d['n']} | {fmt(d['positives'] / d['n'], 3)} | "
-                       f"{fmt(d['mean_p'], 3)} | {fmt(d['accuracy'], 3)} ({fmt(d['majority_baseline'], 3)}) | "
-                       f"{fmt(d['brier'], 3)} | "
-                       f"{fmt(d['ece'], 3)} | {fmt(d['auroc'])} |")
+            out.append(calibration_row(label, "decidable", d))
     out += ["", "By what the 5 passages say (human stances):", "",
             "| passages | claims | true | mean p_supported (true / false) | mean P(UNKNOWN) | accuracy |",
             "|---|---|---|---|---|---|"]
