@@ -233,6 +233,35 @@ def test_prompts_batched_into_one_decode_equal_each_alone(smol: Any) -> None:
     assert worst < TRIE_TOLERANCE, worst
 
 
+@pytest.mark.model
+def test_prompts_sharing_a_first_response_run_each_token_once(smol: Any) -> None:
+    """Pairwise-shaped prompts: beyond the group's common prefix, a first response two prompts share is
+    evaluated once (the prompts' own tokens form a trie too), and every score equals the prompt alone."""
+    answers = {"a": "It is four.", "b": "Four, since two and two make four.", "c": "5"}
+
+    def pair(x: str, y: str) -> str:
+        user = (f"Which answer is better?\nQuestion: What is 2 + 2?\nAnswer A: {answers[x]}\n"
+                f"Answer B: {answers[y]}")
+        return str(smol.format_prompt(SYSTEM, user, VERDICT_MARKER))
+
+    labels = ("A]", "B]", "C]")
+    reqs = [LabelRequest(pair(x, y), labels) for x, y in (("a", "b"), ("a", "c"), ("b", "a"), ("b", "c"))]
+    smol.reset_cache()
+    before = smol.computed_tokens
+    together = [r.logprobs for r in smol.label_logprobs(reqs)]
+    ran = smol.computed_tokens - before
+    ids = [smol._encode(r.prompt) for r in reqs]
+    distinct = len({tuple(x[:p]) for x in ids for p in range(1, len(x) + 1)})
+    trie = len(smol._label_tree(labels).nodes) * len(reqs)
+    assert ran == distinct + trie, (ran, distinct, trie)  # before the prompt trie: "a" and "b" ran twice
+    alone = []
+    for req in reqs:
+        smol.reset_cache()
+        alone.append(smol.label_logprobs([req])[0].logprobs)
+    worst = max(abs(math.exp(a) - math.exp(b)) for x, y in zip(together, alone) for a, b in zip(x, y))
+    assert worst < TRIE_TOLERANCE, worst
+
+
 # On Qwen2.5-Coder-1.5B Q4_K_M, llama.cpp's CPU kernels are not invariant to how the same tokens are cut
 # into micro-batches: brute force itself (prompt + "3]" on a 48-token prompt) moved p by up to 0.0102 when
 # the one evaluation was split at other token positions (0.0014 at the prompt/label boundary, 0.0066

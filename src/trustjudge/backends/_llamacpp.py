@@ -4,7 +4,9 @@ Label scoring is exact and takes one ``llama_decode`` per group of prompts:
 
 1. the prompts of a batch are cut into groups that fit one decode; sequence 0 of the KV cache holds the
    group's shared token prefix, reusing what the previous group left there (the longest common prefix);
-2. one decode then evaluates every prompt's own tokens *and* its whole label trie. Each trie leaf gets
+2. one decode then evaluates every prompt's own tokens *and* its whole label trie. The prompts' own tokens
+   form a prefix trie too (a token two prompts share after the group's common prefix, such as a pair's
+   first response, runs once). Each label-trie leaf gets
    its own llama.cpp sequence over one unified KV cache (a sequence copy only tags cells): a prompt's
    tokens belong to all its sequences and a trie node to the leaves below it, so every token attends to
    exactly its prompt and its trie ancestors, as if each label were evaluated alone after its prompt.
@@ -64,6 +66,29 @@ class _LabelTree:
         self.n_seqs = max(1, len(leaves))
         self.node_leaves = [tuple(k for k, leaf in enumerate(leaves) if leaf[: len(node)] == node)
                             for node in self.nodes]
+
+
+def _prompt_trie(order: Sequence[int], prompts: list[list[int]], shared: int,
+                 ) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """The distinct (token, position) nodes of the prompts' tokens after ``shared``, as a prefix trie.
+
+    Nodes are numbered in creation order (a parent before its children, the first prompt's nodes first
+    and consecutive); ``paths[k]`` lists the nodes of ``prompts[order[k]]``, one per token.
+    """
+    children: dict[tuple[int, int], int] = {}
+    nodes: list[tuple[int, int]] = []
+    paths: list[list[int]] = []
+    for i in order:
+        ids, parent, path = prompts[i], -1, []
+        for pos in range(shared, len(ids)):
+            node = children.get((parent, ids[pos]))
+            if node is None:
+                node = children[(parent, ids[pos])] = len(nodes)
+                nodes.append((ids[pos], pos))
+            path.append(node)
+            parent = node
+        paths.append(path)
+    return nodes, paths
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -403,7 +428,8 @@ class LlamaCppBackend(Backend):
 
     def _fits(self, group: list[int], prompts: list[list[int]], trees: list[_LabelTree]) -> bool:
         shared = self._shared(group, prompts)
-        tokens = sum(len(prompts[i]) - shared + len(trees[i].nodes) for i in group)
+        nodes, _ = _prompt_trie(group, prompts, shared)
+        tokens = len(nodes) + sum(len(trees[i].nodes) for i in group)
         seqs = sum(trees[i].n_seqs for i in group) + 1
         return tokens <= self._n_batch and seqs <= self._n_seq_max and shared + tokens <= self._llm.n_ctx()
 
@@ -422,7 +448,8 @@ class LlamaCppBackend(Backend):
         mem = self._memory()
         # Order: the last prompt's own tokens first, so that sequence 0 (the shared prefix and the last
         # prompt, kept for the next group) sits in consecutive KV cells in position order; then the other
-        # prompts' tokens and tries; the last prompt's trie at the end.
+        # prompts' tokens; then the label tries, the last prompt's at the end. Every token comes after
+        # the tokens it attends to (llama.cpp runs a decode's tokens in micro-batches, in order).
         order = [group[-1], *group[:-1]]
         seq_of: dict[int, tuple[int, ...]] = {}
         next_seq = 1
@@ -432,15 +459,20 @@ class LlamaCppBackend(Backend):
         used = [seq for i in group for seq in seq_of[i]]
         for seq in used:
             lib.llama_memory_seq_cp(mem, 0, seq, -1, -1)
-        entries: list[_Entry] = []
-        roots: dict[int, int] = {}
+        # The prompts' own tokens as a trie: a token two prompts share (a pair's first response, say) is
+        # evaluated once and belongs to both prompts' sequences, so no token of the group runs twice.
+        prompt_nodes, paths = _prompt_trie(order, prompts, shared)
+        members: list[set[int]] = [set() for _ in prompt_nodes]
+        read = [False] * len(prompt_nodes)
+        for i, path in zip(order, paths):
+            own = seq_of[i] if i != order[0] else (0, *seq_of[i])
+            for node in path:
+                members[node].update(own)
+            read[path[-1]] = True
+        entries: list[_Entry] = [(token, pos, tuple(sorted(members[k])), read[k])
+                                 for k, (token, pos) in enumerate(prompt_nodes)]
+        roots = {i: path[-1] for i, path in zip(order, paths)}
         nodes_at: dict[int, list[tuple[tuple[int, ...], int]]] = {}
-
-        def add_prompt(i: int, own: tuple[int, ...]) -> None:
-            ids = prompts[i]
-            for p in range(shared, len(ids)):
-                entries.append((ids[p], p, own, p == len(ids) - 1))
-            roots[i] = len(entries) - 1
 
         def add_trie(i: int) -> None:
             ids, tree, seqs = prompts[i], trees[i], seq_of[i]
@@ -449,9 +481,7 @@ class LlamaCppBackend(Backend):
                 nodes_at[i].append((node, len(entries)))
                 entries.append((node[-1], len(ids) + len(node) - 1, tuple(seqs[k] for k in leaves), True))
 
-        add_prompt(order[0], (0, *seq_of[order[0]]))
         for i in order[1:]:
-            add_prompt(i, seq_of[i])
             add_trie(i)
         add_trie(order[0])
         wanted = [(roots[i], nodes_at[i]) for i in group]
