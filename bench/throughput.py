@@ -156,6 +156,9 @@ def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp
     reuses: list[float] = []
     for rep in range(repeats):
         fresh = judge if rep == 0 else Judge(backend, store=tmp / f"{kind}-{rep}.sqlite", scale=100, **options)
+        # Every run starts from an empty KV cache, as the limits do: otherwise a run would reuse the prefix
+        # the previous run (or the warm-up) left cached (on Topical-Chat the shared dialogue: half the tokens).
+        backend.reset_cache()
         before = getattr(backend, "computed_tokens", 0)
         t0 = time.perf_counter()
         records = list(fresh.score(items) if kind == "pointwise" else fresh.compare(items))
