@@ -349,7 +349,8 @@ def when(p: dict[str, Any]) -> str:
     run = p.get("run")
     if not run:
         return ""
-    return (f"_Measured {run['measured']} at commit {run['commit']}; 1-minute load average {run['load_1min_before']:.1f} "
+    return (f"_Measured {run['measured']} at commit {run['commit']}; 1-minute load average "
+            f"{run['load_1min_before']:.1f} "
             f"before, {run['load_1min_after']:.1f} after (2 cores)._")
 
 
@@ -367,9 +368,12 @@ def markdown(r: dict[str, Any]) -> str:
     m = r["machine"]
     lines = ["# Throughput (bench/throughput.py)", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
-             f"commit {m['commit']}. Ratios are measured in one run, same process; rows with repeats run the engine and "
+             f"commit {m['commit']}. Ratios are measured in one run, same process; rows with repeats run the engine "
+             "and "
              "both limits interleaved (engine, limits, engine, limits) and compare each side's best time, because "
-             "this shared machine's speed drifts by up to 1.5x between minutes. Limit (2) is the ideal prefix-reuse "
+             "this shared machine's speed drifts by up to 1.5x between minutes. Every engine run starts from an empty "
+             "KV cache, as the limits do (since commit 68f06b2; before, the first run found up to 125 of its "
+             "prompts' tokens left cached by the warm-up). Limit (2) is the ideal prefix-reuse "
              "loop that also runs the same label-trie positions (each prompt's unshared tokens plus the trie's "
              "tokens, with logits at the last prompt token and every trie position, in plain torch / plain "
              "llama-cpp-python: no engine, no store). llama.cpp judges run one thread per physical core "
@@ -386,7 +390,8 @@ def markdown(r: dict[str, Any]) -> str:
                         f"padding included), ideal reuse loop {p['limit2_computed_tokens']:,} (the same trie "
                         "positions), "
                         f"every prompt in full {p['prompt_tokens']:,}")
-        lines += [f"## Direct {kind}, {workload} ({p['judgments']} judgments, {p['prompt_tokens'] / p['judgments']:.0f} "
+        per = p['prompt_tokens'] / p['judgments']
+        lines += [f"## Direct {kind}, {workload} ({p['judgments']} judgments, {per:.0f} "
                   "prompt tokens each)", "", when(p), "",
                   "| what | prompt tokens/s |", "|---|---|",
                   f"| engine (store + label trie + KV reuse) | {p['engine_tok_s']:,.0f} |",
