@@ -8,6 +8,7 @@ import os
 import platform
 import random
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,19 @@ def machine() -> dict[str, Any]:
             "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                      cwd=Path(__file__).parent).stdout.strip()}
+
+
+def peak_rss_mb(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Peak RSS (MB) and wall seconds of a child process; raise with its stderr's tail if it fails."""
+    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+            "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, time.perf_counter() - t, "
+            "r.returncode); sys.stderr.write(r.stderr[-2000:])")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    out = proc.stdout.split()
+    if proc.returncode != 0 or len(out) != 3 or out[2] != "0":
+        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")
+    return float(out[0]), float(out[1])
 
 
 def write_results(name: str, payload: dict[str, Any], markdown: str) -> None:

@@ -23,31 +23,17 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS, machine, write_results
+from _common import RESULTS, machine, peak_rss_mb, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = ROOT / "examples" / "items.jsonl"
 BACKENDS = ("llamacpp/qwen2.5-coder-1.5b", "hf/qwen2.5-coder-1.5b")
-CHILD = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-         "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
-         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, time.perf_counter() - t, r.returncode); "
-         "sys.stderr.write(r.stderr[-2000:])")
-
-
-def timed(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of a child process; raise if it fails."""
-    proc = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=env)
-    out = proc.stdout.split()
-    if proc.returncode != 0 or len(out) != 3 or out[2] != "0":
-        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")
-    return float(out[1]), float(out[0])
 
 
 def cli(*args: str) -> list[str]:
@@ -64,9 +50,8 @@ def cold(tmp: Path) -> dict[str, Any]:
     for f in (cache_dir() / "gguf").iterdir():
         (cache / "gguf" / f.name).symlink_to(f)
     env = dict(os.environ, TRUSTJUDGE_CACHE=str(cache))
-    code = ("from trustjudge.backends._models import resolve, converted_folder, file_sha256; "
-            "s = resolve('qwen2.5-coder-1.5b'); converted_folder(s, file_sha256(s.path))")
-    convert_s, convert_rss = timed([sys.executable, "-c", code], env)
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from backends import warm_hf; warm_hf()"
+    convert_rss, convert_s = peak_rss_mb([sys.executable, "-c", code], env)
     size = sum(p.stat().st_size for p in (cache / "models").rglob("*") if p.is_file())
     out = {"hf_convert_s": convert_s, "hf_convert_peak_rss_mb": convert_rss, "hf_converted_bytes": size}
     # Keep the converted weights for the timed parts (converting again would cost the same minutes).
@@ -96,7 +81,7 @@ def judged(store: Path) -> int:
 
 
 def warm_hf() -> None:
-    """Convert the default judge for ``hf/`` in the real cache, untimed, if it is not there yet."""
+    """Convert the default judge for ``hf/`` into the cache (``TRUSTJUDGE_CACHE``) if it is not there yet."""
     from trustjudge.backends._models import converted_folder, file_sha256, resolve
 
     spec = resolve("qwen2.5-coder-1.5b")
@@ -112,7 +97,7 @@ def run_part(part: str, tmp: Path, repeats: int) -> dict[str, Any]:
             d.mkdir()
             wall, rss = 0.0, 0.0
             for args in job(part, judge, d / "store.sqlite", d):
-                s, m = timed(args)
+                m, s = peak_rss_mb(args)
                 wall, rss = wall + s, max(rss, m)
             runs[judge].append({"wall_s": wall, "peak_rss_mb": rss, "judgments": judged(d / "store.sqlite")})
             print(part, judge, runs[judge][-1], flush=True)

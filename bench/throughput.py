@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import RESULTS, machine, synthetic_items, write_results
+from _common import RESULTS, machine, peak_rss_mb, synthetic_items, write_results
 from scipy.stats import spearmanr
 
 from trustjudge import Judge, items_from_dicts
@@ -152,7 +151,6 @@ def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp
     list(warm.score(items_from_dicts(synthetic_items(1, 2, 20, seed=7))))
     llama = judge_name.startswith("llamacpp/")
     engines: list[float] = []
-    fulls: list[float] = []
     reuses: list[float] = []
     for rep in range(repeats):
         fresh = judge if rep == 0 else Judge(backend, store=tmp / f"{kind}-{rep}.sqlite", scale=100, **options)
@@ -166,14 +164,13 @@ def engine_vs_limits(judge_name: str, rows: list[dict[str, Any]], kind: str, tmp
         assert all(r.unscored is None for r in records)
         assert fresh.stats.model_calls > 0
         computed = backend.computed_tokens - before
-        full, reuse, reuse_tokens = (llamacpp_limits if llama else limits)(backend, seqs, tries, rep == 0)
-        if rep == 0:  # limit (1) is far from the engine either way: measured once
-            fulls.append(full)
+        # limit (1) is far from the engine either way: measured on the first repeat only
+        limit1, reuse, reuse_tokens = (llamacpp_limits if llama else limits)(backend, seqs, tries, rep == 0)
         reuses.append(reuse)
         if rep == 0:
-            first = records
+            full, first = limit1, records
     records = first
-    engine, full, reuse = min(engines), min(fulls), min(reuses)
+    engine, reuse = min(engines), min(reuses)
     out: dict[str, Any] = {"engine_computed_tokens": computed, "repeats": repeats,
                            "repeat_vs_limit2": [b / a for a, b in zip(engines, reuses)],
                            "engine_s_each": engines, "limit2_s_each": reuses}
@@ -216,16 +213,6 @@ def cot_vs_direct(judge_name: str, rows: list[dict[str, Any]], tmp: Path) -> dic
     out["cot_over_direct"] = out["cot_s_per_judgment"] / out["direct_s_per_judgment"]
     out["judgments"] = len(scores["direct"])
     return out
-
-
-def peak_rss_mb(args: list[str]) -> tuple[float, float]:
-    """Peak RSS (MB) and wall time of a child process."""
-    code = ("import resource, subprocess, sys, time; t=time.perf_counter(); "
-            "r=subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, time.perf_counter()-t, r.returncode)")
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout.split()
-    assert out[2] == "0", "the command failed"
-    return float(out[0]), float(out[1])
 
 
 def scale_part(tmp: Path, n: int) -> dict[str, Any]:
