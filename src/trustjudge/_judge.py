@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ._audit import AuditReport
+from ._calibration import Selection
 from ._claims import ClaimsRunner, ClaimsTask
 from ._audit import audit as run_audit
 from ._engine import Closing, Engine, EngineStats, PlanSummary, ProgressFn
@@ -29,6 +30,9 @@ from ._schema import (
 )
 from ._store import Store
 from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task, check_item
+from ._trust import Calibration, annotate, template_hash
+from ._trust import fit as fit_calibration
+from ._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
 from .errors import ConfigError
 
@@ -269,6 +273,62 @@ class Judge:
         per_scale = sum(len(it.responses) for it in items) * (2 if injection else 1)
         return len(scales) * per_scale + sum(2 * len(it.all_pairs()) for it in items if len(it.responses) >= 2)
 
+    # -- calibration and selective verdicts -------------------------------------------------------------
+    def calibration_task(self, mode: str) -> Task:
+        """The task a calibration of ``mode`` (compare, checklist, claims) is fitted and applied under."""
+        if mode == "compare":
+            return self.compare_task()
+        if mode == "checklist":
+            return self.checklist_task()
+        if mode == "claims":
+            return self.claims_task()
+        raise ConfigError(f"calibration covers the modes compare, checklist and claims; got {mode!r}")
+
+    def _template_hash(self, mode: str) -> str:
+        if mode == "compare":
+            return template_hash(self.prompts.pairwise.template)
+        if mode == "checklist":
+            return template_hash(self.prompts.check.template)
+        from ._prompts import VERIFY_FIELDS, read_template
+        return template_hash(read_template(None, "verify.txt", VERIFY_FIELDS).template)
+
+    def _protocol_of(self, task: Task) -> str:
+        return str(getattr(task, "protocol", "direct"))
+
+    def calibrate(self, items: Iterable[Item], mode: str = "compare", *, method: str | None = None,
+                  progress: ProgressFn | None = None) -> Calibration:
+        """Fit a calibration of ``mode``'s probabilities on labelled ``items``, judging only what the store lacks.
+
+        ``method``: ``platt`` (default), ``temperature`` or ``isotonic`` for checklists (two classes);
+        vector scaling for pairwise verdicts and claims. Save it with :meth:`Calibration.save`.
+        """
+        task = self.calibration_task(mode)
+        records = [r.to_dict() for r in self.run(task, items, progress=progress)]
+        return fit_calibration(mode, records, judge=self.name, fingerprint=self.backend.fingerprint,
+                               template=self._template_hash(mode), protocol=self._protocol_of(task), method=method)
+
+    def check_calibration(self, calibration: Calibration, *, override: bool = False) -> Calibration:
+        """``calibration`` if it was fitted for this judge, template and protocol (ConfigError if not)."""
+        task = self.calibration_task(calibration.mode)
+        return calibration.check(mode=calibration.mode, judge=self.name, fingerprint=self.backend.fingerprint,
+                                 template=self._template_hash(calibration.mode), protocol=self._protocol_of(task),
+                                 override=override)
+
+    def select(self, items: Iterable[Item], calibration: Calibration, *, target: float | None = None,
+               delta: float = 0.1, override: bool = False,
+               progress: ProgressFn | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Judge ``items`` in the calibration's mode and add calibrated probabilities to every verdict; with
+        ``target``, keep only verdicts confident enough for agreement >= ``target`` with probability >= 1 - delta.
+
+        Returns the annotated records (dicts) and a summary (coverage, the guarantee and what it rests on).
+        """
+        calibration = self.check_calibration(calibration, override=override)
+        selection: Selection | None = calibration.selection(target, delta) if target is not None else None
+        task = self.calibration_task(calibration.mode)
+        records = [r.to_dict() for r in self.run(task, items, progress=progress)]
+        annotated = annotate(calibration.mode, records, calibration, selection)
+        return annotated, trust_summary(calibration.mode, annotated, calibration, selection)
+
     # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: Sequence[Item], kind: str | Task) -> PlanSummary:
         """What a task (or ``"score"`` / ``"compare"``) would do on ``items``, without calling the model."""
@@ -280,6 +340,12 @@ class Judge:
         for chunk in self._chunks(items, task):
             questions.extend(q for item in chunk for q in task.questions(item, fmt))
         return plan_questions(self.engine, questions, self.sampling(task.protocol))
+
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         self._store.close()

@@ -1,0 +1,349 @@
+"""Calibration files and selective verdicts over judging records (zero model calls).
+
+A *unit* is one probabilistic verdict a record holds: a pair's likelihood-aggregated verdict
+(``compare``), one check of a checklist (``checklist``), one claim's verification (``claims``). This
+module reads units and their human labels from record dicts, fits a :class:`Calibration` (saved as JSON
+naming what it is valid for), and writes the calibrated probabilities, a confidence and, with a
+:class:`~trustjudge._calibration.Selection`, whether each verdict is kept or abstained on, back into the
+records beside the raw ones (which stay as they were).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _calibration as C
+from .errors import ConfigError
+
+CALIBRATION_VERSION = 1
+MODES = ("compare", "checklist", "claims")
+PAIR_CLASSES = ("first", "second", "tie")
+CHECK_CLASSES = ("fail", "pass")
+
+# Why a unit was not kept (``abstained`` holds one of these, or None when kept).
+BELOW = "below_threshold"
+UNSCORED = "unscored"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One verdict of a record: where it sits, its raw class probabilities and the human's class."""
+
+    record: int
+    """Index of the record in the list it was read from."""
+    path: tuple[str | int, ...]
+    """Where the verdict lives inside the record: ``()`` for a pair, ``("checks", i)``, ``("claims", i)``."""
+    probs: tuple[float, ...] | None
+    human: int | None
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ConfigError(f"calibration covers the modes {', '.join(MODES)}; got {mode!r}")
+
+
+def _pair_human(value: Any) -> int | None:
+    if isinstance(value, str) and value.lower() in PAIR_CLASSES:
+        return PAIR_CLASSES.index(value.lower())
+    return None
+
+
+def classes_of(mode: str, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The classes a mode's units are calibrated over (claims: the verification labels the records hold)."""
+    _check_mode(mode)
+    if mode == "compare":
+        return PAIR_CLASSES
+    if mode == "checklist":
+        return CHECK_CLASSES
+    for rec in records:
+        for claim in rec.get("claims") or ():
+            if claim.get("probabilities"):
+                return tuple(claim["probabilities"])
+    return ("SUPPORTED", "PARTIAL", "UNSUPPORTED")
+
+
+def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str] | None = None) -> list[Unit]:
+    """Every verdict of ``records`` (dicts as the CLI writes them) with its raw probabilities and human class."""
+    classes = tuple(classes) if classes is not None else classes_of(mode, records)
+    out: list[Unit] = []
+    for i, rec in enumerate(records):
+        if mode == "compare":
+            p = rec.get("probabilities")
+            probs = tuple(float(p[c]) for c in PAIR_CLASSES) if p else None
+            out.append(Unit(i, (), probs, _pair_human(rec.get("human"))))
+        elif mode == "checklist":
+            for j, check in enumerate(rec.get("checks") or ()):
+                pp = check.get("p_pass")
+                probs = (1.0 - float(pp), float(pp)) if pp is not None and check.get("unscored") is None else None
+                h = check.get("human")
+                human = None if h is None else int(float(h) >= 0.5)
+                out.append(Unit(i, ("checks", j), probs, human))
+        else:
+            for j, claim in enumerate(rec.get("claims") or ()):
+                p = claim.get("probabilities")
+                probs = tuple(float(p.get(c, 0.0)) for c in classes) if p and not claim.get("unscored") else None
+                h = claim.get("human")
+                human = classes.index(h.upper()) if isinstance(h, str) and h.upper() in classes else None
+                out.append(Unit(i, ("claims", j), probs, human))
+    return out
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def template_hash(text: str) -> str:
+    """The identity of a prompt template: a calibration is valid only for the template it was fitted under."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fitted calibration map and what it is valid for; self-contained (it keeps its calibration set).
+
+    The calibration set (each unit's raw probabilities and human class) is kept in the file so that a
+    selective threshold for any target can be chosen later without the items.
+    """
+
+    mode: str
+    judge: str
+    fingerprint: str
+    template: str
+    protocol: str
+    map: C.CalibrationMap
+    probs: list[list[float]]
+    human: list[int]
+    position_bias: float | None = None
+    overridden: list[str] = field(default_factory=list)
+    """What this file was accepted for despite a mismatch (``--calibration-override``); empty normally."""
+
+    @property
+    def n(self) -> int:
+        return len(self.human)
+
+    @property
+    def data_hash(self) -> str:
+        return _digest([self.probs, self.human])
+
+    def calibrated(self, probs: Sequence[Sequence[float]]) -> np.ndarray:
+        return self.map.apply(np.asarray(probs, dtype=np.float64))
+
+    def selection(self, target: float, delta: float) -> C.Selection:
+        """The threshold for agreement >= ``target`` with probability >= 1 - ``delta`` (ConfigError if unsupported)."""
+        if not (math.isfinite(target) and 0 < target < 1):
+            raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
+        q = self.calibrated(self.probs)
+        agree = q.argmax(axis=1) == np.asarray(self.human)
+        try:
+            return C.choose_threshold(q.max(axis=1), agree, alpha=1 - target, delta=delta)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (calibration file of {self.n} labelled {self.mode} verdicts)") from None
+
+    def check(self, *, mode: str, judge: str, fingerprint: str, template: str, protocol: str,
+              override: bool = False) -> Calibration:
+        """This calibration if it is valid for the given judging; a ConfigError naming the mismatch if not.
+
+        With ``override`` a mismatch is accepted and the returned calibration lists it in ``overridden``.
+        """
+        wanted = {"mode": mode, "judge fingerprint": fingerprint, "template": template, "protocol": protocol}
+        have = {"mode": self.mode, "judge fingerprint": self.fingerprint, "template": self.template,
+                "protocol": self.protocol}
+        bad = [k for k in wanted if wanted[k] != have[k]]
+        if "mode" in bad:  # never overridable: the units differ
+            raise ConfigError(f"this calibration is for the {self.mode} mode, not {mode}")
+        if bad and not override:
+            detail = "; ".join(f"{k}: calibrated {have[k]!r}, now {wanted[k]!r}" for k in bad)
+            raise ConfigError(f"the calibration file does not fit this judging ({detail}; it was fitted for judge "
+                              f"{self.judge}): refit it with `trustjudge calibrate`, or pass "
+                              "--calibration-override to use it anyway (every record then says so)")
+        return Calibration(self.mode, self.judge, self.fingerprint, self.template, self.protocol, self.map,
+                           self.probs, self.human, self.position_bias, bad) if bad else self
+
+    # -- files ----------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"trustjudge_calibration": CALIBRATION_VERSION, "mode": self.mode, "judge": self.judge,
+                "fingerprint": self.fingerprint, "template": self.template, "protocol": self.protocol,
+                "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
+                "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
+                "calibration_set": {"probs": self.probs, "human": self.human}}
+
+    def save(self, path: str | Path) -> None:
+        from ._outputs import atomic_output
+
+        with atomic_output(Path(path)) as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write("\n")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], source: str = "calibration") -> Calibration:
+        def need(key: str, kind: type | tuple[type, ...]) -> Any:
+            if key not in d:
+                raise ConfigError(f"{source}: missing field {key!r}")
+            if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is not bool:
+                raise ConfigError(f"{source}: field {key!r} has the wrong type ({type(d[key]).__name__})")
+            return d[key]
+
+        if d.get("trustjudge_calibration") != CALIBRATION_VERSION:
+            raise ConfigError(f"{source}: not a trustjudge calibration file (version "
+                              f"{d.get('trustjudge_calibration')!r}, this release reads {CALIBRATION_VERSION})")
+        mode = need("mode", str)
+        _check_mode(mode)
+        classes = tuple(need("classes", list))
+        method = need("method", str)
+        if method not in C.METHODS:
+            raise ConfigError(f"{source}: field 'method' is {method!r}, not one of {', '.join(C.METHODS)}")
+        cal_set = need("calibration_set", dict)
+        probs, human = cal_set.get("probs"), cal_set.get("human")
+        if not (isinstance(probs, list) and isinstance(human, list) and len(probs) == len(human)):
+            raise ConfigError(f"{source}: field 'calibration_set' needs lists 'probs' and 'human' of equal length")
+        for i, (row, h) in enumerate(zip(probs, human)):
+            if (not isinstance(row, list) or len(row) != len(classes)
+                    or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in row)):
+                raise ConfigError(f"{source}: calibration_set.probs[{i}] is not {len(classes)} finite numbers")
+            if not isinstance(h, int) or isinstance(h, bool) or not 0 <= h < len(classes):
+                raise ConfigError(f"{source}: calibration_set.human[{i}] is not a class index")
+        cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
+                  C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
+                  d.get("position_bias"))
+        if d.get("data_hash") is not None and d["data_hash"] != cal.data_hash:
+            raise ConfigError(f"{source}: field 'data_hash' does not match its calibration set (the file was edited)")
+        cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
+        return cal
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the calibration file {path}: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: a calibration file is a JSON object")
+        try:
+            return cls.from_dict(data, str(path))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{path}: bad parameters ({exc})") from None
+
+
+def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str,
+        protocol: str, method: str | None = None) -> Calibration:
+    """Fit a calibration on the labelled, scored units of ``records``.
+
+    ``method``: ``platt`` (default for checklists), ``temperature`` or ``isotonic`` on two classes;
+    ``vector`` (default, and the only one) on several classes.
+    """
+    classes = classes_of(mode, records)
+    labelled = [u for u in units(mode, records, classes) if u.probs is not None and u.human is not None]
+    if len(labelled) < 2:
+        raise ConfigError(f"calibration needs labelled, scored verdicts: found {len(labelled)} in {len(records)} "
+                          f"{mode} record(s) (give human labels: pairs' `human`, `human_checks`, claims' `human`)")
+    probs = np.asarray([u.probs for u in labelled], dtype=np.float64)
+    human = np.asarray([u.human for u in labelled], dtype=np.int64)
+    if len(classes) == 2:
+        chosen = method or "platt"
+        if chosen not in ("platt", "temperature", "isotonic"):
+            raise ConfigError(f"two-class calibration takes platt, temperature or isotonic, not {chosen!r}")
+        cmap = C.fit_binary(probs[:, 1], human, chosen, (classes[0], classes[1]))  # type: ignore[arg-type]
+    else:
+        if method not in (None, "vector"):
+            raise ConfigError(f"{len(classes)}-class calibration is vector scaling; {method!r} needs two classes")
+        cmap = C.fit_vector(probs, human, classes)
+    bias = position_bias_of(records) if mode == "compare" else None
+    return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(), bias)
+
+
+def position_bias_of(records: Iterable[Mapping[str, Any]]) -> float | None:
+    """The label-free first-slot bias of pairwise records (None without a pair judged in both orders)."""
+    rows = []
+    for rec in records:
+        orders = rec.get("orders") or []
+        if len(orders) == 2 and all(o.get("A") is not None for o in orders):
+            rows.append([[o["A"], o["B"], o["C"]] for o in orders])
+    return C.position_bias(rows) if rows else None
+
+
+def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibration,
+             selection: C.Selection | None = None) -> list[dict[str, Any]]:
+    """Copies of ``records`` with each unit's ``calibrated`` block: probabilities, verdict, confidence and,
+    with ``selection``, ``abstained`` (None when kept, else why). The raw fields are left as they were."""
+    out = [json.loads(json.dumps(r)) for r in records]
+    classes = calibration.map.classes
+    for unit in units(mode, out, classes):
+        block: dict[str, Any] = {"probabilities": None, "verdict": None, "confidence": None}
+        if unit.probs is not None:
+            q = calibration.calibrated([unit.probs])[0]
+            best = int(np.argmax(q))
+            block = {"probabilities": dict(zip(classes, map(float, q))), "verdict": classes[best],
+                     "confidence": float(q[best])}
+        if selection is not None:
+            block["abstained"] = (UNSCORED if block["confidence"] is None
+                                  else None if block["confidence"] >= selection.threshold else BELOW)
+        if calibration.overridden:
+            block["overridden"] = list(calibration.overridden)
+        target: dict[str, Any] = out[unit.record]
+        for step in unit.path:
+            target = target[step]  # type: ignore[index]
+        target["calibrated"] = block
+    return out
+
+
+def summary(mode: str, annotated: Sequence[Mapping[str, Any]], calibration: Calibration,
+            selection: C.Selection | None) -> dict[str, Any]:
+    """Coverage, and agreement with humans where the records carry labels, of annotated records."""
+    total = kept = labelled = agreed = 0
+    for unit in units(mode, annotated, calibration.map.classes):
+        target: Any = annotated[unit.record]
+        for step in unit.path:
+            target = target[step]
+        block = target.get("calibrated") or {}
+        total += 1
+        if selection is not None and block.get("abstained") is not None:
+            continue
+        kept += 1
+        if unit.human is not None and block.get("verdict") is not None:
+            labelled += 1
+            agreed += calibration.map.classes[unit.human] == block["verdict"]
+    out: dict[str, Any] = {"mode": mode, "verdicts": total, "kept": kept,
+                           "coverage": kept / total if total else None,
+                           "agreement_on_kept": agreed / labelled if labelled else None, "labelled_kept": labelled,
+                           "calibration": {"judge": calibration.judge, "n": calibration.n,
+                                           "method": calibration.map.method, "data_hash": calibration.data_hash}}
+    if selection is not None:
+        out["guarantee"] = selection.to_dict()
+    return out
+
+
+def abstained_items(mode: str, annotated: Sequence[Mapping[str, Any]],
+                    items_by_id: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The items behind abstained verdicts, in the items format, for human labelling.
+
+    Pairs keep only the abstained pairs (``human`` left empty to fill in); checklists and claims keep the
+    responses with an abstained check or claim. Labels written back into the file make it a calibration set.
+    """
+    wanted: dict[str, set[Any]] = {}
+    for rec in annotated:
+        if mode == "compare":
+            if (rec.get("calibrated") or {}).get("abstained") is not None:
+                wanted.setdefault(rec["item_id"], set()).add((rec["first_id"], rec["second_id"]))
+        else:
+            parts = rec.get("checks" if mode == "checklist" else "claims") or ()
+            if any((p.get("calibrated") or {}).get("abstained") is not None for p in parts):
+                wanted.setdefault(rec["item_id"], set()).add(rec["response_id"])
+    out = []
+    for item_id, keys in wanted.items():
+        item = json.loads(json.dumps(items_by_id[item_id]))
+        if mode == "compare":
+            item["pairs"] = [{"first": f, "second": s, "human": None} for f, s in sorted(keys)]
+        else:
+            item["responses"] = [r for r in item.get("responses", []) if r.get("id") in keys]
+        out.append(item)
+    return out
