@@ -164,3 +164,26 @@ def test_planted_links_beside_the_model_are_never_written_through(tmp_path: Path
     os.link(hard, target.with_name("model.gguf.partial"))
     assert _assemble(parts, target, whole).read_bytes() == whole
     assert hard.read_bytes() == victims[hard]
+
+
+def test_a_verified_model_in_a_cache_that_cannot_be_written_is_still_used(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    parts, whole = _model(tmp_path, pieces=2)
+    target = _assemble(parts, tmp_path / "model.gguf", whole)
+    target.with_name("model.gguf.lock").unlink()
+    target.with_name("model.gguf.verified").unlink()
+    real_open = os.open
+
+    def read_only(path: str | Path, flags: int, *args: int) -> int:
+        if flags & (os.O_CREAT | os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(13, "Read-only file system", str(path))
+        return real_open(path, flags, *args)
+
+    def no_temp(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Read-only file system")
+
+    monkeypatch.setattr(_models.os, "open", read_only)
+    monkeypatch.setattr(_models.tempfile, "mkstemp", no_temp)
+    # No lock and no stamp can be written: the file is hashed, found to be the pinned one, and used.
+    assert _assemble(_absent(parts), target, whole) == target
+    assert not target.with_name("model.gguf.lock").exists()

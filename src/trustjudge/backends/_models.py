@@ -202,8 +202,18 @@ def _open_own_file(path: Path) -> int:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive inter-process lock on the file ``path`` (``flock``, released when the file closes)."""
-    fd = _open_own_file(path)
+    """Hold an exclusive inter-process lock on the file ``path`` (``flock``, released when the file closes).
+
+    In a folder this process cannot write to (a read-only, pre-filled cache) there is no lock: nothing can be
+    assembled there, and a verified file with a valid stamp is still used.
+    """
+    try:
+        fd = _open_own_file(path)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        yield
+        return
     try:
         if sys.platform != "win32":
             fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another process assembles or verifies
@@ -269,7 +279,10 @@ def _verify_and_stamp(fd: int, target: Path, stamp: Path, size: int, sha256: str
     if _stamp_of(after, sha256) != _stamp_of(st, sha256) or (named.st_dev, named.st_ino) != (st.st_dev, st.st_ino):
         return False  # changed while it was being hashed, or no longer the file at ``target``
     if stampable:
-        _write_stamp(stamp, _stamp_of(st, sha256))
+        try:
+            _write_stamp(stamp, _stamp_of(st, sha256))
+        except OSError:
+            pass  # a read-only cache: the file is verified, and is hashed again on the next use
     return True
 
 
