@@ -223,7 +223,8 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _sha256_of_fd(fd: int) -> str:
-    """SHA-256 of the bytes of the open file ``fd`` (read by offset: what is on disk, not what was written)."""
+    """SHA-256 of the open file ``fd`` read back by offset: the bytes the file holds now (holes, a truncation
+    or another process's writes included), not the bytes this process meant to write."""
     digest = hashlib.sha256()
     offset = 0
     while block := os.pread(fd, 1 << 22, offset):
@@ -380,8 +381,7 @@ def assemble(parts: Sequence[Part], target: Path, *, size: int, sha256: str, ver
     time, and the file is only stamped once its ctime is 50 ms in the past (longer than the filesystem
     clock's tick), so a write after the hash always changes it. What the stamp cannot see: bytes changed
     beneath the filesystem (a raw block device, a disk's bit rot), a filesystem that does not keep ctime,
-    or a system clock set back to the stamped ctime; the llama.cpp and transformers loaders still check the
-    GGUF structure.
+    or a system clock set back to the stamped ctime.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     stamp, partial = _sibling(target, ".verified"), _sibling(target, ".partial")
