@@ -1,0 +1,416 @@
+"""The guarantee study: calibration, selective verdicts and a cascade on the default judge, from stored judgments.
+
+Reads the judgments bench/guarantee_judge.py made (bench/results/work/guarantee.sqlite, or the committed
+export bench/results/guarantee_judgments.jsonl.gz, imported first) and makes **zero model calls**: a
+judgment the store lacks is left out (counted), never judged here. For each dataset, ``--splits`` random
+calibration/test halves:
+
+- ECE, Brier, accuracy and Cohen's kappa on the test half, raw and after calibration fitted on the other
+  half (vector scaling for pairwise first/second/tie; Platt scaling for checklist and stance, two classes);
+- for alpha in 0.1, 0.2, 0.3 at delta 0.1: the threshold chosen on the calibration half by fixed-sequence
+  testing, then coverage and the realised agreement on the kept test verdicts, and the violation rate
+  (share of splits with realised agreement below 1 - alpha; the bound is on the population, so a test half
+  of finite size adds its own noise);
+- pairwise: AUROC of three confidence estimators against agreement, and the coverage each gives at
+  alpha 0.2; agreement of single / two_pass / likelihood / ppl in the dataset's order, in the reversed
+  order and label-balanced (their mean);
+- PandaLM: the cascade default judge -> recorded gpt-3.5-turbo verdicts -> human, beside gpt-3.5-turbo and
+  PandaLM-7B alone on the same pairs.
+
+    cd bench && ../.venv/bin/python guarantee.py            # writes results/guarantee.{json,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import RESULTS
+from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
+
+from trustjudge import Judge
+from trustjudge import _calibration as C
+from trustjudge import _scoring as S
+from trustjudge._adapters import _short_hash
+from trustjudge._store import Store
+from trustjudge._store_io import import_file
+from trustjudge.backends import Backend, get_backend
+from trustjudge.errors import BackendError
+
+ALPHAS = (0.1, 0.2, 0.3)
+DELTA = 0.1
+PAIR = ("first", "second", "tie")
+
+
+class StoreOnly(Backend):
+    """The judge's prompts and fingerprint, with every model call refused (the study makes none)."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.refused = 0
+
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def format_prompt(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.format_prompt(*args, **kwargs)
+
+    def label_logprobs(self, requests: Any) -> Any:
+        self.refused += len(requests)
+        raise BackendError("not in the store: the study makes no model call")
+
+    def generate(self, requests: Any) -> Any:
+        self.refused += len(requests)
+        raise BackendError("not in the store: the study makes no model call")
+
+
+def _kappa(pred: np.ndarray, y: np.ndarray, k: int) -> float:
+    if pred.size == 0:
+        return float("nan")
+    po = float(np.mean(pred == y))
+    pe = sum(float(np.mean(pred == c)) * float(np.mean(y == c)) for c in range(k))
+    return (po - pe) / (1 - pe) if pe < 1 else float("nan")
+
+
+def _auroc(score: np.ndarray, positive: np.ndarray) -> float:
+    from scipy.stats import rankdata
+
+    pos, neg = int(positive.sum()), int((~positive).sum())
+    if pos == 0 or neg == 0:
+        return float("nan")
+    ranks = rankdata(score)
+    return float((ranks[positive].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def _fit(probs: np.ndarray, y: np.ndarray) -> C.CalibrationMap:
+    if probs.shape[1] == 2:
+        return C.fit_binary(probs[:, 1], y, "platt")
+    return C.fit_vector(probs, y, PAIR)
+
+
+def split_study(probs: np.ndarray, y: np.ndarray, splits: int, seed: int,
+                extra_conf: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Calibration and selection over ``splits`` random halves (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    n, k = probs.shape
+    rows: dict[str, list[float]] = {m: [] for m in (
+        "ece_raw", "ece_cal", "brier_raw", "brier_cal", "acc_raw", "acc_cal", "kappa_raw", "kappa_cal", "majority")}
+    sel: dict[float, dict[str, list[float]]] = {a: {"coverage": [], "agreement": [], "violated": []} for a in ALPHAS}
+    conf_cov: dict[str, list[float]] = {name: [] for name in ["calibrated", *(extra_conf or {})]}
+    for _ in range(splits):
+        perm = rng.permutation(n)
+        cal, test = perm[: n // 2], perm[n // 2:]
+        cmap = _fit(probs[cal], y[cal])
+        q = cmap.apply(probs[test])
+        raw = probs[test] / probs[test].sum(axis=1, keepdims=True)
+        rows["ece_raw"].append(C.ece(raw, y[test]))
+        rows["ece_cal"].append(C.ece(q, y[test]))
+        rows["brier_raw"].append(C.brier(raw, y[test]))
+        rows["brier_cal"].append(C.brier(q, y[test]))
+        for tag, p in (("raw", raw), ("cal", q)):
+            pred = p.argmax(axis=1)
+            rows[f"acc_{tag}"].append(float(np.mean(pred == y[test])))
+            rows[f"kappa_{tag}"].append(_kappa(pred, y[test], k))
+        majority = np.bincount(y[cal], minlength=k).argmax()
+        rows["majority"].append(float(np.mean(y[test] == majority)))
+        qc = cmap.apply(probs[cal])
+        conf_c, agree_c = qc.max(axis=1), qc.argmax(axis=1) == y[cal]
+        conf_t, agree_t = q.max(axis=1), q.argmax(axis=1) == y[test]
+        for a in ALPHAS:
+            s = C.choose_threshold(conf_c, agree_c, alpha=a, delta=DELTA, strict=False)
+            kept = s.keep(conf_t)
+            sel[a]["coverage"].append(float(kept.mean()))
+            if kept.any():
+                realised = float(agree_t[kept].mean())
+                sel[a]["agreement"].append(realised)
+                sel[a]["violated"].append(float(realised < 1 - a))
+            else:
+                sel[a]["violated"].append(0.0)
+        s2 = C.choose_threshold(conf_c, agree_c, alpha=0.2, delta=DELTA, strict=False)
+        conf_cov["calibrated"].append(float(s2.keep(conf_t).mean()))
+        for name, conf in (extra_conf or {}).items():
+            # the raw verdict's agreement (the estimators rank likelihood's own verdict)
+            agree_raw_c = probs[cal].argmax(axis=1) == y[cal]
+            agree_raw_t = probs[test].argmax(axis=1) == y[test]
+            s3 = C.choose_threshold(conf[cal], agree_raw_c, alpha=0.2, delta=DELTA, strict=False)
+            kept = s3.keep(conf[test])
+            conf_cov[name].append(float(kept.mean()) if not kept.any() or agree_raw_t[kept].size else 0.0)
+
+    def mean(v: Sequence[float]) -> float | None:
+        vals = [x for x in v if not math.isnan(x)]
+        return float(np.mean(vals)) if vals else None
+
+    out: dict[str, Any] = {"n": int(n), "splits": splits, **{m: mean(v) for m, v in rows.items()}}
+    out["selective"] = {str(a): {"target": 1 - a, "coverage": mean(d["coverage"]), "agreement": mean(d["agreement"]),
+                                 "violation_rate": mean(d["violated"]),
+                                 "violation_se": math.sqrt(DELTA * (1 - DELTA) / splits)}
+                        for a, d in sel.items()}
+    out["coverage_at_alpha_0.2"] = {name: mean(v) for name, v in conf_cov.items()}
+    out["curve"] = selective_curve(probs, y)
+    return out
+
+
+def selective_curve(probs: np.ndarray, y: np.ndarray) -> list[tuple[float, float]]:
+    """Agreement against coverage on all units, calibrated in-sample (for the plot: not a guarantee)."""
+    q = _fit(probs, y).apply(probs)
+    conf, agree = q.max(axis=1), q.argmax(axis=1) == y
+    order = np.argsort(-conf, kind="stable")
+    cum = np.cumsum(agree[order]) / np.arange(1, len(order) + 1)
+    pts = np.linspace(0, len(order) - 1, min(50, len(order))).astype(int)
+    return [(float((i + 1) / len(order)), float(cum[i])) for i in pts]
+
+
+# -- reading the stored judgments -------------------------------------------------------------------------
+
+def collect(judge: Judge, data: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """The study's records per dataset, from the store only (a judgment it lacks leaves its record unscored)."""
+    by_set: dict[str, list[dict[str, Any]]] = {}
+    missing: dict[str, int] = {}
+    for chunk in CHUNKS:
+        name = chunk.name.split("-")[0]
+        before = judge.backend.refused  # type: ignore[attr-defined]
+        recs = [r.to_dict() for r in records(judge, chunk.mode, chunk.items(data), lambda n: None)]
+        by_set.setdefault(name, []).extend(recs)
+        missing[name] = missing.get(name, 0) + judge.backend.refused - before  # type: ignore[attr-defined]
+    return by_set, missing
+
+
+def pair_units(recs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    kept = [r for r in recs if r.get("probabilities") and r.get("human") in PAIR]
+    probs = np.array([[r["probabilities"][c] for c in PAIR] for r in kept]) if kept else np.zeros((0, 3))
+    return probs, np.array([PAIR.index(r["human"]) for r in kept], dtype=np.int64), kept
+
+
+def order_views(kept: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Per pair: each order's (first, second, tie) in the dataset's frame, and two confidence estimators."""
+    o1 = np.array([[o["A"], o["B"], o["C"]] for o in (r["orders"][0] for r in kept)])
+    o2 = np.array([[o["B"], o["A"], o["C"]] for o in (r["orders"][1] for r in kept)])  # swapped back
+    lik = (o1 + o2) / (o1 + o2).sum(axis=1, keepdims=True)
+    v = lik.argmax(axis=1)
+    n1, n2 = o1 / o1.sum(axis=1, keepdims=True), o2 / o2.sum(axis=1, keepdims=True)
+    both = np.minimum(n1[np.arange(len(v)), v], n2[np.arange(len(v)), v])
+    margin = np.abs(lik[:, 0] - lik[:, 1])
+    return {"o1": o1, "o2": o2, "order_agreement": both, "margin": margin}
+
+
+def balanced_agreement(kept: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each aggregation's agreement with humans in the dataset's order, reversed, and their mean."""
+    out: dict[str, dict[str, float]] = {}
+    flip = {"first": "second", "second": "first", "tie": "tie"}
+    res: dict[str, list[tuple[bool, bool]]] = {m: [] for m in S.AGGREGATIONS}
+    for r in kept:
+        a, b = r["orders"]
+        d1 = S.from_order(a["A"], a["B"], a["C"], swapped=False, ppl=a.get("critique_ppl"))
+        d2 = S.from_order(b["A"], b["B"], b["C"], swapped=True, ppl=b.get("critique_ppl"))
+        forward = S.aggregate_all(d1, d2)
+        # reversed dataset order: the pair's second response is shown first first
+        r1 = S.from_order(b["A"], b["B"], b["C"], swapped=False, ppl=b.get("critique_ppl"))
+        r2 = S.from_order(a["A"], a["B"], a["C"], swapped=True, ppl=a.get("critique_ppl"))
+        backward = S.aggregate_all(r1, r2)
+        for m in S.AGGREGATIONS:
+            res[m].append((forward[m] == r["human"], backward[m] == flip[r["human"]]))
+    for m, v in res.items():
+        f = float(np.mean([x for x, _ in v])) if v else float("nan")
+        b = float(np.mean([y for _, y in v])) if v else float("nan")
+        out[m] = {"dataset_order": f, "reversed": b, "balanced": (f + b) / 2}
+    return out
+
+
+def recorded_pandalm(data: Path) -> dict[tuple[str, str, str], dict[str, str | None]]:
+    """The published gpt-3.5-turbo and PandaLM-7B verdicts, keyed like the pair records."""
+    rows = json.loads((data / PANDALM).read_text())
+    base = data / "pandalm-testset" / "judge_outputs"
+    gpt = {r["idx"]: r["gpt_result"] for r in json.loads((base / "gpt-3.5-turbo-testset-v1.json").read_text())}
+    panda = {r["idx"]: r["pandalm_result"] for r in json.loads((base / "pandalm-7b-testset-v1.json").read_text())}
+    to = {"1": "first", "2": "second", "0": "tie", "Tie": "tie"}
+    out: dict[tuple[str, str, str], dict[str, str | None]] = {}
+    for row in rows:
+        key = ("pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or "")),
+               _short_hash(str(row["response1"])), _short_hash(str(row["response2"])))
+        out.setdefault(key, {"gpt-3.5-turbo": to.get(str(gpt.get(row["idx"]))),
+                             "pandalm-7b": to.get(str(panda.get(row["idx"])))})
+    return out
+
+
+def cascade_study(probs: np.ndarray, y: np.ndarray, kept: list[dict[str, Any]],
+                  recorded: dict[tuple[str, str, str], dict[str, str | None]], splits: int,
+                  seed: int) -> dict[str, Any]:
+    """default judge -> recorded gpt-3.5-turbo -> human, on random halves, beside each judge alone."""
+    rng = np.random.default_rng(seed)
+    keys = [(r["item_id"], r["first_id"], r["second_id"]) for r in kept]
+    gpt = [recorded.get(k, {}).get("gpt-3.5-turbo") for k in keys]
+    panda = [recorded.get(k, {}).get("pandalm-7b") for k in keys]
+    gpt_conf = np.array([1.0 if g is not None else np.nan for g in gpt])
+    gpt_agree = np.array([g == PAIR[h] for g, h in zip(gpt, y)])
+    out: dict[str, Any] = {"pairs": len(keys), "with_gpt_verdict": int(np.isfinite(gpt_conf).sum()),
+                           "gpt-3.5-turbo_alone": float(np.mean(gpt_agree)),
+                           "pandalm-7b_alone": float(np.mean([p == PAIR[h] for p, h in zip(panda, y)])),
+                           "default_alone": float(np.mean(probs.argmax(axis=1) == y))}
+    for a in (0.2, 0.3):
+        acc: dict[str, list[float]] = {k: [] for k in (
+            "tier1_share", "tier2_share", "human_share", "agreement_machine", "agreement_all", "gpt_calls_share")}
+        for _ in range(splits):
+            perm = rng.permutation(len(keys))
+            cal, test = perm[: len(keys) // 2], perm[len(keys) // 2:]
+            cmap = _fit(probs[cal], y[cal])
+            qc, qt = cmap.apply(probs[cal]), cmap.apply(probs[test])
+            sels = C.choose_cascade([qc.max(axis=1), gpt_conf[cal]],
+                                    [qc.argmax(axis=1) == y[cal], gpt_agree[cal]], alpha=a, delta=DELTA)
+            routed = C.run_cascade([qt.max(axis=1), gpt_conf[test]], sels).tier
+            agree1 = qt.argmax(axis=1) == y[test]
+            agree = np.where(routed == 0, agree1, np.where(routed == 1, gpt_agree[test], True))
+            machine = routed >= 0
+            acc["tier1_share"].append(float(np.mean(routed == 0)))
+            acc["tier2_share"].append(float(np.mean(routed == 1)))
+            acc["human_share"].append(float(np.mean(routed == -1)))
+            acc["agreement_machine"].append(float(np.mean(agree[machine])) if machine.any() else float("nan"))
+            acc["agreement_all"].append(float(np.mean(agree)))
+            acc["gpt_calls_share"].append(float(np.mean(routed != 0)))  # gpt-3.5 is asked whatever tier 1 passes on
+        out[f"alpha_{a}"] = {k: float(np.nanmean(v)) for k, v in acc.items()}
+    return out
+
+
+def binary_units(mode: str, recs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    ps, ys = [], []
+    for r in recs:
+        parts = r.get("checks") if mode == "checklist" else r.get("claims")
+        for p in parts or ():
+            if p.get("unscored") or p.get("human") is None:
+                continue
+            if mode == "checklist":
+                pp, h = p.get("p_pass"), int(float(p["human"]) >= 0.5)
+            else:
+                pp, h = p.get("p_supported"), int(str(p["human"]).upper() == "SUPPORTED")
+            if pp is None:
+                continue
+            ps.append(float(pp))
+            ys.append(h)
+    p = np.array(ps)
+    return np.stack([1 - p, p], axis=1) if ps else np.zeros((0, 2)), np.array(ys, dtype=np.int64)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--splits", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--store", type=Path, default=STORE)
+    ap.add_argument("--judge", default=JUDGE)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    args.store.parent.mkdir(parents=True, exist_ok=True)
+    store = Store(args.store)
+    if EXPORT.exists():
+        import_file(store, EXPORT)  # idempotent: rows already there are skipped
+    backend = StoreOnly(get_backend(args.judge))
+    judge = Judge(backend, store=store)
+    by_set, missing = collect(judge, DATA)
+    result: dict[str, Any] = {"judge": args.judge, "delta": DELTA, "alphas": list(ALPHAS), "splits": args.splits,
+                              "missing_judgments": missing, "datasets": {}}
+    recorded = recorded_pandalm(DATA)
+    for name, recs in by_set.items():
+        mode = next(c.mode for c in CHUNKS if c.name.split("-")[0] == name)
+        entry: dict[str, Any] = {"mode": mode, "records": len(recs),
+                                 "scored": sum(1 for r in recs if not r.get("unscored"))}
+        if mode == "compare":
+            probs, y, kept = pair_units(recs)
+            entry["labelled_scored_pairs"] = len(kept)
+            if len(kept) >= 20:
+                views = order_views(kept)
+                agree_raw = probs.argmax(axis=1) == y
+                q = _fit(probs, y).apply(probs)
+                entry["auroc"] = {"calibrated_top": _auroc(q.max(axis=1), agree_raw),
+                                  "order_agreement": _auroc(views["order_agreement"], agree_raw),
+                                  "margin": _auroc(views["margin"], agree_raw)}
+                entry["study"] = split_study(probs, y, args.splits, args.seed,
+                                             {"order_agreement": views["order_agreement"], "margin": views["margin"]})
+                entry["agreement"] = balanced_agreement(kept)
+                both = np.stack([views["o1"][:, [0, 1, 2]], np.stack(
+                    [views["o2"][:, 1], views["o2"][:, 0], views["o2"][:, 2]], axis=1)], axis=1)
+                entry["position_bias_logodds"] = C.position_bias(both)
+                if name == "pandalm":
+                    entry["cascade"] = cascade_study(probs, y, kept, recorded, args.splits, args.seed)
+        else:
+            probs, y = binary_units(mode, recs)
+            entry["labelled_scored_units"] = int(len(y))
+            if len(y) >= 20:
+                entry["mean_p_positive"] = float(probs[:, 1].mean())
+                entry["positive_rate"] = float(y.mean())
+                entry["auroc"] = _auroc(probs[:, 1], y.astype(bool))
+                entry["study"] = split_study(probs, y, args.splits, args.seed)
+        result["datasets"][name] = entry
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    result["model_calls"] = judge.stats.model_calls
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "guarantee.json").write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / "guarantee.md").write_text(render(result))
+    print(render(result))
+
+
+def _f(v: Any, spec: str = ".3f") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def render(res: dict[str, Any]) -> str:
+    lines = [f"# Guarantee study ({res['judge']}, zero model calls: everything from the stored judgments)", "",
+             f"delta {res['delta']}, {res['splits']} random calibration/test halves per dataset. Judgments the "
+             f"store lacked (left out): {res['missing_judgments']}. `cd bench && ../.venv/bin/python guarantee.py`.",
+             "", "## Calibration on the test halves", "",
+             "| dataset | units | ECE raw | ECE cal | Brier raw | Brier cal | acc raw | acc cal | majority | "
+             "kappa raw | kappa cal |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, e in res["datasets"].items():
+        s = e.get("study")
+        if not s:
+            lines.append(f"| {name} | {e.get('labelled_scored_pairs', e.get('labelled_scored_units', 0))} | "
+                         "too few judged yet |||||||||")
+            continue
+        lines.append(f"| {name} | {s['n']} | {_f(s['ece_raw'])} | {_f(s['ece_cal'])} | {_f(s['brier_raw'])} | "
+                     f"{_f(s['brier_cal'])} | {_f(s['acc_raw'])} | {_f(s['acc_cal'])} | {_f(s['majority'])} | "
+                     f"{_f(s['kappa_raw'])} | {_f(s['kappa_cal'])} |")
+    lines += ["", "## Selective verdicts (threshold on the calibration half, measured on the test half)", "",
+              "| dataset | target | coverage | realised agreement on kept | violation rate (<= 0.1 + MC error) |",
+              "|---|---|---|---|---|"]
+    for name, e in res["datasets"].items():
+        for _a, d in (e.get("study") or {}).get("selective", {}).items():
+            lines.append(f"| {name} | {d['target']:.1f} | {_f(d['coverage'], '.2f')} | {_f(d['agreement'])} | "
+                         f"{_f(d['violation_rate'], '.3f')} (se {d['violation_se']:.3f}) |")
+    for name, e in res["datasets"].items():
+        if "agreement" in e:
+            lines += ["", f"## {name}: agreement with humans by aggregation (label-balanced = mean of both orders)",
+                      "", "| method | dataset order | reversed | balanced |", "|---|---|---|---|"]
+            for m, d in e["agreement"].items():
+                lines.append(f"| {m} | {_f(d['dataset_order'])} | {_f(d['reversed'])} | {_f(d['balanced'])} |")
+            lines += ["", f"Position bias (mean log-odds of the first-shown slot): "
+                          f"{_f(e['position_bias_logodds'], '+.3f')}. AUROC against agreement: "
+                          + ", ".join(f"{k} {_f(v)}" for k, v in e["auroc"].items())
+                          + ". Coverage at target 0.8: "
+                          + ", ".join(f"{k} {_f(v, '.2f')}" for k, v in e["study"]["coverage_at_alpha_0.2"].items())]
+        if "cascade" in e:
+            c = e["cascade"]
+            lines += ["", "## PandaLM cascade: default judge -> recorded gpt-3.5-turbo -> human", "",
+                      f"{c['pairs']} pairs ({c['with_gpt_verdict']} with a gpt-3.5 verdict). Alone: default "
+                      f"{_f(c['default_alone'])}, gpt-3.5-turbo {_f(c['gpt-3.5-turbo_alone'])}, PandaLM-7B "
+                      f"{_f(c['pandalm-7b_alone'])}.", "",
+                      "| target | decided by default | by gpt-3.5 | left to humans | agreement of machine verdicts | "
+                      "gpt-3.5 calls (share of pairs) |", "|---|---|---|---|---|---|"]
+            for a in (0.2, 0.3):
+                d = c[f"alpha_{a}"]
+                lines.append(f"| {1 - a:.1f} | {_f(d['tier1_share'], '.2f')} | {_f(d['tier2_share'], '.2f')} | "
+                             f"{_f(d['human_share'], '.2f')} | {_f(d['agreement_machine'])} | "
+                             f"{_f(d['gpt_calls_share'], '.2f')} |")
+    lines += ["", f"{res['seconds']} s, model calls {res['model_calls']}.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
