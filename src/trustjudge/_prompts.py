@@ -23,7 +23,6 @@ from typing import Literal
 from .errors import ConfigError
 
 Protocol = Literal["direct", "cot"]
-PROTOCOLS: tuple[Protocol, ...] = ("direct", "cot")
 SCALES = (5, 10, 100)
 
 SYSTEM = "You are a strict, impartial evaluator of answers written by AI assistants."

@@ -103,7 +103,6 @@ OPEN_PATHS = frozenset({"/healthz"})
 MAX_BOOTSTRAP = 10_000
 
 Scale = Literal[5, 10, 100]
-Kind = Literal["score", "compare", "criteria", "checklist", "audit"]
 
 
 # -- request and response bodies --------------------------------------------------------------------
