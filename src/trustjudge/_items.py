@@ -631,7 +631,10 @@ def load_suite(path: str | Path) -> Suite:
     except UnicodeDecodeError as exc:
         raise InputError(f"invalid UTF-8 at byte {exc.start}", file=name) from None
     if p.suffix.lower() == ".toml":
-        import tomllib
+        try:
+            import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python 3.11+
+        except ImportError:  # Python 3.10: tomli, the same parser under its PyPI name (a dependency there)
+            import tomli as tomllib
 
         try:
             record: Any = tomllib.loads(text)

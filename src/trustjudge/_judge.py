@@ -332,6 +332,8 @@ class Judge:
     # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: Sequence[Item], kind: str | Task) -> PlanSummary:
         """What a task (or ``"score"`` / ``"compare"``) would do on ``items``, without calling the model."""
+        if isinstance(kind, str) and kind not in ("score", "compare"):
+            raise ConfigError(f"no plan for {kind!r}: pass a task, \"score\" or \"compare\"")
         task = kind if isinstance(kind, Task) else self.score_task() if kind == "score" else self.compare_task()
         if isinstance(task, ClaimsTask):
             raise ConfigError("no plan for claims: how many claims there are is known only after extraction")

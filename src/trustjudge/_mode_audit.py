@@ -25,10 +25,12 @@ from typing import Any
 from . import _aggregates as A
 from ._audit import conflict_ratio, ntr, score_agreement
 from ._items import Claim, Item
+from ._prompts import YES_NO, LabelSet
 from ._schema import ChecklistRecord, CriteriaRecord, ScoreRecord
 from ._tasks import Task
 from ._scoring import SCORE_METHODS
 from ._stats import jsonable
+from .errors import ConfigError
 
 Record = Mapping[str, Any]
 
@@ -110,18 +112,26 @@ def _wins_every_criterion(score_records: Sequence[Record], pair_records: Sequenc
             "share_lost_pairwise": lost_pairwise / sweeps if sweeps else math.nan, "method": method}
 
 
-def checklist_audit(records: Sequence[Record], compare_records: Sequence[Record] = (), *, bins: int = 10,
-                    delta: float = 0.0) -> dict[str, Any]:
-    """The checklist audit (see the module docstring). A check passes for the human when its human value
-    is 1 (YES, FULL); its judged pass probability is ``p_pass``."""
+def checklist_audit(records: Sequence[Record], compare_records: Sequence[Record] = (), *,
+                    labels: LabelSet = YES_NO, bins: int = 10, delta: float = 0.0) -> dict[str, Any]:
+    """The checklist audit (see the module docstring) of records judged with ``labels``.
+
+    A check passes for the human when its human value is the top value of ``labels`` (the passing label's:
+    YES, FULL), as its judged pass probability ``p_pass`` is that label's. Records that name other labels
+    are refused: the passing value would be wrong."""
+    top = max(labels.values) if labels.values is not None else 1.0  # without values the first label is 1
     probs: list[float] = []
     humans: list[int] = []
     values: list[tuple[float, float]] = []
     for rec in records:
+        if "labels" in rec and list(rec["labels"]) != list(labels.labels):
+            raise ConfigError(f"checklist audit: response {rec.get('item_id')}/{rec.get('response_id')} was judged "
+                              f"with the labels {list(rec['labels'])}, not {list(labels.labels)}: give the audit "
+                              "the label set the records were judged with")
         for c in rec.get("checks") or []:
             if c["unscored"] is None and c.get("human") is not None:
                 probs.append(float(c["p_pass"]))
-                humans.append(1 if c["human"] >= 1.0 else 0)
+                humans.append(1 if c["human"] >= top else 0)
                 values.append((float(c["value"]), float(c["human"])))
     report: dict[str, Any] = {"responses": len(records), "checks_with_human_labels": len(probs)}
     if probs:

@@ -23,7 +23,6 @@ from typing import Literal
 from .errors import ConfigError
 
 Protocol = Literal["direct", "cot"]
-PROTOCOLS: tuple[Protocol, ...] = ("direct", "cot")
 SCALES = (5, 10, 100)
 
 SYSTEM = "You are a strict, impartial evaluator of answers written by AI assistants."
@@ -148,21 +147,17 @@ def scale(points: int) -> Scale:
 
 def read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
     """A user's template file, or the packaged ``default``, checked for its fields."""
-    return _read_template(path, default, required)
-
-
-def _read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
     if path is None:
-        text = files("trustjudge").joinpath("templates", default).read_text(encoding="utf-8")
+        text = files("trustjudge").joinpath("templates").joinpath(default).read_text(encoding="utf-8")
     else:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read template {path}: {exc}") from exc
     template = string.Template(text)
-    if not template.is_valid():
+    names, valid = _identifiers(template)
+    if not valid:
         raise ConfigError(f"template {path or default}: a '$' that is not a field; write '$$' for a dollar sign")
-    names = set(template.get_identifiers())
     missing = required - names
     unknown = names - required - OPTIONAL_FIELDS
     if missing:
@@ -171,6 +166,20 @@ def _read_template(path: str | Path | None, default: str, required: set[str]) ->
     if unknown:
         raise ConfigError(f"template {path or default} uses unknown field(s) {', '.join(sorted(unknown))}")
     return template
+
+
+def _identifiers(template: string.Template) -> tuple[set[str], bool]:
+    """The fields of ``template`` and whether every ``$`` in it is a field or ``$$``: what
+    ``Template.get_identifiers()`` and ``is_valid()`` say on Python 3.11+, read from the same pattern."""
+    names: set[str] = set()
+    valid = True
+    for m in template.pattern.finditer(template.template):
+        name = m.group("named") or m.group("braced")
+        if name is not None:
+            names.add(name)
+        elif m.group("invalid") is not None:
+            valid = False
+    return names, valid
 
 
 DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "reference_answer", "profile",
@@ -268,7 +277,7 @@ class Prompts:
     def __post_init__(self) -> None:
         kinds = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
         object.__setattr__(self, "_parts", {k: _compile(getattr(self, k)) for k in kinds})
-        object.__setattr__(self, "_grounded", {k: "grounding_block" in getattr(self, k).get_identifiers()
+        object.__setattr__(self, "_grounded", {k: "grounding_block" in _identifiers(getattr(self, k))[0]
                                                for k in kinds})
         # A user template's own tags (<answer>...</answer>) are delimiters too: texts cannot write them.
         found = re.findall(r"</?\s*([A-Za-z_][\w-]*)\s*>", "".join(getattr(self, k).template for k in kinds))
@@ -286,11 +295,11 @@ class Prompts:
     def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
              criterion: str | Path | None = None, check: str | Path | None = None,
              criterion_pair: str | Path | None = None) -> Prompts:
-        return cls(_read_template(pointwise, "pointwise.txt", POINTWISE_FIELDS),
-                   _read_template(pairwise, "pairwise.txt", PAIRWISE_FIELDS),
-                   _read_template(criterion, "criterion.txt", CRITERION_FIELDS),
-                   _read_template(check, "check.txt", CHECK_FIELDS),
-                   _read_template(criterion_pair, "criterion_pair.txt", CRITERION_PAIR_FIELDS))
+        return cls(read_template(pointwise, "pointwise.txt", POINTWISE_FIELDS),
+                   read_template(pairwise, "pairwise.txt", PAIRWISE_FIELDS),
+                   read_template(criterion, "criterion.txt", CRITERION_FIELDS),
+                   read_template(check, "check.txt", CHECK_FIELDS),
+                   read_template(criterion_pair, "criterion_pair.txt", CRITERION_PAIR_FIELDS))
 
     def score_task(self, sc: Scale, protocol: Protocol) -> str:
         form = f'"Score: [N]" where N is an integer from 1 (very poor) to {sc.points} (excellent)'

@@ -15,7 +15,6 @@ SCORE_METHODS = ("discrete", "geval", "expected", "trustjudge")
 AGGREGATIONS = ("single", "two_pass", "likelihood", "ppl")
 
 Verdict = Literal["first", "second", "tie"]
-VERDICT_SIGN: dict[str, int] = {"first": 1, "second": -1, "tie": 0}
 
 TRUSTJUDGE_EPS = 1e-8
 TRUSTJUDGE_TEMPERATURE = 0.2

@@ -103,7 +103,6 @@ OPEN_PATHS = frozenset({"/healthz"})
 MAX_BOOTSTRAP = 10_000
 
 Scale = Literal[5, 10, 100]
-Kind = Literal["score", "compare", "criteria", "checklist", "audit"]
 
 
 # -- request and response bodies --------------------------------------------------------------------
@@ -131,6 +130,15 @@ class CheckIn(BaseModel):
     weight: float = Field(1.0, ge=0.0, description="Weight in the expected satisfaction.")
 
 
+class ClaimIn(BaseModel):
+    """A claim a response makes, given instead of extracted by the judge (/v1/claims)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="The claim.")
+    human: str | None = Field(None, description="Human verification label: SUPPORTED, PARTIAL, UNSUPPORTED or "
+                                                "UNKNOWN (any case), for the audit.")
+
+
 class ResponseIn(BaseModel):
     """One response to judge."""
 
@@ -143,6 +151,8 @@ class ResponseIn(BaseModel):
     human_criteria: dict[str, float] | None = Field(None, description="Human score per criterion name.")
     human_checks: dict[str, bool | float | str] | None = Field(
         None, description="Human label per check id: true/false, a number in [0, 1], or a label name.")
+    claims: list[ClaimIn | str] | None = Field(
+        None, description="The response's claims (/v1/claims), verified as given; default: extracted by the judge.")
 
 
 class PairIn(BaseModel):
@@ -177,6 +187,8 @@ class ItemIn(BaseModel):
     criteria: list[CriterionIn] | None = Field(None, description="Rubric criteria of this item (/v1/criteria).")
     checklist: list[CheckIn | str] | None = Field(None, description="Checks asked of every response "
                                                                     "(/v1/checklist).")
+    gold_claims: list[str] | None = Field(None, description="Reference claims to match against (/v1/claims with "
+                                                            "match); default: claims extracted from the reference.")
 
 
 Items = SkipValidation[list[ItemIn]]

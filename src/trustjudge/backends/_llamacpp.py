@@ -319,8 +319,7 @@ class LlamaCppBackend(Backend):
             self._forget()
             raise BackendError(f"llama.cpp decode failed: {exc}") from exc
         self._cached = list(llm.input_ids[: llm.n_tokens])
-        row = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self._n_vocab,))
-        return row.copy()
+        return np.copy(np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self._n_vocab,)))
 
     def _prefill(self, ids: list[int]) -> np.ndarray:
         """Evaluate a prompt, reusing the common prefix with what the context holds; return last logits."""
@@ -364,7 +363,7 @@ class LlamaCppBackend(Backend):
 
     def _logits(self, index: int) -> np.ndarray:
         ptr = self._llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, index)
-        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)).copy()
+        return np.copy(np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)))
 
     def _forget(self) -> None:
         """Drop the whole KV cache (after a failure, the cells' state is unknown)."""

@@ -13,7 +13,6 @@ from .. import _audit
 from .._items import Item
 from .._judge import AuditRun, Judge
 from .._outputs import readable_input, write_text
-from .._prompts import scale as make_scale
 from ._common import err, fmt_rate, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
 from ._options import JudgeOptions, audit_options, input_options, judge_options, output_options, parse_deltas
@@ -22,8 +21,7 @@ from ._options import JudgeOptions, audit_options, input_options, judge_options,
 def plan_audit(j: Judge, items: list[Item], scales: list[int]) -> None:
     """Print the plan of an audit (``--dry-run``): the pointwise judgments per scale, then the pairwise ones."""
     for points in scales:
-        j.scale = make_scale(points)
-        print_plan(j, items, f"score ({points}-point)")
+        print_plan(j, items, j.score_task(points), f"score ({points}-point)")
     print_plan(j, [it for it in items if len(it.responses) >= 2], "compare")
 
 

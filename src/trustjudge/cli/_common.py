@@ -43,10 +43,13 @@ def fmt_rate(value: float) -> str:
     return "-" if value != value else f"{value:.3f}"
 
 
-def print_plan(j: Judge, items: list[Item], kind: str | Task) -> None:
-    """Print what judging ``items`` would take (``--dry-run``): judgments, stored, calls, tokens, time."""
+def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None = None) -> None:
+    """Print what judging ``items`` would take (``--dry-run``): judgments, stored, calls, tokens, time.
+
+    The table is titled ``title``, by default the task's kind."""
     plan = j.plan(items, kind)
-    table = Table(title=f"Plan: {kind if isinstance(kind, str) else kind.kind} with {j.name} ({plan.protocol})")
+    title = title or (kind if isinstance(kind, str) else kind.kind)
+    table = Table(title=f"Plan: {title} with {j.name} ({plan.protocol})")
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("judgments (prompts)", f"{plan.judgments:,}")

@@ -205,7 +205,7 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         listed = _all_items(items, skip_invalid, fmt)
         several = [it for it in listed if len(it.responses) >= 2]
         pairs = [r.to_dict() for r in j.compare(several)] if several else []
-        report = checklist_audit(records, pairs)
+        report = checklist_audit(records, pairs, labels=label_set)
         if grounding_audit_:
             report["grounding"] = grounding_audit(j.run, listed, task)
         return report

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from .._adapters import FORMATS
 from .._frames import parse_mapping
@@ -128,13 +129,32 @@ def _template(name: str, text: str) -> Callable[[Command], Command]:
     return click.option(name, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help=text)
 
 
+# Judge options that ``trustjudge claims`` takes but cannot honour: given, they stop the command (exit 2).
+_CLAIMS_REFUSES = {
+    "--template": "per-stage templates (extract, verify, match) are coming; for now claims uses the built-in ones",
+    "--protocol": "claims asks its verification and matching questions directly, with no critique",
+    "--max-new-tokens": "claims writes no critique to bound; the extraction's length is --extract-tokens",
+}
+
+
+def _refused(name: str, default: Any, mode: str, why: str) -> Callable[[Command], Command]:
+    """A hidden option that a command keeps only to refuse it, naming it and saying why, when it is given."""
+    def refuse(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if param.name is not None and ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
+            raise click.BadOptionUsage(name, f"{name} does not apply to {mode}: {why}", ctx=ctx)
+        return value
+
+    return click.option(name, default=default, hidden=True, callback=refuse)
+
+
 def judge_options(*kinds: str) -> Callable[[Command], Command]:
     """Add the judge and engine options; the command receives them as one ``judging: JudgeOptions``.
 
     Args:
         kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``, or a mode
-            (``"criteria"``, ``"checklist"``): ``--template`` is the template of the only kind, or the
-            pointwise one beside ``--pairwise-template`` (for ``criteria``: the per-criterion pairwise one).
+            (``"criteria"``, ``"checklist"``, ``"claims"``): ``--template`` is the template of the only kind, or
+            the pointwise one beside ``--pairwise-template`` (for ``criteria``: the per-criterion pairwise one).
+            ``claims`` refuses ``--template``, ``--protocol`` and ``--max-new-tokens`` (:data:`_CLAIMS_REFUSES`).
     """
     both = ("score" in kinds and "compare" in kinds) or kinds == ("criteria",)
     dests: dict[tuple[str, ...], str] = {("compare",): "pairwise_template", ("criteria",): "criterion_template",
@@ -144,8 +164,14 @@ def judge_options(*kinds: str) -> Callable[[Command], Command]:
     modes: dict[tuple[str, ...], str] = {("criteria",): "per-criterion ", ("checklist",): "per-check "}
     what = modes.get(kinds, "pointwise " if both else "")
     template = _template("--template", f"Your own {what}prompt template (string.Template fields, see README).")
+    protocol: Callable[[Command], Command] = PROTOCOL
+    max_new_tokens: Callable[[Command], Command] = MAX_NEW_TOKENS
+    if kinds == ("claims",):
+        protocol = _refused("--protocol", "direct", "claims", _CLAIMS_REFUSES["--protocol"])
+        max_new_tokens = _refused("--max-new-tokens", 256, "claims", _CLAIMS_REFUSES["--max-new-tokens"])
+        template = _refused("--template", None, "claims", _CLAIMS_REFUSES["--template"])
     options: list[Callable[[Command], Command]] = [
-        JUDGE, PROTOCOL, STORE, BATCH_SIZE, TEMPERATURE, SEED, MAX_NEW_TOKENS, MIN_LABEL_MASS, CLOSING, template, RAY]
+        JUDGE, protocol, STORE, BATCH_SIZE, TEMPERATURE, SEED, max_new_tokens, MIN_LABEL_MASS, CLOSING, template, RAY]
     if both:
         options.append(_template("--pairwise-template",
                                  "Your own per-criterion pairwise prompt template (--pairwise)."
