@@ -163,7 +163,8 @@ def judge_options(*kinds: str) -> Callable[[Command], Command]:
     pair_dest = "criterion_pair_template" if kinds == ("criteria",) else "pairwise_template"
     modes: dict[tuple[str, ...], str] = {("criteria",): "per-criterion ", ("checklist",): "per-check "}
     what = modes.get(kinds, "pointwise " if both else "")
-    template = _template("--template", f"Your own {what}prompt template (string.Template fields, see README).")
+    template = _template("--template", f"Your own {what}prompt template "
+                         "(string.Template fields, see docs/formats.md).")
     protocol: Callable[[Command], Command] = PROTOCOL
     max_new_tokens: Callable[[Command], Command] = MAX_NEW_TOKENS
     if kinds == ("claims",):
@@ -219,10 +220,10 @@ def input_options(fn: Command) -> Command:
         click.argument("items", type=click.Path(path_type=Path)),
         click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
                      help="Input format: trustjudge items (JSONL/CSV), Parquet, a Hugging Face datasets folder "
-                          "or file, or a dataset's own format (see README)."),
+                          "or file, or a dataset's own format (see docs/formats.md)."),
         click.option("--map", "column_map", multiple=True, callback=_mapping, metavar="FIELD=COLUMN,...",
                      help="Read a table in another schema: which column holds each field, e.g. "
-                          "question=prompt,response=output,id=uid (see README)."),
+                          "question=prompt,response=output,id=uid (see docs/formats.md)."),
         click.option("--skip-invalid", is_flag=True, help="Skip invalid lines (reported) instead of stopping."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary."),
     ], command)
