@@ -210,7 +210,7 @@ def quote(text: str, tags: re.Pattern[str] = _TAGS) -> str:
     it, full-width forms (``＜／ｒｅｓｐｏｎｓｅ＞``), a missing ``>``. A tag is written folded and escaped
     (an unclosed one loses its opener only); the rest of the text is unchanged.
     """
-    if not any(o in text for o in _OPENERS):
+    if not any(o in text for o in _OPENERS) or tags.search(_fold(text)) is None:  # no tag, however written
         return text
 
     def escape(span: re.Match[str]) -> str:
