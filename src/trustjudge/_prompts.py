@@ -187,34 +187,50 @@ DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "
 
 
 def tag_pattern(names: Iterable[str]) -> re.Pattern[str]:
-    """A regex for the delimiter tags ``<name>`` / ``</name>`` (any case, spaces inside the brackets)."""
+    """A regex for the delimiter tags ``<name>`` / ``</name>`` at the start of a folded text: any case, spaces
+    inside the brackets, attributes (``<evidence n="9">``), with or without the closing ``>``."""
     alternatives = "|".join(sorted((re.escape(n) for n in set(names)), key=len, reverse=True))
-    return re.compile(rf"<(\s*/?\s*(?:{alternatives})\s*)>", re.IGNORECASE)
+    return re.compile(rf"<\s*/?\s*(?:{alternatives})(?![\w-])", re.IGNORECASE)
 
 
 _TAGS = tag_pattern(DEFAULT_TAGS)
-# Invisible format characters a text can hide inside a tag (soft hyphen, zero-width space/joiners, direction
-# marks and overrides, word joiner and friends, BOM): a model reads "</res\u200bponse>" as the tag.
-_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
-_OPENERS = ("<", "\uff1c", "\ufe64")  # "<", full-width and small variants
+# Invisible format characters a text can hide inside a tag (soft hyphen, combining grapheme joiner, Arabic
+# letter mark, zero-width space/joiners, direction marks, overrides and isolates, word joiner and friends,
+# variation selectors, BOM, tag characters): a model reads "</res\u200bponse>" as the tag.
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufe00-\ufe0f\ufeff"
+                        "\U000e0000-\U000e007f]")
+_OPENERS = ("<", "\uff1c", "\ufe64")  # "<", full-width and small variants: all that NFKC folds to "<"
+# Where a tag may be: an opener up to the next closer (">" and the variants that NFKC folds to it), or up to
+# the next opener or the end when none closes it. Spans do not overlap, so every opener starts one.
+_SPAN = re.compile("[<\uff1c\ufe64][^<>\uff1c\uff1e\ufe64\ufe65]*[>\uff1e\ufe65]?")
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
 
 
 def quote(text: str, tags: re.Pattern[str] = _TAGS) -> str:
     """``text`` with the template's delimiter tags neutralised (``</response>`` -> ``&lt;/response&gt;``),
-    so that a quoted text cannot close its block and pose as instructions.
+    so that a quoted text cannot close or open a block and pose as instructions.
 
-    Variants a model reads as the same tag count too: spaces inside the brackets (``< /response>``),
-    invisible characters inside it, full-width forms (``＜／ｒｅｓｐｏｎｓｅ＞``). A text holding any of
-    them is quoted in its folded form (NFKC, invisible characters removed); other text is unchanged.
+    Each span from a ``<`` to its ``>`` is judged in its folded form (NFKC, invisible characters removed), so
+    variants a model reads as the same tag count too, whatever else the text holds: spaces inside the
+    brackets (``< /response>``), attributes (``</evidence n="1">``), any case, invisible characters inside
+    it, full-width forms (``＜／ｒｅｓｐｏｎｓｅ＞``), a missing ``>``. A tag is written folded and escaped
+    (an unclosed one loses its opener only); the rest of the text is unchanged.
     """
-    if not any(o in text for o in _OPENERS):
+    if not any(o in text for o in _OPENERS) or tags.search(_fold(text)) is None:  # no tag, however written
         return text
-    if tags.search(text) is None:
-        folded = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
-        if tags.search(folded) is None:
-            return text
-        text = folded
-    return tags.sub(r"&lt;\1&gt;", text)
+
+    def escape(span: re.Match[str]) -> str:
+        folded = _fold(span.group())
+        if tags.match(folded) is None:
+            return span.group()
+        if not folded.endswith(">"):  # an unclosed tag: its opener is enough, the text after it stays as written
+            return "&lt;" + span.group()[1:]
+        return "&lt;" + folded[1:-1] + "&gt;"
+
+    return _SPAN.sub(escape, text)
 
 
 def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | None = None,
@@ -280,7 +296,8 @@ class Prompts:
         object.__setattr__(self, "_grounded", {k: "grounding_block" in _identifiers(getattr(self, k))[0]
                                                for k in kinds})
         # A user template's own tags (<answer>...</answer>) are delimiters too: texts cannot write them.
-        found = re.findall(r"</?\s*([A-Za-z_][\w-]*)\s*>", "".join(getattr(self, k).template for k in kinds))
+        found = re.findall(r"<\s*/?\s*([A-Za-z_][\w-]*)(?:\s[^<>]*)?>",
+                           "".join(getattr(self, k).template for k in kinds))
         object.__setattr__(self, "_tags", tag_pattern((*DEFAULT_TAGS, *found)))
 
     def _render(self, which: str, fields: dict[str, object], grounding: Grounding = NO_GROUNDING) -> str:
