@@ -168,3 +168,25 @@ def test_json_and_html_outputs_stream_to_a_fifo(tmp_path: Path, items_file: Path
         assert stat.S_ISFIFO(os.lstat(fifo).st_mode), command
         text = b"".join(chunks).decode()
         assert (json.loads(text) if option == "--json" else text.startswith("<!")), command
+
+
+# -- an output naming the --suite file is refused, and the suite kept ----------------------------------
+
+@pytest.mark.parametrize("command", ["criteria", "checklist"])
+@pytest.mark.parametrize("option", ["--out", "--audit", "--report"])
+def test_an_output_naming_the_suite_is_refused_and_the_suite_kept(tmp_path: Path, items_file: Path, command: str,
+                                                                  option: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"criteria": [{"name": "accuracy", "description": "Is it right?"}],
+                                 "checklist": ["Is it right?"]}))
+    before = suite.read_bytes()
+    link = tmp_path / "suite-link.json"
+    link.symlink_to(suite)
+    for target in (suite, link):
+        with time_limit(60):
+            code, _, err = main(capsys, command, items_file, "--suite", suite, "-j", "mock/hash", "--store",
+                                tmp_path / "s.sqlite", "-q", option, target)
+        assert code == 2 and f"{option} {target} would overwrite the input {suite}" in err, err
+    assert suite.read_bytes() == before
+    assert not (tmp_path / "s.sqlite").exists()

@@ -151,7 +151,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
     """Judge every response on every criterion (rubric), with the weighted aggregate and its spread."""
     if graded and not pairwise:
         raise click.UsageError("--graded needs --pairwise")
-    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
     s = _suite(suite)
     points = int(scale) if scale else (s.scale or 5)
 
@@ -193,7 +193,7 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
               dry_run: bool, suite: Path | None, reweight: bool, labels: str | None, audit_out: Path | None,
               report_out: Path | None, grounding_audit_: bool) -> None:
     """Ask every response every check: P(pass) per check, expected satisfaction, P(all), counts."""
-    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
     s = _suite(suite)
     spec = labels or s.labels
     label_set = LabelSet.parse(spec) if spec else YES_NO
