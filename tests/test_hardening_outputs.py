@@ -190,3 +190,23 @@ def test_an_output_naming_the_suite_is_refused_and_the_suite_kept(tmp_path: Path
         assert code == 2 and f"{option} {target} would overwrite the input {suite}" in err, err
     assert suite.read_bytes() == before
     assert not (tmp_path / "s.sqlite").exists()
+
+
+# -- with a symlinked store, the real store's WAL, shared-memory and journal files are protected --------
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_the_real_store_files_behind_a_symlinked_store_are_protected(tmp_path: Path, items_file: Path, suffix: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from trustjudge import Store
+
+    real = tmp_path / "real" / "judgments.sqlite"
+    real.parent.mkdir()
+    link = tmp_path / "store.sqlite"
+    link.symlink_to(real)
+    code, err = score(capsys, tmp_path, items_file, tmp_path / "first.jsonl", "--store", link)
+    assert code == 0, err
+    target = Path(f"{real}{suffix}")
+    code, err = score(capsys, tmp_path, items_file, target, "--store", link, "--scale", "5")
+    assert code == 2 and "would overwrite the judgment store's" in err and str(target) in err, err
+    with Store(real) as s:
+        assert s.count() == 5 and s.integrity_check() == "ok"

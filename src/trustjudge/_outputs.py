@@ -85,10 +85,12 @@ def check_outputs(outputs: dict[str, Path | None], *, inputs: Iterable[Path | No
     """
     protected: list[tuple[str, Path]] = [(f"the input {p}", p) for p in inputs if p is not None and not is_stdio(p)]
     if store is not None:
-        protected += [(f"the judgment store {store}", store),
-                      (f"the judgment store's WAL file {store}-wal", Path(f"{store}-wal")),
-                      (f"the judgment store's shared-memory file {store}-shm", Path(f"{store}-shm")),
-                      (f"the judgment store's journal {store}-journal", Path(f"{store}-journal"))]
+        protected.append((f"the judgment store {store}", store))
+        # SQLite names the WAL, shared-memory and journal files after the store's real file (symlinks resolved).
+        for name in dict.fromkeys([str(store), os.path.realpath(store)]):
+            protected += [(f"the judgment store's WAL file {name}-wal", Path(f"{name}-wal")),
+                          (f"the judgment store's shared-memory file {name}-shm", Path(f"{name}-shm")),
+                          (f"the judgment store's journal {name}-journal", Path(f"{name}-journal"))]
     for option, path in outputs.items():
         if path is None or is_stdio(path):
             continue
