@@ -210,3 +210,58 @@ def test_the_real_store_files_behind_a_symlinked_store_are_protected(tmp_path: P
     assert code == 2 and "would overwrite the judgment store's" in err and str(target) in err, err
     with Store(real) as s:
         assert s.count() == 5 and s.integrity_check() == "ok"
+
+
+# -- no label mass at all is unscored with its reason, even with --min-label-mass 0 ---------------------
+
+def _zero_mass_runs() -> dict[str, Any]:
+    from trustjudge import Check, Criterion
+
+    criteria, checks = [Criterion("accuracy", "Is it right?")], [Check("1", "Is it right?")]
+    return {"score": lambda j, items: list(j.score(items)),
+            "compare": lambda j, items: list(j.compare(items)),
+            "criteria": lambda j, items: list(j.criteria(items, criteria)),
+            "criteria-pairwise": lambda j, items: list(j.compare_criteria(items, criteria)),
+            "checklist": lambda j, items: list(j.checklist(items, checks)),
+            "claims": lambda j, items: list(j.claims(items)),
+            "audit": lambda j, items: [j.audit(items).report]}
+
+
+@pytest.mark.parametrize("kind", list(_zero_mass_runs()))
+def test_zero_label_mass_is_unscored_not_a_crash_or_nan(tmp_path: Path, kind: str) -> None:
+    from trustjudge import Judge, MockBackend, items_from_dicts
+
+    nothing = MockBackend("nothing", script=lambda request: [0.0] * len(request.labels))
+    items = items_from_dicts([{"id": "q", "question": "Q?", "evidence": ["E."], "responses": [
+        {"id": "a", "text": "x", "claims": ["C1."]}, {"id": "b", "text": "y", "claims": ["C2."]}]}])
+    judge = Judge(nothing, store=tmp_path / "s.sqlite", min_label_mass=0)
+    try:
+        got = _zero_mass_runs()[kind](judge, items)
+    finally:
+        judge.close()
+    assert got
+    for record in got:
+        if kind == "audit":
+            assert record.unscored_compare.get("no_label_mass"), record.unscored_compare
+            assert all(counts.get("no_label_mass") for counts in record.unscored_scores.values())
+            continue
+        row = record.to_dict()
+        assert row["unscored"] is not None, row
+        text = json.dumps(row, allow_nan=False)  # no NaN anywhere: NaN is not a score
+        assert "no_label_mass" in text, row
+
+
+def test_score_with_min_label_mass_0_gives_unscored_records_for_no_mass(tmp_path: Path, items_file: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from trustjudge import MockBackend, register_mock
+
+    register_mock("nothing", MockBackend("nothing", script=lambda request: [0.0] * len(request.labels)))
+    try:
+        with time_limit(60):
+            code, out, err = main(capsys, "score", items_file, "-j", "mock/nothing", "--store",
+                                  tmp_path / "s.sqlite", "-q", "--min-label-mass", "0")
+    finally:
+        register_mock("nothing", None)
+    rows = records(out)
+    assert len(rows) == 5 and all(r["unscored"] == "no_label_mass" for r in rows), rows
+    assert code == 0, err

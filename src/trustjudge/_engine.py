@@ -412,7 +412,8 @@ class Engine:
             probs = np.exp(np.array([res.logprobs for _, res in group], dtype=np.float64))
             masses = probs.sum(axis=1).tolist()
             for (i, res), row, mass in zip(group, probs.tolist(), masses):
-                reason = NO_LABEL_MASS if mass < self.min_label_mass else None
+                # No mass at all is unscored even with min_label_mass 0: there is no distribution to score.
+                reason = NO_LABEL_MASS if not mass > 0 or mass < self.min_label_mass else None
                 if reason:
                     self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
                 outcomes[i] = Outcome(tuple(row), reason, prompt_tokens=res.prompt_tokens, method=res.method)
