@@ -265,3 +265,14 @@ def test_score_with_min_label_mass_0_gives_unscored_records_for_no_mass(tmp_path
     rows = records(out)
     assert len(rows) == 5 and all(r["unscored"] == "no_label_mass" for r in rows), rows
     assert code == 0, err
+
+
+# -- a bad --rank-seed fails before any judging, naming the option --------------------------------------
+
+def test_a_negative_rank_seed_fails_before_any_judging_naming_the_option(tmp_path: Path, items_file: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with time_limit(60):
+        code, _, err = main(capsys, "rank", items_file, "-j", "mock/hash", "--store", tmp_path / "s.sqlite", "-q",
+                            "--rank-seed", "-1")
+    assert code == 2 and "--rank-seed" in err, err
+    assert not (tmp_path / "s.sqlite").exists()

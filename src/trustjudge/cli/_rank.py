@@ -24,7 +24,8 @@ from ._options import SCALES, JudgeOptions, input_options, judge_options, output
               show_default=True, help="Verdicts for the hard Bradley-Terry fit, Elo and win rates.")
 @click.option("--bootstrap", default=200, show_default=True, type=click.IntRange(min=0),
               help="Bootstrap resamples over questions.")
-@click.option("--rank-seed", default=0, show_default=True, help="Bootstrap and Elo seed.")
+@click.option("--rank-seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Bootstrap and Elo seed.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the ranking as JSON here.")
 def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
