@@ -276,3 +276,27 @@ def test_a_negative_rank_seed_fails_before_any_judging_naming_the_option(tmp_pat
                             "--rank-seed", "-1")
     assert code == 2 and "--rank-seed" in err, err
     assert not (tmp_path / "s.sqlite").exists()
+
+
+# -- user strings are shown as written, never read as rich markup ---------------------------------------
+
+def test_an_id_that_looks_like_markup_is_shown_in_the_error_not_a_markup_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    row = {"id": "[/x]", "question": "Q", "responses": [{"id": "a", "text": "t"}]}
+    items = tmp_path / "dup.jsonl"
+    items.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    code, _, err = main(capsys, "score", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite", "-q")
+    assert code == 2 and "duplicate item id '[/x]'" in err, err
+
+
+def test_system_names_with_brackets_are_shown_as_written_in_the_ranking(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    systems = ["gpt-4 [beta]", "[bold]claude"]
+    items = tmp_path / "systems.jsonl"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Q{i}?", "responses": [
+        {"id": s, "text": f"answer {i} {s}", "system": s} for s in systems]}) + "\n" for i in range(3)))
+    with time_limit(60):
+        code, out, err = main(capsys, "rank", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite", "-q",
+                              "--bootstrap", "10")
+    assert code == 0, err
+    assert "gpt-4 [beta]" in out and "[bold]claude" in out, out
