@@ -52,6 +52,10 @@ def test_scale_change_is_a_new_judgment(tmp_path: Path) -> None:
     assert all(1 <= r.scores["discrete"] <= 5 for r in records)  # type: ignore[operator]
 
 
+class Killed(BaseException):
+    """The process dying mid-run (a backend's own errors are unscored judgments, not a crash)."""
+
+
 class Crashing(MockBackend):
     def __init__(self, after: int) -> None:
         super().__init__()
@@ -59,7 +63,7 @@ class Crashing(MockBackend):
 
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
         if self.calls + len(requests) > self.after:
-            raise RuntimeError("killed")
+            raise Killed("killed")
         return super().label_logprobs(requests)
 
 
@@ -68,7 +72,7 @@ def test_a_crashed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
              "responses": [{"id": "a", "text": f"answer {i}"}, {"id": "b", "text": f"other {i}"}]} for i in range(10)]
     items = items_from_dicts(rows)
     crashing = Crashing(after=8)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(Killed):
         list(judge(tmp_path, crashing, batch_size=4).score(items))
     assert crashing.calls == 8
     resumed = MockBackend()

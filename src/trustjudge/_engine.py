@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import math
+import numbers
 import os
 import threading
 import time
@@ -26,7 +27,7 @@ from ._prompts import CLOSE
 from ._retry import RetryPolicy
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
-from .errors import BackendError, BackendUnavailable, StoreError
+from .errors import BackendError, BackendUnavailable, StoreError, TrustJudgeError
 
 log = logging.getLogger("trustjudge.engine")
 
@@ -69,6 +70,48 @@ class Outcome:
     @property
     def mass(self) -> float:
         return float(sum(self.probs)) if self.probs else 0.0
+
+
+LOGPROB_TOLERANCE = 1e-4
+"""How far above 0 a log-probability may be (rounding in a backend's sums) before it is refused."""
+
+
+def _is_logprob(value: Any) -> bool:
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
+            and value <= LOGPROB_TOLERANCE)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0
+
+
+def _invalid_labels(request: LabelRequest, out: Any) -> str | None:
+    """What is wrong with a backend's answer to a label request, or ``None``: one log-probability per label,
+    each a number at most 0 (-inf allowed: probability 0), and a token count."""
+    if not isinstance(out, LabelResult):
+        return f"{type(out).__name__} instead of a LabelResult"
+    if not isinstance(out.logprobs, (tuple, list)) or len(out.logprobs) != len(request.labels):
+        n = len(out.logprobs) if isinstance(out.logprobs, (tuple, list)) else type(out.logprobs).__name__
+        return f"{n} log-probabilities for {len(request.labels)} labels"
+    bad = [lp for lp in out.logprobs if not _is_logprob(lp)]
+    if bad:
+        return f"log-probability {bad[0]!r} (each must be a number <= 0, or -inf)"
+    if not _is_count(out.prompt_tokens):
+        return f"prompt_tokens {out.prompt_tokens!r}"
+    return None
+
+
+def _invalid_generation(out: Any) -> str | None:
+    """What is wrong with a backend's generation, or ``None``."""
+    if not isinstance(out, Generation):
+        return f"{type(out).__name__} instead of a Generation"
+    if not isinstance(out.text, str):
+        return f"text of type {type(out.text).__name__}"
+    if not isinstance(out.token_logprobs, (tuple, list)) or not all(_is_logprob(lp) for lp in out.token_logprobs):
+        return "token log-probabilities that are not numbers <= 0"
+    if not _is_count(out.prompt_tokens) or not _is_count(out.completion_tokens):
+        return f"token counts {out.prompt_tokens!r}, {out.completion_tokens!r}"
+    return None
 
 
 @dataclass
@@ -195,8 +238,8 @@ class Engine:
         """
         try:
             if self._backend_retries:
-                return fn(batch)
-            return self.retry.call(lambda: fn(batch))
+                return self._guarded(fn, batch)
+            return self.retry.call(lambda: self._guarded(fn, batch))
         except BackendUnavailable:
             raise
         except BackendError as exc:
@@ -207,6 +250,36 @@ class Engine:
         for one in batch:
             out.extend(self._call(fn, [one]))
         return out
+
+    def _guarded(self, fn: Callable[[Sequence[Any]], list[Any]], batch: Sequence[Any]) -> list[Any]:
+        """``fn(batch)``, where whatever a backend (a plugin) raises becomes a trustjudge error naming it:
+        an exception fails the batch (:class:`BackendError`), ``sys.exit`` stops the run
+        (:class:`BackendUnavailable`) instead of ending the program as if it had succeeded."""
+        try:
+            return fn(batch)
+        except TrustJudgeError:
+            raise
+        except SystemExit as exc:
+            raise BackendUnavailable(f"backend {self.backend.fingerprint} called sys.exit({exc.code!r}) while "
+                                     "judging: the run is stopped") from None
+        except Exception as exc:
+            raise BackendError(f"backend {self.backend.fingerprint} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _checked(self, kind: str, batch: Sequence[Any], outputs: list[Any]) -> list[Any]:
+        """The backend's outputs with every invalid one replaced by a :class:`BackendError` naming the backend
+        and what is wrong (so that judgment is unscored, not stored, and the run goes on)."""
+        name = self.backend.fingerprint
+        if not isinstance(outputs, list) or len(outputs) != len(batch):
+            n = len(outputs) if isinstance(outputs, (list, tuple)) else type(outputs).__name__
+            return [BackendError(f"backend {name} returned {n} result(s) for {len(batch)} request(s)")] * len(batch)
+        checked: list[Any] = []
+        for request, out in zip(batch, outputs):
+            if isinstance(out, BackendError):
+                checked.append(out)
+                continue
+            problem = _invalid_labels(request, out) if kind == "labels" else _invalid_generation(out)
+            checked.append(BackendError(f"backend {name} returned an invalid result: {problem}") if problem else out)
+        return checked
 
     def _run_batches(self, kind: str, todo: list[tuple[str, dict[str, Any], Any]],
                      progress: ProgressFn | None) -> dict[str, Any]:
@@ -293,7 +366,7 @@ class Engine:
         fn = self.backend.label_logprobs if kind == "labels" else self.backend.generate
         began = time.perf_counter()
         try:
-            outputs = self._call(fn, [t[2] for t in batch])
+            outputs = self._checked(kind, [t[2] for t in batch], self._call(fn, [t[2] for t in batch]))
         except BaseException:
             self.store.release([t[0] for t in batch], self._owner)
             raise
@@ -412,7 +485,8 @@ class Engine:
             probs = np.exp(np.array([res.logprobs for _, res in group], dtype=np.float64))
             masses = probs.sum(axis=1).tolist()
             for (i, res), row, mass in zip(group, probs.tolist(), masses):
-                reason = NO_LABEL_MASS if mass < self.min_label_mass else None
+                # No mass at all is unscored even with min_label_mass 0: there is no distribution to score.
+                reason = NO_LABEL_MASS if not mass > 0 or mass < self.min_label_mass else None
                 if reason:
                     self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
                 outcomes[i] = Outcome(tuple(row), reason, prompt_tokens=res.prompt_tokens, method=res.method)

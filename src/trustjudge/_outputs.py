@@ -3,7 +3,9 @@
 Every file a command writes (``--out``, ``--json``, ``--html``) goes through :func:`check_outputs` before
 any work starts, and through :func:`atomic_output` while it is written. An output that names an input,
 the judgment store (or its ``-wal``/``-shm`` files) or another output is refused; a command that fails or
-is interrupted leaves the previous file as it was. Records go through :func:`record_output`, which writes
+is interrupted leaves the previous file as it was. A device or a FIFO (``/dev/stdout``, a named pipe) is
+streamed to, never replaced; a symlink is followed, so the file it names is replaced and the link kept.
+Records go through :func:`record_output`, which writes
 JSON lines, or Parquet for a ``.parquet`` path. ``-`` means standard output (and, as an input,
 standard input: :func:`readable_input` copies it, or a FIFO, to a private file read once).
 """
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import io
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -44,6 +48,29 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
+def _target(path: Path, option: str) -> tuple[Path, bool]:
+    """Where an output to ``path`` goes: ``(file, stream)``. A device, a FIFO or a socket (through any
+    symlinks: ``/dev/stdout``) is written through as a stream, never replaced; a symlink to a file (or to a
+    name not yet created) is followed, so the file it points to is replaced and the link kept.
+
+    Raises:
+        ConfigError: ``path`` is a symlink loop.
+    """
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigError(f"{option} {path} is a symlink loop: name a file") from None
+        raise _unwritable(option, path, exc) from None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return path, True
+    if not path.is_symlink():
+        return path, False
+    return Path(os.path.realpath(path)), False
+
+
 def check_outputs(outputs: dict[str, Path | None], *, inputs: Iterable[Path | None] = (),
                   store: Path | None = None) -> None:
     """Refuse outputs that would overwrite an input, the store, its WAL/SHM files or each other.
@@ -58,10 +85,12 @@ def check_outputs(outputs: dict[str, Path | None], *, inputs: Iterable[Path | No
     """
     protected: list[tuple[str, Path]] = [(f"the input {p}", p) for p in inputs if p is not None and not is_stdio(p)]
     if store is not None:
-        protected += [(f"the judgment store {store}", store),
-                      (f"the judgment store's WAL file {store}-wal", Path(f"{store}-wal")),
-                      (f"the judgment store's shared-memory file {store}-shm", Path(f"{store}-shm")),
-                      (f"the judgment store's journal {store}-journal", Path(f"{store}-journal"))]
+        protected.append((f"the judgment store {store}", store))
+        # SQLite names the WAL, shared-memory and journal files after the store's real file (symlinks resolved).
+        for name in dict.fromkeys([str(store), os.path.realpath(store)]):
+            protected += [(f"the judgment store's WAL file {name}-wal", Path(f"{name}-wal")),
+                          (f"the judgment store's shared-memory file {name}-shm", Path(f"{name}-shm")),
+                          (f"the judgment store's journal {name}-journal", Path(f"{name}-journal"))]
     for option, path in outputs.items():
         if path is None or is_stdio(path):
             continue
@@ -70,7 +99,12 @@ def check_outputs(outputs: dict[str, Path | None], *, inputs: Iterable[Path | No
                 raise ConfigError(f"{option} {path} would overwrite {what}: choose another output file")
         if path.is_dir():
             raise ConfigError(f"{option} {path} is a folder: name a file")
-        _probe(option, path)
+        target, stream = _target(path, option)
+        if stream:
+            if not os.access(path, os.W_OK):
+                raise ConfigError(f"cannot write {option} {path}: permission denied")
+        else:
+            _probe(option, target)
         protected.append((f"the {option} output {path}", path))
 
 
@@ -100,7 +134,18 @@ def _fsync_dir(folder: Path) -> None:
 
 @contextlib.contextmanager
 def _replacing(path: Path, option: str, binary: bool) -> Iterator[IO[Any]]:
-    """A file in ``path``'s folder that replaces ``path`` when the block ends without an exception."""
+    """A file in ``path``'s folder that replaces ``path`` when the block ends without an exception; for a
+    device or a FIFO, the device itself, written as the data comes; for a symlink, the same for the file it
+    names (the link is kept)."""
+    path, stream = _target(path, option)
+    if stream:
+        try:
+            fh = open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        except OSError as exc:
+            raise _unwritable(option, path, exc) from None
+        with fh:
+            yield fh
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -138,7 +183,8 @@ def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
 
     The data goes to a temporary file in the same folder (so the final rename is atomic); on any
     exception the temporary file is removed and ``path`` is untouched. ``None`` or ``-`` is standard
-    output, written through as it comes.
+    output, and a device or a FIFO is that device, written through as it comes; a symlink's target file is
+    the one replaced.
 
     Raises:
         ConfigError: the folder cannot be created or written (naming ``option`` and the path).

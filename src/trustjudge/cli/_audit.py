@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.markup import escape
 
 from .. import _audit
 from .._items import Item
@@ -81,14 +82,15 @@ def audit(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
         result = run_audit(j, loaded, scales=scales, delta=delta, ks=ks, bootstrap=bootstrap, injection=injection,
                            quiet=quiet)
         report = result.report
-        table = Table(title=f"Audit of {j.name} (protocol {j.protocol}) on {items}: {report.items} items, "
-                            f"{report.pairs} pairs, delta {delta}, 95% bootstrap CI over items (B={bootstrap})")
+        table = Table(title=escape(f"Audit of {j.name} (protocol {j.protocol}) on {items}: {report.items} items, "
+                                   f"{report.pairs} pairs, delta {delta}, 95% bootstrap CI over items "
+                                   f"(B={bootstrap})"))
         for col in ("section", "method", "metric", "value", "95% CI", "n"):
             table.add_column(col, justify="right" if col in ("value", "95% CI", "n") else "left")
         for section, method, metric, value, lo, hi, n in report.rows():
             ci = f"{lo:.3f}-{hi:.3f}" if lo == lo and hi == hi else ""
             shown = f"{value:.0f}" if section == "unscored" else fmt_rate(value)
-            table.add_row(section, method, metric, shown, ci, f"{n:,}")
+            table.add_row(escape(section), escape(method), escape(metric), shown, ci, f"{n:,}")
         wide_console().print(table)
         payload = report.to_dict()
         if delta_sweep:
@@ -100,7 +102,7 @@ def audit(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
         methods_note([*(r for rs in result.score_records.values() for r in rs), *result.compare_records], quiet)
         if not quiet:
             s = j.stats
-            err.print(f"model calls: {s.model_calls}; from store: {s.from_store}; store: {j.store.path}",
+            err.print(escape(f"model calls: {s.model_calls}; from store: {s.from_store}; store: {j.store.path}"),
                       highlight=False)
     finally:
         j.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -23,7 +24,7 @@ err = Console(stderr=True, soft_wrap=True)
 
 def fail(message: str) -> int:
     """Print ``error: message`` and return the exit status of a failed command (2)."""
-    err.print(f"[red]error:[/] {message}", highlight=False)
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
     return 2
 
 
@@ -49,7 +50,7 @@ def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None 
     The table is titled ``title``, by default the task's kind."""
     plan = j.plan(items, kind)
     title = title or (kind if isinstance(kind, str) else kind.kind)
-    table = Table(title=f"Plan: {title} with {j.name} ({plan.protocol})")
+    table = Table(title=escape(f"Plan: {title} with {j.name} ({plan.protocol})"))
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("judgments (prompts)", f"{plan.judgments:,}")

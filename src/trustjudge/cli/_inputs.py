@@ -10,6 +10,8 @@ import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rich.markup import escape
+
 from .._adapters import iter_dataset
 from .._items import Item
 from ..errors import InputError
@@ -36,7 +38,7 @@ def _report_problems(path: Path, problems: list[InputError], count: int, skip_in
     if not count:
         return
     for p in problems:
-        err.print(f"[red]{'skipped' if skip_invalid else 'error'}:[/] {p}", highlight=False)
+        err.print(f"[red]{'skipped' if skip_invalid else 'error'}:[/] {escape(str(p))}", highlight=False)
     if count > len(problems):
         err.print(f"... and {count - len(problems)} more")
     if not skip_invalid:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from .._engine import BACKEND_ERROR
 from .._items import Item, Suite, load_suite
@@ -94,22 +95,23 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
                         records.append(row)
         s = j.stats
         if not quiet:
-            err.print(f"{task.kind}: {written} records; model calls {s.model_calls}, from store {s.from_store}; "
-                      f"unscored: {dict(unscored) or 'none'}; store: {j.store.path}", highlight=False)
+            err.print(escape(f"{task.kind}: {written} records; model calls {s.model_calls}, from store "
+                             f"{s.from_store}; unscored: {dict(unscored) or 'none'}; store: {j.store.path}"),
+                      highlight=False)
         if unscored.get(BACKEND_ERROR) and s.last_error:
-            err.print(f"[yellow]backend error:[/] {s.last_error}", highlight=False)
+            err.print(f"[yellow]backend error:[/] {escape(s.last_error)}", highlight=False)
         if auditing:
             report = audit(j, task, records)
             if audit_out is not None:
                 with atomic_output(audit_out, "--audit") as fh:
                     fh.write(json.dumps(report, indent=2) + "\n")
                 if not quiet:
-                    err.print(f"audit written to {audit_out}", highlight=False)
+                    err.print(escape(f"audit written to {audit_out}"), highlight=False)
             if report_out is not None:
                 write_text(report_out, render_mode_report(report, title=f"trustjudge {mode} audit", mode=mode, details={
                     "judge": j.name, "data": str(items_path)}), "--report")
                 if not quiet:
-                    err.print(f"audit report written to {report_out}", highlight=False)
+                    err.print(escape(f"audit report written to {report_out}"), highlight=False)
         if written and unscored.get(BACKEND_ERROR) == written:
             raise BackendError(f"every judgment failed ({written} records say backend_error): "
                                f"{s.last_error or 'no message'}")
@@ -151,7 +153,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
     """Judge every response on every criterion (rubric), with the weighted aggregate and its spread."""
     if graded and not pairwise:
         raise click.UsageError("--graded needs --pairwise")
-    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
     s = _suite(suite)
     points = int(scale) if scale else (s.scale or 5)
 
@@ -193,7 +195,7 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
               dry_run: bool, suite: Path | None, reweight: bool, labels: str | None, audit_out: Path | None,
               report_out: Path | None, grounding_audit_: bool) -> None:
     """Ask every response every check: P(pass) per check, expected satisfaction, P(all), counts."""
-    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
     s = _suite(suite)
     spec = labels or s.labels
     label_set = LabelSet.parse(spec) if spec else YES_NO

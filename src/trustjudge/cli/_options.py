@@ -114,10 +114,11 @@ class JudgeOptions:
                             pointwise_template=self.pointwise_template, pairwise_template=self.pairwise_template,
                             **{name: getattr(self, name) for name in _MODE_TEMPLATES if getattr(self, name)}, **extra)
 
-    def guard(self, items: Path, outputs: dict[str, Path | None]) -> None:
-        """Refuse, before any work, outputs that would overwrite the input, a template, the store or each other."""
+    def guard(self, items: Path, outputs: dict[str, Path | None], inputs: tuple[Path | None, ...] = ()) -> None:
+        """Refuse, before any work, outputs that would overwrite the input, a template, the command's other
+        ``inputs`` (a ``--suite``), the store or each other."""
         check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template,
-                                       *(getattr(self, name) for name in _MODE_TEMPLATES)],
+                                       *(getattr(self, name) for name in _MODE_TEMPLATES), *inputs],
                       store=self.store if self.store is not None else default_store_path())
 
 

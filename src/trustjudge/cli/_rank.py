@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.table import Table
+from rich.markup import escape
 
 from .._outputs import readable_input, write_text
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
@@ -24,7 +25,8 @@ from ._options import SCALES, JudgeOptions, input_options, judge_options, output
               show_default=True, help="Verdicts for the hard Bradley-Terry fit, Elo and win rates.")
 @click.option("--bootstrap", default=200, show_default=True, type=click.IntRange(min=0),
               help="Bootstrap resamples over questions.")
-@click.option("--rank-seed", default=0, show_default=True, help="Bootstrap and Elo seed.")
+@click.option("--rank-seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Bootstrap and Elo seed.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the ranking as JSON here.")
 def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
@@ -57,12 +59,12 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
             ranking = fit(pairs, scores, method=method, bootstrap=bootstrap, seed=rank_seed)
         except ValueError as exc:
             raise SystemExit(fail(str(exc))) from None
-        table = Table(title=f"Ranking of systems by {j.name} ({j.protocol}); BT strengths are log-strengths, "
-                            f"95% CI over questions (B={bootstrap})")
+        table = Table(title=escape(f"Ranking of systems by {j.name} ({j.protocol}); BT strengths are log-strengths, "
+                                   f"95% CI over questions (B={bootstrap})"))
         for col in ranking.COLUMNS:
             table.add_column(col, justify="left" if col == "system" else "right")
         for row in ranking.rows():
-            table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+            table.add_row(*(f"{v:.3f}" if isinstance(v, float) else escape(str(v)) for v in row))
         wide = wide_console()
         wide.print(table)
         data = ranking.to_dict()
@@ -71,8 +73,8 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
             agree.add_column(col)
         for a in data.get("agreements", []):
             tau = a.get("tau")
-            agree.add_row(str(a.get("first")), str(a.get("second")), "-" if tau is None else f"{tau:.2f}",
-                          str(a.get("n")))
+            agree.add_row(escape(str(a.get("first"))), escape(str(a.get("second"))),
+                          "-" if tau is None else f"{tau:.2f}", str(a.get("n")))
         wide.print(agree)
         if json_out is not None:
             write_text(json_out, json.dumps({"judge": j.name, "protocol": j.protocol, **data}, indent=2) + "\n",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from .._outputs import readable_input, write_text
 from ._audit import plan_audit, run_audit
@@ -57,11 +58,11 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                            bootstrap=bootstrap).to_dict()
         except ValueError as exc:  # e.g. the items name fewer than two systems: the report has no ranking
             if not quiet:
-                err.print(f"no ranking: {exc}", highlight=False)
+                err.print(escape(f"no ranking: {exc}"), highlight=False)
 
     page = render_report(run, judge=name, protocol=used_protocol, data=str(items), ranking=ranking,
                          title=title or DEFAULT_TITLE, items=loaded)
     write_text(html_out, page, "--html")
     if not quiet:
-        err.print(f"report: {html_out} ({len(page) / 1024:,.0f} KiB); {run.report.items} items, "
-                  f"{run.report.pairs} pairs; model calls: {calls}, from store: {from_store}", highlight=False)
+        err.print(escape(f"report: {html_out} ({len(page) / 1024:,.0f} KiB); {run.report.items} items, "
+                         f"{run.report.pairs} pairs; model calls: {calls}, from store: {from_store}"), highlight=False)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.markup import escape
 
 from .._engine import BACKEND_ERROR
 from .._items import Item
@@ -55,14 +56,14 @@ class _Summary:
 
     def show(self, j: Judge) -> None:
         if self.kind == "score":
-            table = Table(title=f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})")
+            table = Table(title=escape(f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})"))
             for col in ("method", "mean", "scored", "unscored"):
                 table.add_column(col, justify="right" if col != "method" else "left")
             for m in SCORE_METHODS:
                 n = self.counts[m]
                 table.add_row(m, f"{self.sums[m] / n:.2f}" if n else "-", str(n), str(self.records - n))
         else:
-            table = Table(title=f"Verdicts ({j.name}, protocol {j.protocol}, both orders)")
+            table = Table(title=escape(f"Verdicts ({j.name}, protocol {j.protocol}, both orders)"))
             for col in ("method", "first wins", "second wins", "tie", "unscored"):
                 table.add_column(col, justify="right" if col != "method" else "left")
             for m in AGGREGATIONS:
@@ -70,14 +71,14 @@ class _Summary:
                 table.add_row(m, str(c["first"]), str(c["second"]), str(c["tie"]), str(c[None]))
         err.print(table)
         s = j.stats
-        err.print(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
-                  f"from store: {s.from_store}; store: {j.store.path}", highlight=False)
+        err.print(escape(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
+                         f"from store: {s.from_store}; store: {j.store.path}"), highlight=False)
         if self.unscored:
             err.print("unscored: " + ", ".join(f"{k} {v}" for k, v in sorted(self.unscored.items())), highlight=False)
         if self.methods:
             err.print("labels read: " + ", ".join(f"{k} {v}" for k, v in sorted(self.methods.items())), highlight=False)
         if s.last_error and self.unscored.get(BACKEND_ERROR):
-            err.print(f"[yellow]backend error:[/] {s.last_error}", highlight=False)
+            err.print(f"[yellow]backend error:[/] {escape(s.last_error)}", highlight=False)
 
     def check(self, j: Judge) -> None:
         """Fail (exit non-zero) when the judge failed every judgment it was asked for."""

@@ -27,6 +27,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .._adapters import iter_dataset
@@ -162,12 +163,12 @@ def stats(store: Path | None, as_json: bool) -> None:
         click.echo(json.dumps({"store": str(path), "outputs": sum(g["outputs"] for g in groups), "groups": groups},
                               indent=2))
         return
-    table = Table(title=f"Judgment store {path}")
+    table = Table(title=escape(f"Judgment store {path}"))
     for col in ("backend", "kind", "outputs", "first", "last", "prompt tokens", "completion tokens", "model s"):
         table.add_column(col, justify="left" if col in ("backend", "kind", "first", "last") else "right")
     for g in groups:
-        table.add_row(g["backend"], g["kind"], f"{g['outputs']:,}", g["first"], g["last"], f"{g['prompt_tokens']:,}",
-                      f"{g['completion_tokens']:,}", f"{g['latency_s']:,.1f}")
+        table.add_row(escape(g["backend"]), escape(g["kind"]), f"{g['outputs']:,}", g["first"], g["last"],
+                      f"{g['prompt_tokens']:,}", f"{g['completion_tokens']:,}", f"{g['latency_s']:,.1f}")
     Console(width=max(Console().width, 140)).print(table)
     click.echo(f"{sum(g['outputs'] for g in groups):,} outputs")
 
