@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from .._outputs import atomic_output, check_outputs, record_output
 from .._items import Item
@@ -48,8 +49,8 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         cal.save(out)
         s = j.stats
         if not quiet:
-            err.print(f"calibration ({cal.map.method}, {cal.n} labelled verdicts) written to {out}; model calls "
-                      f"{s.model_calls}, from store {s.from_store}; store: {j.store.path}", highlight=False)
+            err.print(escape(f"calibration ({cal.map.method}, {cal.n} labelled verdicts) written to {out}; model calls "
+                      f"{s.model_calls}, from store {s.from_store}; store: {j.store.path}"), highlight=False)
     finally:
         j.close()
 
@@ -113,15 +114,15 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             cov = summary["coverage"]
             agree = summary["agreement_on_kept"]
             g = summary.get("guarantee")
-            err.print(f"select {cal.mode}: {summary['verdicts']} verdicts, kept {summary['kept']}"
+            err.print(escape(f"select {cal.mode}: {summary['verdicts']} verdicts, kept {summary['kept']}"
                       + (f" (coverage {cov:.2f})" if cov is not None else "")
                       + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
                       + (f"; guaranteed agreement >= {g['target_agreement']:g} with probability >= "
                          f"{1 - g['delta']:g} (threshold {g['threshold']:.4f}, on {g['calibration_n']} calibration "
                          "verdicts)" if g else "")
-                      + f"; model calls {s.model_calls}, from store {s.from_store}", highlight=False)
+                      + f"; model calls {s.model_calls}, from store {s.from_store}"), highlight=False)
             if out is not None:
-                err.print(f"records written to {out}", highlight=False)
+                err.print(escape(f"records written to {out}"), highlight=False)
     finally:
         j.close()
 
