@@ -181,3 +181,34 @@ def test_a_truncated_gzip_export_is_refused(tmp_path: Path, judged: Path) -> Non
     with pytest.raises(InputError) as caught:
         read_export(cut)
     assert caught.value.file == str(cut) and "cannot be read" in str(caught.value)
+
+
+DRIVER = Path(__file__).resolve().parents[1] / "bench" / "guarantee_judge.py"
+DATA = next((p / "shared" / "data" for p in DRIVER.parents[1:4] if (p / "shared" / "data").is_dir()), None)
+
+
+@pytest.mark.skipif(DATA is None, reason="the study data (../shared/data) is not on this machine")
+def test_the_study_driver_resumes_from_its_export_with_no_model_call(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    def run(store: Path) -> str:
+        env = {**os.environ, "PYTHONPATH": str(DRIVER.parents[1] / "src")}
+        done = subprocess.run([sys.executable, str(DRIVER), "--judge", "mock/hash", "--limit", "1", "--data", str(DATA),
+                               "--store", str(store), "--export", str(export)], capture_output=True, text=True,
+                              env=env, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    export = tmp_path / "study.jsonl.gz"
+    first = run(tmp_path / "first.sqlite")
+    assert "all chunks done" in first and export.is_file()
+    judged = _rows(tmp_path / "first.sqlite")
+    assert len(judged) >= 7  # at least one judgment per chunk
+    # A later session with an empty store: imports the export, then every chunk comes from the store.
+    second = run(tmp_path / "second.sqlite")
+    assert f"imported {export}: {len(judged)} outputs" in second
+    done = [line for line in second.splitlines() if ": done," in line]
+    assert len(done) == 7 and all(" 0 model calls" in line for line in done)
+    assert _rows(tmp_path / "second.sqlite") == judged
