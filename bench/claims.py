@@ -227,17 +227,24 @@ def load_stance(data: Path) -> tuple[list[dict[str, str]], dict[str, int]]:
     return pairs, info
 
 
-def study_stance(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
+def stance_items(data: Path, n: int) -> tuple[list[Item], dict[str, int], Counter[str]]:
+    """The first ``n`` stance pairs of the study's order (a seeded shuffle per stance taken in turns: a larger
+    ``n`` keeps a smaller one's pairs) as claims items, with the data's counts and its stance population."""
     pairs, info = load_stance(data)
     population = Counter(p["stance"] for p in pairs)
     strata: dict[str, list[dict[str, str]]] = {}
     for p in pairs:
         strata.setdefault(p["stance"], []).append(p)
-    chosen = interleave(strata, "stance")[:count("stance", factor)]
+    chosen = interleave(strata, "stance")[:n]
     items = items_from_dicts([{
         "id": "fc3-" + _hash(p["claim"], p["evidence"]), "question": VERIFY_Q, "evidence": [p["evidence"]],
         "responses": [{"id": "claim", "text": p["claim"],
                        "claims": [{"text": p["claim"], "human": STANCE[p["stance"]]}]}]} for p in chosen])
+    return items, info, population
+
+
+def study_stance(judge: Judge, data: Path, factor: float) -> dict[str, Any]:
+    items, info, population = stance_items(data, count("stance", factor))
     records, timing = run_claims(judge, "stance", items, unknown=True)
     audit = claims_audit([r.to_dict() for r in records])
     rows = _claim_rows(records)

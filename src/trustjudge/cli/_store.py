@@ -8,8 +8,11 @@
   given (as ``score``, ``compare``, ``criteria`` and ``checklist`` would build them) and looked up by their keys;
 * ``store search TEXT``: the stored outputs whose request contains TEXT (prompt text, or a key's start).
 
-The store file is opened read-only (an SQLite ``mode=ro`` URI): these commands never write it, never create
-it, and never make a model call.
+* ``store import FILE``: load an export (JSON lines, gzip-compressed for a ``.gz`` name) into the store, all
+  rows validated first and written in one transaction; rows already stored (same key, same content) are skipped.
+
+Except ``store import``, these commands open the store file read-only (an SQLite ``mode=ro`` URI): they never
+write it, never create it. None makes a model call.
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ import json
 import math
 import sqlite3
 import tempfile
-from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,43 +39,20 @@ from .._judge import Judge
 from .._outputs import check_outputs, readable_input, record_output
 from .._prompts import YES_NO, LabelSet
 from .._protocol import Question
-from .._store import default_store_path
+from .._store import Store, default_store_path
+from .._store_io import COLUMNS, import_file, is_gzip, open_read_only, output_row, when, write_export
 from ..backends import get_backend
 from ..errors import InputError, StoreError
 from ._common import is_utf8
 from ._inputs import InputFormat
 from ._options import SCALES, STORE, JudgeOptions, input_options, judge_options
 
-_COLUMNS = "key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s, created_at"
+_COLUMNS = COLUMNS
+_output = output_row
+_when = when
 
 
 # -- reading the store ---------------------------------------------------------------------------------------
-
-
-def open_read_only(path: Path) -> sqlite3.Connection:
-    """The store at ``path`` opened read-only.
-
-    Raises:
-        StoreError: there is no store there, or it is not a trustjudge store.
-    """
-    if not path.is_file():
-        raise StoreError(f"no judgment store at {path} (nothing has been judged with this --store)")
-    uri = path.resolve().as_uri()
-    try:
-        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60.0)
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError:
-        # A WAL store in a folder this process cannot write (no -shm file can be made): read it as it is on disk.
-        db = sqlite3.connect(f"{uri}?immutable=1", uri=True)
-    try:
-        found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outputs'").fetchone()
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        raise StoreError(f"cannot read the judgment store {path}: {exc}") from None
-    if found is None:
-        db.close()
-        raise StoreError(f"{path} is not a trustjudge judgment store (it has no outputs table)")
-    return db
 
 
 @contextlib.contextmanager
@@ -85,25 +64,6 @@ def _reading(path: Path | None) -> Iterator[sqlite3.Connection]:
         raise StoreError(f"cannot read the judgment store {path}: {exc}") from None
     finally:
         db.close()
-
-
-def _decode(text: str) -> Any:
-    """A stored JSON value; a non-finite number (rows written before they were stored as null) is null."""
-    return json.loads(text, parse_constant=lambda _: None)
-
-
-def _when(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="seconds")
-
-
-def _output(row: Sequence[Any]) -> dict[str, Any]:
-    """One stored output as a JSON object."""
-    key, kind, backend, request, result, pt, ct, latency, created = row
-    return {"key": key, "kind": kind, "backend": backend, "request": _decode(request), "result": _decode(result),
-            "prompt_tokens": pt, "completion_tokens": ct, "latency_s": latency, "created": _when(created),
-            "created_at": created}
 
 
 def _filters(backend: str | None, kind: str | None) -> tuple[str, list[Any]]:
@@ -142,7 +102,7 @@ KIND_FILTER = click.option("--kind", type=click.Choice(["labels", "generate"]), 
 
 @click.group("store")
 def store() -> None:
-    """Inspect the judgment store (read-only): stats, export, show an item's judgments, search."""
+    """Inspect the judgment store (read-only): stats, export, show an item's judgments, search; import an export."""
 
 
 @store.command("stats")
@@ -176,7 +136,8 @@ def stats(store: Path | None, as_json: bool) -> None:
 @store.command("export")
 @STORE
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write here: JSON lines, or Parquet for a .parquet name (default: standard output).")
+              help="Write here: JSON lines (gzip-compressed for a .gz name, as .jsonl.gz), or Parquet for a "
+                   ".parquet name (default: standard output).")
 @JUDGE_FILTER
 @BACKEND_FILTER
 @KIND_FILTER
@@ -186,10 +147,35 @@ def export(store: Path | None, out: Path | None, judge: str | None, backend: str
     check_outputs({"--out": out}, store=path)
     fingerprint = _fingerprint(judge, backend)
     where, params = _filters(fingerprint, kind)
+    if out is not None and is_gzip(out):
+        try:
+            write_export(path, out, where, params)
+        except OSError as exc:
+            raise click.ClickException(f"--out {out}: cannot be written: {exc.strerror or exc}") from None
+        return
     with _reading(path) as db, record_output(out, "--out") as fh:
         ascii_only = not is_utf8(fh)
         for row in db.execute(f"SELECT {_COLUMNS} FROM outputs{where} ORDER BY created_at, key", params):
             fh.write(json.dumps(_output(row), ensure_ascii=ascii_only) + "\n")
+
+
+@store.command("import")
+@STORE
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def import_(store: Path | None, file: Path) -> None:
+    """Load FILE, an export of `store export` (JSON lines; gzip-compressed for a .gz name), into the store.
+
+    Every row is checked first (field names and types); a bad row is refused with its line and field, and
+    then nothing is imported (one transaction). Outputs the store already holds are skipped when their content
+    is the same; one whose content differs is refused, naming its line. This is the only `store` command that
+    writes the store.
+    """
+    path = store if store is not None else default_store_path()
+    if file.resolve() in {path.resolve(), Path(f"{path}-wal").resolve()}:
+        raise click.UsageError(f"FILE {file} is the judgment store itself: give an export")
+    with Store(path) as target:
+        added, skipped = import_file(file, target)
+    click.echo(f"imported {added:,} outputs into {path} ({skipped:,} already stored)")
 
 
 @store.command("search")

@@ -1,0 +1,258 @@
+"""Moving judgments between stores: the export's JSON lines (plain or gzip-compressed) and their import.
+
+One exported row is one stored output::
+
+    {"key", "kind", "backend", "request", "result", "prompt_tokens", "completion_tokens", "latency_s",
+     "created", "created_at"}
+
+(``request`` and ``result`` as JSON values, ``created`` the readable form of ``created_at``). A name
+ending in ``.gz`` is gzip-compressed. :func:`import_file` validates every row before it writes anything and
+writes them all in one transaction; a row whose key the store already holds is skipped when its content is
+the same and refused when it differs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ._store import Store, canonical_json
+from .errors import InputError, StoreError
+
+COLUMNS = "key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s, created_at"
+KINDS = ("labels", "generate")
+_FIELDS = ("key", "kind", "backend", "request", "result", "prompt_tokens", "completion_tokens", "latency_s",
+           "created_at")
+_OPTIONAL = ("created",)
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """The store at ``path`` opened read-only.
+
+    Raises:
+        StoreError: there is no store there, or it is not a trustjudge store.
+    """
+    if not path.is_file():
+        raise StoreError(f"no judgment store at {path} (nothing has been judged with this --store)")
+    uri = path.resolve().as_uri()
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60.0)
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        # A WAL store in a folder this process cannot write (no -shm file can be made): read it as it is on disk.
+        db = sqlite3.connect(f"{uri}?immutable=1", uri=True)
+    try:
+        found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outputs'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreError(f"cannot read the judgment store {path}: {exc}") from None
+    if found is None:
+        db.close()
+        raise StoreError(f"{path} is not a trustjudge judgment store (it has no outputs table)")
+    return db
+
+
+def decode(text: str) -> Any:
+    """A stored JSON value; a non-finite number (rows written before they were stored as null) is null."""
+    return json.loads(text, parse_constant=lambda _: None)
+
+
+def when(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def output_row(row: Sequence[Any]) -> dict[str, Any]:
+    """One stored output (a row of :data:`COLUMNS`) as a JSON object."""
+    key, kind, backend, request, result, pt, ct, latency, created = row
+    return {"key": key, "kind": kind, "backend": backend, "request": decode(request), "result": decode(result),
+            "prompt_tokens": pt, "completion_tokens": ct, "latency_s": latency, "created": when(created),
+            "created_at": created}
+
+
+def iter_outputs(db: sqlite3.Connection, where: str = "", params: Sequence[Any] = ()) -> Iterator[dict[str, Any]]:
+    """Every stored output matching ``where`` (an SQL clause starting with `` WHERE``), oldest first."""
+    for row in db.execute(f"SELECT {COLUMNS} FROM outputs{where} ORDER BY created_at, key", list(params)):
+        yield output_row(row)
+
+
+def is_gzip(path: Path) -> bool:
+    return path.name.endswith(".gz")
+
+
+def _write_rows(db: sqlite3.Connection, where: str, params: Sequence[Any], write: Callable[[bytes], object]) -> int:
+    n = 0
+    for output in iter_outputs(db, where, params):
+        write((json.dumps(output, ensure_ascii=False) + "\n").encode("utf-8"))
+        n += 1
+    return n
+
+
+def write_export(store: Path, out: Path, where: str = "", params: Sequence[Any] = ()) -> int:
+    """Export the store's outputs to ``out`` (gzip-compressed for a ``.gz`` name), replacing it atomically:
+    the rows go to a temporary file in the same folder, renamed onto ``out`` once complete. Returns the
+    number of rows written.
+
+    Raises:
+        StoreError: the store cannot be read.
+        OSError: ``out`` cannot be written.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    db = open_read_only(store)
+    try:
+        with open(tmp, "wb") as raw:
+            if is_gzip(out):
+                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+                    n = _write_rows(db, where, params, gz.write)
+            else:
+                n = _write_rows(db, where, params, raw.write)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, out)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the judgment store {store}: {exc}") from None
+    finally:
+        db.close()
+        tmp.unlink(missing_ok=True)
+    return n
+
+
+# -- import -----------------------------------------------------------------------------------------------
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        if is_gzip(path):
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                yield from enumerate(fh, start=1)
+        else:
+            with open(path, encoding="utf-8") as fh:
+                yield from enumerate(fh, start=1)
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        # a truncated or damaged gzip file, or bytes that are not UTF-8
+        raise InputError(f"cannot be read: {exc}", file=str(path)) from None
+
+
+def _check(record: Any, file: str, line: int) -> tuple[str, str, str, str, str, int, int, float, float]:
+    """One exported row, validated, as the store's column values (request and result as stored text)."""
+    def bad(field: str | None, message: str) -> InputError:
+        return InputError(message, file=file, line=line, field=field)
+
+    if not isinstance(record, dict):
+        raise bad(None, f"expected a JSON object (one exported output), got {type(record).__name__}")
+    for name in _FIELDS:
+        if name not in record:
+            raise bad(name, "is missing")
+    for name in record:
+        if name not in _FIELDS and name not in _OPTIONAL:
+            raise bad(name, f"is not a field of an exported output (expected {', '.join(_FIELDS)})")
+    for name in ("key", "backend"):
+        if not isinstance(record[name], str) or not record[name]:
+            raise bad(name, f"must be a non-empty string, got {record[name]!r:.40}")
+    if record["kind"] not in KINDS:
+        raise bad("kind", f"must be one of {', '.join(KINDS)}, got {record['kind']!r:.40}")
+    for name in ("request", "result"):
+        if not isinstance(record[name], dict):
+            raise bad(name, f"must be a JSON object, got {type(record[name]).__name__}")
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = record[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(name, f"must be a non-negative integer, got {value!r:.40}")
+    for name in ("latency_s", "created_at"):
+        value = record[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise bad(name, f"must be a non-negative finite number, got {value!r:.40}")
+    created = record.get("created")
+    if created is not None and not isinstance(created, str):
+        raise bad("created", f"must be a string or null, got {type(created).__name__}")
+    return (record["key"], record["kind"], record["backend"], canonical_json(record["request"]),
+            json.dumps(record["result"]), record["prompt_tokens"], record["completion_tokens"],
+            float(record["latency_s"]), float(record["created_at"]))
+
+
+def read_export(path: Path) -> list[tuple[int, tuple[str, str, str, str, str, int, int, float, float]]]:
+    """Every row of an export, validated: ``(line, column values)``; blank lines are skipped.
+
+    Raises:
+        InputError: naming the file, the line and the field of the first bad row.
+    """
+    rows = []
+    for line, text in _lines(path):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"is not valid JSON ({exc.msg} at column {exc.colno})", file=str(path),
+                             line=line) from None
+        rows.append((line, _check(record, str(path), line)))
+    return rows
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> str | None:
+    """The first content field in which two rows differ (latency and time are not content), or ``None``."""
+    for name, x, y in zip(("kind", "backend", "request", "result", "prompt_tokens", "completion_tokens"), a, b):
+        if name in ("request", "result"):
+            x, y = decode(x), decode(y)
+        if x != y:
+            return name
+    return None
+
+
+def import_file(path: Path, store: Store) -> tuple[int, int]:
+    """Import an export into ``store`` in one transaction; returns ``(imported, already stored)``.
+
+    Every row is validated first; a key the store (or an earlier line) already holds is skipped if the
+    content (kind, backend, request, result, token counts) is the same.
+
+    Raises:
+        InputError: a bad row, or a row that conflicts with a stored one (naming the line): nothing imported.
+        StoreError: the store cannot be written.
+    """
+    rows = read_export(path)
+    seen: dict[str, tuple[int, Sequence[Any]]] = {}
+    fresh: list[tuple[Any, ...]] = []
+    skipped = 0
+    db = store._db
+    with store._lock:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for line, row in rows:
+                    key = row[0]
+                    if key in seen:
+                        first, earlier = seen[key]
+                        field = _same(row[1:7], earlier)
+                        if field is not None:
+                            raise InputError(f"key {key} is also on line {first} with another {field}",
+                                             file=str(path), line=line, field=field)
+                        skipped += 1
+                        continue
+                    seen[key] = (line, row[1:7])
+                    stored = db.execute("SELECT kind, backend, request, result, prompt_tokens, completion_tokens "
+                                        "FROM outputs WHERE key = ?", (key,)).fetchone()
+                    if stored is not None:
+                        field = _same(row[1:7], stored)
+                        if field is not None:
+                            raise InputError(f"key {key} is already in the store {store.path} with another {field} "
+                                             "(nothing imported)", file=str(path), line=line, field=field)
+                        skipped += 1
+                        continue
+                    fresh.append(row)
+                db.executemany(f"INSERT INTO outputs ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", fresh)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot import into the judgment store {store.path}: {exc}") from exc
+    return len(fresh), skipped
