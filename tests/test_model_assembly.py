@@ -187,3 +187,26 @@ def test_a_verified_model_in_a_cache_that_cannot_be_written_is_still_used(tmp_pa
     # No lock and no stamp can be written: the file is hashed, found to be the pinned one, and used.
     assert _assemble(_absent(parts), target, whole) == target
     assert not target.with_name("model.gguf.lock").exists()
+
+
+def test_gemma_weights_come_from_pinned_pieces_without_importing_their_packages(tmp_path: Path) -> None:
+    """The Gemma judge's GGUF is assembled from its pinned, hashed pieces; the packages' code never runs."""
+    from trustjudge.backends._models import GEMMA_SHA256, gemma_parts
+
+    if any(part.path is None for part in gemma_parts()):
+        pytest.skip("the gemma extra is not installed")
+    child = (
+        "import sys\n"
+        "import hashlib\n"
+        "from trustjudge.backends._models import gemma3_gguf\n"
+        "path = gemma3_gguf()\n"
+        "print(path, hashlib.sha256(path.read_bytes()).hexdigest())\n"
+        "print(sorted(m for m in sys.modules if m.startswith('gemma3')))\n"
+    )
+    env = {**os.environ, "TRUSTJUDGE_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, modules = proc.stdout.strip().splitlines()[-2:]
+    path, sha = first.split()
+    assert Path(path).is_relative_to(tmp_path) and sha == GEMMA_SHA256
+    assert modules == "[]"

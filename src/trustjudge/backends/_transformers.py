@@ -31,8 +31,13 @@ from ._models import ModelSpec, converted_folder, file_sha256
 
 try:
     import torch
-except ImportError as exc:  # pragma: no cover - torch is a core dependency
-    raise PrerequisiteError("The transformers backend needs torch: `pip install torch==2.13.0`.") from exc
+    import transformers  # noqa: F401 - checked here so that a missing extra is one clear error
+except ImportError as exc:
+    raise PrerequisiteError(
+        f"The transformers backend (hf/...) needs the `hf` extra ({exc.name} is missing): "
+        "`pip install torch==2.13.0 && pip install 'trustjudge[hf]'` (the pinned CPU torch first: an unpinned "
+        "one pulls a multi-GB CUDA build)."
+    ) from exc
 
 
 @dataclass(frozen=True)
