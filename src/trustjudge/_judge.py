@@ -19,6 +19,7 @@ from ._prompts import YES_NO, LabelSet, Prompts, Protocol
 from ._prompts import scale as make_scale
 from ._protocol import Question, Sampling, ask
 from ._protocol import plan as plan_questions
+from .backends._speeds import shipped as shipped_speed
 from ._schema import (
     ChecklistRecord,
     ClaimsRecord,
@@ -130,7 +131,8 @@ class Judge:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.backend, self._store, **self._engine_args)  # type: ignore[arg-type]
+            self._engine = Engine(self.backend, self._store, speed_hint=shipped_speed(self.name),
+                                  **self._engine_args)  # type: ignore[arg-type]
         return self._engine
 
     @property

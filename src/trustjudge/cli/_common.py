@@ -44,6 +44,16 @@ def fmt_rate(value: float) -> str:
     return "-" if value != value else f"{value:.3f}"
 
 
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 07 min``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
 def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None = None) -> None:
     """Print what judging ``items`` would take (``--dry-run``): judgments, stored, calls, tokens, time.
 
@@ -58,11 +68,15 @@ def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None 
     table.add_row("unscorable without a call", f"{plan.unscorable:,}")
     table.add_row("model calls to make", f"{plan.model_calls:,}")
     table.add_row("prompt tokens (all / to run)", f"{plan.prompt_tokens:,} / {plan.prompt_tokens_to_run:,}")
-    speed = f"{plan.tokens_per_s:,.0f} tokens/s ({'measured' if plan.measured else 'default estimate'})"
-    table.add_row("speed", speed)
+    sp = plan.speed
+    speed = f"{sp.prompt_tokens_per_s:,.0f} prompt tokens/s"
+    if sp.seconds_per_call:
+        speed += f" + {sp.seconds_per_call:.2f} s per call"
+    table.add_row("speed", escape(speed))
+    table.add_row("speed from", escape(sp.source))
     eta = plan.estimated_seconds
-    extra = " + critique generation" if plan.protocol == "cot" else ""
-    table.add_row("estimated time", f"{eta:,.0f} s{extra}" if math.isfinite(eta) else "unknown")
+    extra = " (critiques at max-new-tokens: an upper bound)" if plan.protocol == "cot" and plan.model_calls else ""
+    table.add_row("estimated time", f"{duration(eta)}{extra}" if math.isfinite(eta) else "unknown")
     Console().print(table)
 
 
