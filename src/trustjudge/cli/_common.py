@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -16,8 +17,9 @@ from rich.table import Table
 
 from .._items import Item
 from .._judge import Judge
+from ..backends import DEFAULT_JUDGE
 from .._tasks import Task
-from .._outputs import record_output
+from .._outputs import is_stdio, record_output
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -42,6 +44,19 @@ def wide_console() -> Console:
 def fmt_rate(value: float) -> str:
     """A rate with three decimals; nan as ``-``."""
     return "-" if value != value else f"{value:.3f}"
+
+
+def records_note(j: Judge, count: int, out: Path | None, items: Path | None = None) -> None:
+    """Say where a command's records went and how to look at the stored judgments behind them."""
+    where = "standard output" if out is None or is_stdio(out) else str(out)
+    store = shlex.quote(str(j.store.path))
+    judge = "" if j.name == DEFAULT_JUDGE else f" --judge {shlex.quote(j.name)}"
+    look = f"trustjudge store stats --store {store}"
+    if items is not None:
+        look += f"; one item's prompts and outputs: trustjudge store show {shlex.quote(str(items))} ITEM_ID{judge} " \
+                f"--store {store}"
+    err.print(escape(f"records: {count:,} written to {where}; the judgments behind them are in {j.store.path} "
+                     f"(look: {look})"), highlight=False, soft_wrap=True)
 
 
 def duration(seconds: float) -> str:
