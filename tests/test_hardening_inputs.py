@@ -232,6 +232,35 @@ def test_skip_invalid_reports_every_row_an_item_of_several_rows_loses(tmp_path: 
     assert "1 invalid line(s) skipped" not in err
 
 
+# -- G16: store export to Parquet streams -----------------------------------------------------------------
+
+
+def test_parquet_export_is_written_in_row_groups_with_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from trustjudge import Store, _store_io
+
+    store = tmp_path / "s.sqlite"
+    with Store(store) as s:
+        s.put_many([(f"k{i}", "labels", "mock:hash", {"kind": "labels", "prompt": f"p{i}", "labels": ["1]", "2]"]},
+                     {"logprobs": [-0.5, None if i % 2 else -1.0], "method": "exact"}, 3, 0, 0.1)
+                    for i in range(25)]
+                   + [("g", "generate", "mock:hash", {"kind": "generate", "prompt": "p", "stop": []},
+                       {"text": "t", "token_logprobs": [-0.1], "finish_reason": "stop"}, 3, 1, 0.2)])
+    monkeypatch.setattr(_store_io, "PARQUET_BATCH", 10)
+    out = tmp_path / "x.parquet"
+    code, _, err = main(capsys, "store", "export", "--store", store, "--out", out)
+    assert code == 0, err
+    meta = pq.ParquetFile(out).metadata
+    # Before: one table built from every row held in memory (986 MB for a 192 MB store), one row group.
+    assert meta.num_rows == 26 and meta.num_row_groups == 3
+    table = pq.read_table(out)
+    rows = {r["key"]: r for r in table.to_pylist()}
+    assert rows["k1"]["result.logprobs"] == [-0.5, None] and rows["k0"]["request.labels"] == ["1]", "2]"]
+    assert rows["g"]["result.text"] == "t" and rows["g"]["result.logprobs"] is None
+    assert {"key", "kind", "request.prompt", "result.method", "created_at"} <= set(table.column_names)
+
+
 # -- F31, F37: NaN ids, numbers as strings, odd shapes ----------------------------------------------------
 
 
