@@ -47,7 +47,19 @@ from pathlib import Path
 from typing import Any
 
 from . import _frames
-from ._items import Check, Criterion, Item, Pair, Response, _jsonl_records, iter_items, unicode_problem
+from ._items import (
+    Check,
+    Criterion,
+    Item,
+    Pair,
+    Response,
+    _array_records,
+    _jsonl_records,
+    iter_items,
+    looks_like_item,
+    shown,
+    unicode_problem,
+)
 from .errors import ConfigError, InputError
 
 FORMATS = ("items", "pandalm", "llmbar", "topical-chat", "topical-chat-criteria", "qags", "summhay",
@@ -159,12 +171,12 @@ class _Row:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
-            raise self.error(name, f"must be one of {sorted(allowed)}, got {value!r:.40}")
+            raise self.error(name, f"must be one of {sorted(allowed)}, got {shown(value)}")
         return allowed[value]
 
     def number(self, name: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(name, f"must be a number, got {value!r:.40}")
+            raise self.error(name, f"must be a number, got {shown(value)}")
         number = float(value)
         if number != number or number in (float("inf"), float("-inf")):
             raise self.error(name, "must be a finite number")
@@ -302,7 +314,7 @@ def _demo_item(record: Any, file: str, line: int) -> Item:
     row = _Row(record, file, line)
     qid = row.record.get("question_id")
     if isinstance(qid, bool) or not isinstance(qid, (int, str)) or not str(qid).strip():
-        raise row.error("question_id", f"must be an integer or string, got {qid!r:.40}")
+        raise row.error("question_id", f"must be an integer or string, got {shown(qid)}")
     question = row.text("question")
     answers = row.record.get("answers")
     if not isinstance(answers, list) or not answers:
@@ -424,7 +436,7 @@ def _coverage(row: _Row, name: str, value: Any) -> str:
         key = str(int(value))
     if key not in _COVERAGE:
         raise row.error(name, f"must be a coverage label (fully_covered, partially_covered, not_covered), "
-                              f"got {value!r:.40}")
+                              f"got {shown(value)}")
     return _COVERAGE[key]
 
 
@@ -591,14 +603,21 @@ def _detect(path: Path) -> tuple[str, list[Any] | None]:
             first_line = next(_jsonl_records(path), None)
             if first_line is not None and not isinstance(first_line[1], InputError):
                 return "items", None  # JSON lines whose first line is an array: reported line by line
+            # An array of items with a bad element further on: the items reader reports each element.
+            text = path.read_bytes().decode("utf-8-sig", errors="replace")
+            first_row = next(_array_records(str(path), text), None)
+            if first_row is not None and looks_like_item(first_row[1]):
+                return "items", None
             raise
         first = rows[0] if rows else None
         for fmt, keys in _SIGNATURES:
             if isinstance(first, dict) and keys <= first.keys():
                 return fmt, rows
+        if not rows or looks_like_item(first):
+            return "items", None  # an array of trustjudge items (read by iter_items, with true line numbers)
         raise InputError("cannot tell the dataset format of this JSON array (its first row looks like no "
-                         f"known dataset); pass the format explicitly, one of {', '.join(FORMATS)}",
-                         file=str(path))
+                         "known dataset, nor like a trustjudge item with question and responses); pass the "
+                         f"format explicitly, one of {', '.join(FORMATS)}", file=str(path))
     for _, record in _jsonl_records(path):
         if isinstance(record, dict) and "answers" in record and "question_id" in record:
             return "trustjudge-demo", None

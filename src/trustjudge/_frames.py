@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ._items import Item, _csv_rows, _jsonl_records, decode_json, parse_record
+from ._items import Item, _csv_rows, _jsonl_records, decode_json, left_out, parse_record
 from .errors import ConfigError, InputError, pip_dependency_error
 
 ITEM_TARGETS = ("id", "question", "context", "reference", "profile", "knowledge", "evidence", "criteria",
@@ -266,8 +266,11 @@ def _items(cols: _Columns, rows: Rows) -> Iterator[Item | InputError]:
         if not groups:  # nothing can come before what is already listed: stream it
             yield from (value for _, value in out)
             out.clear()
-    for group in groups.values():
-        out.append((group["line"], group["error"] or _group_item(cols, group)))
+    for key, group in groups.items():
+        value = _group_item(cols, group) if group["error"] is None else group["error"]
+        if isinstance(value, InputError):  # one bad row leaves the whole item out: say which rows
+            value = left_out(value, key, group["lines"])
+        out.append((group["line"], value))
     yield from (value for _, value in sorted(out, key=lambda entry: entry[0]))
 
 

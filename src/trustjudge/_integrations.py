@@ -9,16 +9,27 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ._items import Item, Pair, Response
+from ._items import Item, Pair, Response, _text_arg
 from ._scoring import SCORE_METHODS
 from .errors import ConfigError
 
 
 def one_item(question: str, responses: Sequence[str], *, item_id: str = "check", context: str | None = None,
              reference: str | None = None, ids: Sequence[str] = ("A", "B")) -> Item:
-    """An item holding ``responses`` (one, or two compared as the pair A, B)."""
+    """An item holding ``responses`` (one, or two compared as the pair A, B).
+
+    Raises:
+        InputError: a text is not a string (``None``, a number...), holds a lone surrogate, or the question
+            is empty, naming the argument (``response``, ``response A``, ``question``...).
+    """
     if len(responses) > len(ids):
         raise ConfigError(f"one_item takes at most {len(ids)} responses, got {len(responses)}")
+    _text_arg(question, "question")
+    for name, value in (("context", context), ("reference", reference)):
+        if value is not None:
+            _text_arg(value, name, allow_empty=True)
+    for rid, text in zip(ids, responses):
+        _text_arg(text, "response" if len(responses) == 1 else f"response {rid}", allow_empty=True)
     rs = tuple(Response(rid, text) for rid, text in zip(ids, responses))
     pairs = (Pair(rs[0].id, rs[1].id),) if len(rs) == 2 else None
     return Item(item_id, question, rs, context=context, reference=reference, pairs=pairs)

@@ -15,7 +15,13 @@ Judging modes add optional fields (docs/modes.md)::
      "checklist": [{"id": "c1", "text": "Does it name the capital?", "weight": 1}],
      "responses": [{"id": "a", "text": "...", "checklist": [...],
                     "human_criteria": {"accuracy": 4}, "human_checks": {"c1": true}}]}
-Loaders stream: they yield one :class:`Item` (or one :class:`InputError`) per line.
+Loaders stream: they yield one :class:`Item` (or one :class:`InputError`) per line. A file that is one JSON
+array of such objects (``items.json``) is read as well, each error naming the line its element starts on.
+
+Coercions, all of them: a number where a text is expected is read as its JSON text (``"id": 3`` is ``"3"``);
+a number field (``human_score``, ``weight``, ``scale``) takes a number or a string holding one in plain
+decimal notation (``"4"``, ``"4.5"``, ``"1e3"``: CSV holds nothing else), and refuses any other string
+(``"4 stars"``, ``"1_000"``, ``"nan"``). Numbers must be finite; weights are at most :data:`MAX_WEIGHT`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ import csv
 import io
 import itertools
 import json
+import math
+import re
+import reprlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +41,9 @@ from typing import Any
 from .errors import InputError
 
 MAX_FIELD_CHARS = 1_000_000
+MAX_WEIGHT = 1e6
+"""The largest weight of a criterion or check. Weights are relative (only their ratios matter), and a bound
+keeps every weighted sum finite (``1e308`` would overflow it)."""
 HUMAN_ALIASES = {
     "first": "first", "a": "first", "1": "first", "response_a": "first",
     "second": "second", "b": "second", "2": "second", "response_b": "second",
@@ -39,9 +51,44 @@ HUMAN_ALIASES = {
 }
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 40
+_SHOWN.maxlevel = 3
+
+
+def shown(value: Any) -> str:
+    """``value`` for an error message: short, and safe for values nested too deeply for ``repr``."""
+    return _SHOWN.repr(value)
+
+
+def _text_arg(value: Any, where: str, *, allow_empty: bool = False) -> str:
+    """A text given in code (a criterion's name, a pytest helper's response): a valid, non-empty string."""
+    if not isinstance(value, str):
+        raise InputError(f"must be a string, got {type(value).__name__}", field=where)
+    problem = unicode_problem(value)
+    if problem:
+        raise InputError(problem, field=where)
+    if not allow_empty and not value.strip():
+        raise InputError("must not be empty", field=where)
+    return value
+
+
+def _weight_arg(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"must be a number, got {type(value).__name__}", field=where)
+    if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT):
+        raise InputError(f"must be finite, 0 or more and at most {MAX_WEIGHT:g}, got {value!r}", field=where)
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Criterion:
-    """A named rubric criterion: judged on its own, combined into a weighted aggregate."""
+    """A named rubric criterion: judged on its own, combined into a weighted aggregate.
+
+    Raises:
+        InputError: the name or description is empty or not a string, the weight is not a finite number
+            from 0 to :data:`MAX_WEIGHT`, or the levels are not 2 to 10 texts.
+    """
 
     name: str
     description: str
@@ -49,14 +96,36 @@ class Criterion:
     levels: tuple[str, ...] = ()
     """Descriptions of the levels 1..N, lowest first (N = len(levels)); empty: the task's scale."""
 
+    def __post_init__(self) -> None:
+        _text_arg(self.name, "name")
+        _text_arg(self.description, "description")
+        object.__setattr__(self, "weight", _weight_arg(self.weight, "weight"))
+        if isinstance(self.levels, str) or not isinstance(self.levels, (tuple, list)):
+            raise InputError(f"must be a sequence of level descriptions, got {type(self.levels).__name__}",
+                             field="levels")
+        levels = tuple(_text_arg(v, f"levels[{k}]") for k, v in enumerate(self.levels))
+        if levels and not 2 <= len(levels) <= 10:
+            raise InputError(f"must describe 2 to 10 levels, got {len(levels)}", field="levels")
+        object.__setattr__(self, "levels", levels)
+
 
 @dataclass(frozen=True)
 class Check:
-    """One yes/no checklist question about a response ("Does it cite a source?")."""
+    """One yes/no checklist question about a response ("Does it cite a source?").
+
+    Raises:
+        InputError: the id or text is empty or not a string, or the weight is not a finite number from 0
+            to :data:`MAX_WEIGHT`.
+    """
 
     id: str
     text: str
     weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        _text_arg(self.id, "id")
+        _text_arg(self.text, "text")
+        object.__setattr__(self, "weight", _weight_arg(self.weight, "weight"))
 
 
 @dataclass(frozen=True)
@@ -165,6 +234,16 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_DECIMAL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+"""A number written in plain decimal notation (what a number field accepts as a string)."""
+
+
+def looks_like_item(record: Any) -> bool:
+    """Whether a decoded record has the shape of an item (a question with responses, or a flat pair)."""
+    return isinstance(record, dict) and "question" in record and (
+        "responses" in record or "response_a" in record or "response_b" in record)
+
+
 def decode_json(text: str) -> Any:
     """Strict JSON: no NaN/Infinity, no duplicate keys; every failure is a ``ValueError`` with a message
     (too deep nesting and over-long integers included)."""
@@ -197,6 +276,8 @@ class _Fields:
             return default
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise self.error(name, f"must be a string, got {type(value).__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(name, f"must be a string, got the number {value!r}")
         text = str(value)
         problem = unicode_problem(text)
         if problem:
@@ -213,12 +294,19 @@ class _Fields:
             return None
         if isinstance(value, bool):
             raise self.error(name, "must be a number, got a boolean")
+        if isinstance(value, str):
+            if not _DECIMAL.fullmatch(value.strip()):
+                raise self.error(name, f"must be a number (a string must hold one in decimal notation), "
+                                       f"got {shown(value)}")
+            value = value.strip()
+        elif not isinstance(value, (int, float)):
+            raise self.error(name, f"must be a number, got {type(value).__name__} {shown(value)}")
         try:
             number = float(value)
-        except (TypeError, ValueError):
-            raise self.error(name, f"must be a number, got {value!r:.40}") from None
-        if number != number or number in (float("inf"), float("-inf")):
-            raise self.error(name, "must be a finite number")
+        except OverflowError:  # an integer beyond any float
+            number = math.inf
+        if not math.isfinite(number):
+            raise self.error(name, f"must be a finite number, got {shown(value)}")
         return number
 
     def human(self, name: str, value: Any = None) -> str | None:
@@ -226,11 +314,12 @@ class _Fields:
             value = self.record.get(name)
         if value is None or value == "":
             return None
-        key = str(value).strip().lower()
+        # str() only of a scalar: a deeply nested list has no str() (RecursionError)
+        key = str(value).strip().lower() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
         if isinstance(value, float) and value.is_integer():
             key = str(int(value))
         if key not in HUMAN_ALIASES:
-            raise self.error(name, f"must be first/second/tie (or A/B/C, 1/2/0), got {value!r:.40}")
+            raise self.error(name, f"must be first/second/tie (or A/B/C, 1/2/0), got {shown(value)}")
         return HUMAN_ALIASES[key]
 
 
@@ -240,6 +329,9 @@ def _weight(f: _Fields) -> float:
         return 1.0
     if weight < 0:
         raise f.error("weight", f"must be 0 or more, got {weight:g}")
+    if weight > MAX_WEIGHT:
+        raise f.error("weight", f"must be at most {MAX_WEIGHT:g} (weights are relative: scale them down), "
+                                f"got {weight:g}")
     return weight
 
 
@@ -312,8 +404,8 @@ def _human_map(f: _Fields, name: str, numbers_only: bool) -> dict[str, Any] | No
                 raise f.error(where, "must be a number, got a boolean")
             out[key] = 1.0 if value else 0.0
         elif isinstance(value, (int, float)):
-            number = float(value)
-            if number != number or number in (float("inf"), float("-inf")):
+            number = float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf
+            if not math.isfinite(number):
                 raise f.error(where, "must be a finite number")
             if not numbers_only and not 0 <= number <= 1:
                 raise f.error(where, f"must be between 0 and 1 (or true/false, or a label), got {number:g}")
@@ -322,7 +414,7 @@ def _human_map(f: _Fields, name: str, numbers_only: bool) -> dict[str, Any] | No
             out[key] = value.strip()
         elif value is not None:
             raise f.error(where, f"must be a {'number' if numbers_only else 'boolean, number or label'}, "
-                                 f"got {value!r:.40}")
+                                 f"got {shown(value)}")
     return out
 
 
@@ -352,7 +444,7 @@ def _claims(f: _Fields) -> tuple[Claim, ...] | None:
         text = cf.text("text")
         human = cf.text("human", required=False)
         if human is not None and human.strip().upper() not in CLAIM_LABELS:
-            raise cf.error("human", f"must be one of {', '.join(CLAIM_LABELS)}, got {human!r:.40}")
+            raise cf.error("human", f"must be one of {', '.join(CLAIM_LABELS)}, got {shown(human)}")
         assert text is not None
         out.append(Claim(text, human.strip().upper() if human else None))
     return tuple(out)
@@ -467,7 +559,117 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
                 yield number, InputError(f"invalid JSON: {exc}", file=name, line=number)
 
 
+class _Lines:
+    """Line numbers of positions in a text, counted forward incrementally (positions mostly increase)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.line = text, 0, 1
+
+    def at(self, pos: int) -> int:
+        if pos < self.pos:
+            return self.text.count("\n", 0, pos) + 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+_LOOSE = json.JSONDecoder()
+
+
+def _array_text(path: Path) -> str | None:
+    """The text of a file that is one JSON array (not a ``.jsonl`` name), else ``None`` (JSON lines).
+
+    A file that decodes as one array is one; so is one that does not decode at all but whose first line is
+    not a JSON value on its own (an array with a bad element: its elements are reported one by one). A
+    first line that is a whole JSON value followed by more lines is JSON lines (F33)."""
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return None
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096).decode("utf-8-sig", errors="replace").lstrip()
+        if not head.startswith("["):
+            return None
+        text = path.read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None  # read as lines: each line's problem is reported on its own
+    try:
+        _LOOSE.decode(text)
+        return text
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":
+            return None
+    except (ValueError, RecursionError):
+        pass
+    first = text.lstrip().split("\n", 1)[0]
+    try:
+        _LOOSE.decode(first)
+        return None
+    except (ValueError, RecursionError):
+        return text
+
+
+def _array_records(name: str, text: str) -> Iterator[tuple[int, Any | InputError]]:
+    """The elements of a JSON array text, each with the line it starts on; an element that is not strict JSON
+    (NaN, a duplicate key, too deep) is an error of its own, a syntax error ends the reading."""
+    lines = _Lines(text)
+    pos = _SPACE.match(text, text.index("[") + 1).end()  # type: ignore[union-attr]
+    if text.startswith("]", pos):
+        return
+    while True:
+        line = lines.at(pos)
+        try:
+            value, end = _STRICT.raw_decode(text, pos)
+            yield line, value
+        except json.JSONDecodeError as exc:
+            yield lines.at(exc.pos), InputError(f"invalid JSON: {exc.msg} (column {exc.colno}); the rest of the "
+                                                "array was not read", file=name, line=lines.at(exc.pos))
+            return
+        except (ValueError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            try:
+                _, end = _LOOSE.raw_decode(text, pos)
+            except (ValueError, RecursionError):
+                yield line, InputError(f"invalid JSON: {why}; the rest of the array was not read", file=name,
+                                       line=line)
+                return
+            yield line, InputError(f"invalid JSON: {why}", file=name, line=line)
+        pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+        if text.startswith(",", pos):
+            pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            continue
+        if text.startswith("]", pos) and not text[pos + 1:].strip():
+            return
+        yield lines.at(pos), InputError("invalid JSON: expected ',' or the array's closing ']' after an element; "
+                                        "the rest of the array was not read", file=name, line=lines.at(pos))
+        return
+
+
+def _json_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
+    """JSON lines, or the elements of a file that is one JSON array."""
+    text = _array_text(path)
+    if text is None:
+        yield from _jsonl_records(path)
+    else:
+        yield from _array_records(str(path), text)
+
+
 _CsvRow = tuple[int, "dict[str, Any] | None", "InputError | None", list[str]]
+_CSV_LINES = "\x00lines"
+"""The key under which a CSV item's record carries the lines of its rows (not a field: never read as one)."""
+_CSV_COLUMN = {"text": "response", "id": "response_id"}
+_RESPONSE_FIELD = re.compile(r"^responses\[(\d+)\]\.(\w+)$")
+
+
+def _csv_located(exc: InputError, lines: list[int], item_id: str) -> InputError:
+    """An error of a CSV item of several rows: at the row and column it comes from, naming every row the item
+    loses (one bad row leaves the whole item out)."""
+    line, field = exc.line, exc.field
+    match = _RESPONSE_FIELD.match(field or "")
+    if match and int(match.group(1)) < len(lines):
+        line, field = lines[int(match.group(1))], _CSV_COLUMN.get(match.group(2), match.group(2))
+    return left_out(InputError(exc.reason, file=exc.file, line=line, field=field), item_id, lines)
 
 
 def _csv_rows(path: Path) -> Iterator[_CsvRow]:
@@ -521,6 +723,11 @@ def _csv_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
         return
     columns = set(head[3])
     rows = itertools.chain([head], rows)
+    if "response" in columns and columns & {"response_a", "response_b"}:
+        # One of the two would be ignored without a word: the file mixes the two forms.
+        yield 1, InputError("CSV has both a response column and response_a/response_b columns: use one form "
+                            "(one response per row, or one pair per row)", file=name, line=1)
+        return
     if {"response_a", "response_b"} <= columns:
         for line, row, problem, _ in rows:
             if problem is not None or row is None:
@@ -535,18 +742,26 @@ def _csv_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
     group: dict[str, Any] | None = None
     failed: InputError | None = None
     start = 0
+    lines: list[int] = []
+
+    def finished() -> Any:
+        """The group's item record, or its problem naming every row it leaves out."""
+        assert group is not None
+        return group if failed is None else left_out(failed, str(group["id"]), lines)
+
     for line, row, problem, _ in rows:
         if row is None:  # unreadable: it ends the file
             if group is not None:
-                yield start, failed or group
+                yield start, finished()
             yield line, problem
             return
         if group is None or row["id"] != group["id"]:
             if group is not None:
-                yield start, failed or group
-            start, failed = line, None
+                yield start, finished()
+            start, failed, lines = line, None, []
             group = {k: row.get(k) or None for k in ("id", "question", "context", "reference")}
             group["responses"] = []
+            group[_CSV_LINES] = lines
         elif failed is None:
             for key in ("question", "context", "reference"):
                 if (row.get(key) or None) != group[key]:
@@ -554,6 +769,7 @@ def _csv_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
                                         f"differs from line {start}'s", file=name, line=line, field=key)
                     break
         failed = failed or problem  # a bad row fails its whole item
+        lines.append(line)
         group["responses"].append({
             "id": row.get("response_id") or str(len(group["responses"])),
             "text": row.get("response") or "",
@@ -561,7 +777,15 @@ def _csv_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
             "human_score": row.get("human_score") or None,
         })
     if group is not None:
-        yield start, failed or group
+        yield start, finished()
+
+
+def left_out(problem: InputError, item_id: str, lines: list[int]) -> InputError:
+    """``problem`` naming the rows of the item it leaves out (``item_id``, made of the rows on ``lines``)."""
+    if len(lines) <= 1:
+        return problem
+    return InputError(problem.reason, file=problem.file, line=problem.line, field=problem.field,
+                      rows=tuple(lines), item=item_id)
 
 
 def iter_items(path: str | Path, *, min_responses: int = 1) -> Iterator[Item | InputError]:
@@ -569,8 +793,8 @@ def iter_items(path: str | Path, *, min_responses: int = 1) -> Iterator[Item | I
     p = path if isinstance(path, Path) else Path(path)  # a Path subclass keeps its display name
     if not p.exists():
         raise InputError("no such file", file=str(p))
-    records = _csv_records(p) if p.suffix.lower() == ".csv" else _jsonl_records(p)
-    seen: set[str] = set()
+    records = _csv_records(p) if p.suffix.lower() == ".csv" else _json_records(p)
+    seen: dict[str, int] = {}
     for line, record in records:
         if isinstance(record, InputError):
             yield record
@@ -581,11 +805,13 @@ def iter_items(path: str | Path, *, min_responses: int = 1) -> Iterator[Item | I
                 raise InputError(f"needs at least {min_responses} responses, has {len(item.responses)}",
                                  file=str(p), line=line, field="responses")
             if item.id in seen:
-                raise InputError(f"duplicate item id {item.id!r}", file=str(p), line=line, field="id")
-            seen.add(item.id)
+                raise InputError(f"duplicate item id {item.id!r} (first on line {seen[item.id]}): items are not "
+                                 "merged", file=str(p), line=line, field="id")
+            seen[item.id] = line
             yield item
         except InputError as exc:
-            yield exc
+            rows = record.get(_CSV_LINES) if isinstance(record, dict) and p.suffix.lower() == ".csv" else None
+            yield _csv_located(exc, rows, str(record.get("id"))) if rows else exc
 
 
 def load_items(path: str | Path, *, min_responses: int = 1) -> list[Item]:
@@ -599,8 +825,18 @@ def load_items(path: str | Path, *, min_responses: int = 1) -> list[Item]:
 
 
 def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>") -> list[Item]:
-    """Validate in-memory records (the same schema as a JSONL line)."""
-    return [parse_record(r, source, i) for i, r in enumerate(records, start=1)]
+    """Validate in-memory records (the same schema as a JSONL line); two records with one id are refused
+    (their judgments would be merged under that id)."""
+    out: list[Item] = []
+    seen: dict[str, int] = {}
+    for i, record in enumerate(records, start=1):
+        item = parse_record(record, source, i)
+        if item.id in seen:
+            raise InputError(f"duplicate item id {item.id!r} (also record {seen[item.id]}): items are not merged",
+                             file=source, line=i, field="id")
+        seen[item.id] = i
+        out.append(item)
+    return out
 
 
 @dataclass(frozen=True)
@@ -640,6 +876,8 @@ def load_suite(path: str | Path) -> Suite:
             record: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise InputError(f"invalid TOML: {exc}", file=name) from None
+        except RecursionError:
+            raise InputError("invalid TOML: nested too deeply", file=name) from None
     else:
         try:
             record = decode_json(text)
@@ -649,6 +887,8 @@ def load_suite(path: str | Path) -> Suite:
                 line = None
             except json.JSONDecodeError as syntax:
                 line = syntax.lineno
+            except (ValueError, RecursionError):  # too deep, an over-long integer: no line to name
+                line = None
             raise InputError(f"invalid JSON: {exc}", file=name, line=line) from None
     f = _Fields(record, name, 1)
     unknown = set(record) - SUITE_FIELDS

@@ -222,6 +222,12 @@ def record_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
         _frames.write_parquet(rows, fh)
 
 
+def replacing(path: Path, option: str, *, binary: bool = False) -> contextlib.AbstractContextManager[IO[Any]]:
+    """A file that replaces ``path`` only when the block ends without an exception (a device, a FIFO or a
+    symlink's file as :func:`atomic_output` treats them); ``binary`` for bytes (a Parquet writer)."""
+    return _replacing(path, option, binary)
+
+
 def write_text(path: Path, text: str, option: str) -> None:
     """Write ``text`` to ``path`` (or standard output for ``-``) atomically."""
     with atomic_output(path, option) as fh:

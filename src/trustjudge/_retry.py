@@ -45,13 +45,18 @@ class RetryPolicy:
             jitter = 1.0 + 0.25 * self._rng.random()
         return min(self.cap_s, base * jitter)
 
-    def call(self, fn: Callable[[], T]) -> T:
-        """``fn()``, retried on :class:`TransientBackendError`; the last failure is raised."""
+    def call(self, fn: Callable[[], T], *,
+             give_up: Callable[[TransientBackendError, int], bool] | None = None) -> T:
+        """``fn()``, retried on :class:`TransientBackendError`; the last failure is raised.
+
+        ``give_up(exc, attempt)`` (attempt 0 is the first call) may end the retries early: a caller that
+        knows a failure will repeat (a server that has never answered) spends less of the budget on it.
+        """
         for attempt in range(self.max_retries + 1):
             try:
                 return fn()
             except TransientBackendError as exc:
-                if attempt == self.max_retries:
+                if attempt == self.max_retries or (give_up is not None and give_up(exc, attempt)):
                     raise
                 with self._lock:
                     self.retries += 1

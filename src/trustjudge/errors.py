@@ -40,11 +40,16 @@ class InputError(TrustJudgeError):
     """A problem in an input file, located by file, line and field."""
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 field: str | None = None) -> None:
+                 field: str | None = None, rows: tuple[int, ...] = (), item: str | None = None) -> None:
         self.file = file
         self.line = line
         self.field = field
         self.reason = message
+        self.rows = rows
+        """The lines of every row left out with this problem, where an item spans several rows (CSV, tables):
+        one bad row leaves its whole item out. Empty: the problem's own line alone."""
+        self.item = item
+        """The id of the item left out, where ``rows`` names several."""
         where = ""
         if file is not None:
             where = f"{file}:{line}: " if line is not None else f"{file}: "

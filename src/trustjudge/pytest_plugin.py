@@ -136,7 +136,8 @@ def assert_scores_at_least(judge: Judge, question: str, response: str, minimum: 
     __tracebackhide__ = True
     check_method(method)
     top = len(criterion.levels) if criterion is not None and criterion.levels else scale
-    if not math.isfinite(minimum) or minimum > top:
+    if isinstance(minimum, bool) or not isinstance(minimum, (int, float)) or not math.isfinite(minimum) \
+            or minimum > top:
         raise ConfigError(f"minimum must be a finite number no higher than the scale's top {top}, got {minimum!r}")
     item = one_item(question, [response], context=context, reference=reference)
     _RAN.add(judge)

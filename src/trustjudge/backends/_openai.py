@@ -39,6 +39,14 @@ malformed JSON and responses without the log-probabilities asked for raise
 :class:`~trustjudge.errors.TransientBackendError` (with ``retry_after`` from a ``Retry-After`` header)
 and are retried; other 4xx raise :class:`~trustjudge.errors.BackendError` with the server's message.
 The capability probe retries too, so a fault in transit is not mistaken for a server without echo.
+
+A server that accepts connections but does not answer must not cost minutes per judgment: each request
+has a total deadline (``timeout``: its answer must be complete that long after it was sent, however slowly
+it trickles; connecting has at most :data:`CONNECT_TIMEOUT_S` of it), and a request that got no answer
+through the retry budget stops the run (:class:`~trustjudge.errors.BackendUnavailable`, naming the server
+and the cause) when the server has never answered this backend, or when the request before it failed the
+same way. A server that has never answered gets one retry of a request it left unanswered, not the whole
+budget.
 """
 
 from __future__ import annotations
@@ -85,6 +93,12 @@ REMOTE_SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", 
                    "<|end_header_id|>", "<|begin_of_text|>", "<|end_of_text|>", "<start_of_turn>", "<end_of_turn>",
                    "<bos>", "<eos>", "[INST]", "[/INST]", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>",
                    "<s>", "</s>")
+
+CONNECT_TIMEOUT_S = 10.0
+"""The most a request waits for its connection (within its ``timeout``)."""
+SILENT_LIMIT = 2
+"""Requests in a row left unanswered through the retry budget that stop the run (the first one does, on a
+server that has never answered)."""
 
 log = logging.getLogger("trustjudge.backends.openai")
 T = TypeVar("T")
@@ -161,6 +175,10 @@ class _Unreachable(Exception):
 
 class _MalformedResponse(TransientBackendError):
     """A malformed response, retried: a server or proxy fault, unless it happens every time."""
+
+
+class _NoAnswer(TransientBackendError):
+    """No complete answer within the request's deadline (nor a connection within its connect timeout)."""
 
 
 @dataclass
@@ -301,7 +319,8 @@ class OpenAICompatibleBackend(Backend):
         context_length: the model's context; ``None`` asks the server (``/v1/models``, ``/props``)
             and falls back to 4096.
         concurrency: requests in flight per base URL (shared by every backend of that URL).
-        timeout_s: per-request timeout.
+        timeout_s: each request's total deadline: its answer must be complete this many seconds after
+            it was sent (connecting takes at most :data:`CONNECT_TIMEOUT_S` of it).
         requests_per_minute: optional cap on request starts per base URL.
         chat_template: ``None``/``"plain"`` renders the system and user turns as plain text;
             ``"chatml"`` or a Jinja2 template string renders them as a chat (``messages``,
@@ -350,9 +369,13 @@ class OpenAICompatibleBackend(Backend):
         self.max_prompts_per_request = max(1, max_prompts_per_request)
         self.capabilities = Capabilities(context_length=context_length)
         self._template_tag, self._template = self._load_template(chat_template)
+        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(
-            timeout=timeout_s, headers=headers, transport=transport,
+            timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, CONNECT_TIMEOUT_S)),
+            headers=headers, transport=transport,
             limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
         )
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="trustjudge-http")
@@ -369,6 +392,10 @@ class OpenAICompatibleBackend(Backend):
         self.completion_tokens = 0
         self.requests = 0
         self._retry: RetryPolicy | None = None
+        self._answered = False
+        """Whether the server has sent this backend one complete answer (any status)."""
+        self._silent = 0
+        """Requests in a row that got no answer through the retry budget."""
 
     def use_retry_policy(self, policy: RetryPolicy) -> bool:
         """Retry each HTTP request (and its response checks) with the engine's policy."""
@@ -376,7 +403,29 @@ class OpenAICompatibleBackend(Backend):
         return True
 
     def _retrying(self, fn: Callable[[], T]) -> T:
-        return self._retry.call(fn) if self._retry is not None else fn()
+        """``fn()`` under the engine's retry policy; a request the server leaves unanswered through the
+        budget stops the run (:class:`BackendUnavailable`) when the server never answered, or when the
+        request before it went the same way: each judgment would otherwise wait the whole budget again."""
+        if self._retry is None:
+            return fn()
+        try:
+            return self._retry.call(fn, give_up=self._give_up)
+        except _NoAnswer as exc:
+            with self._lock:
+                self._silent += 1
+                silent, answered = self._silent, self._answered
+            if not answered or silent >= SILENT_LIMIT:
+                what = ("has not answered any request" if not answered
+                        else f"left {silent} requests in a row unanswered")
+                raise BackendUnavailable(
+                    f"the judge server {self.root} {what} ({exc}), retries included: the run is stopped. Is "
+                    "it stuck or overloaded? A judge that needs longer per request takes a longer ?timeout= "
+                    f"(now {self.timeout_s:g} s)") from exc
+            raise
+
+    def _give_up(self, exc: TransientBackendError, attempt: int) -> bool:
+        """A server that has never answered gets one retry of a request it left unanswered."""
+        return isinstance(exc, _NoAnswer) and not self._answered and attempt >= 1
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -516,47 +565,68 @@ class OpenAICompatibleBackend(Backend):
         Connection refused and HTTP 401/403 (and 404 with ``fatal_404``: an endpoint every judgment
         needs) raise :class:`BackendUnavailable`, which stops the run at once.
         """
-        httpx = self._httpx
         if self._limiter is not None:
             self._limiter.wait()
         with self._semaphore:
-            for attempt in range(2):
-                try:
-                    resp = self._client.request(method, url, json=body)
-                    break
-                except httpx.TimeoutException as exc:
-                    raise TransientBackendError(f"{url}: timed out ({type(exc).__name__})") from exc
-                except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
-                    # A pooled keep-alive connection that the server closed as it was reused: try once
-                    # more at once on a fresh connection (every request here is safe to repeat).
-                    if attempt == 0:
-                        continue
-                    raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
-                except httpx.ConnectError as exc:
-                    # Nothing listens there (or the name does not resolve): no retry can help.
-                    raise BackendUnavailable(f"{url}: cannot connect ({exc}); is the judge server running "
-                                             f"at {self.root}?") from exc
-                except httpx.TransportError as exc:
-                    raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
-        status = resp.status_code
+            status, headers, content = self._exchange(method, url, body)
+        with self._lock:
+            self._answered, self._silent = True, 0
+        text = content.decode("utf-8", errors="replace")
         if status >= 500:
-            raise _ServerError(f"{url} returned HTTP {status}: {_server_message(resp.text)}", status,
-                               retry_after=_retry_after(resp.headers))
+            raise _ServerError(f"{url} returned HTTP {status}: {_server_message(text)}", status,
+                               retry_after=_retry_after(headers))
         if status == 429:
-            raise TransientBackendError(f"{url} returned HTTP 429: {_server_message(resp.text)}",
-                                        retry_after=_retry_after(resp.headers))
+            raise TransientBackendError(f"{url} returned HTTP 429: {_server_message(text)}",
+                                        retry_after=_retry_after(headers))
         if status in (401, 403):
             key = f" (check {self.preset.key_env})" if self.preset.key_env else ""
-            raise BackendUnavailable(f"{url} returned HTTP {status}: {_server_message(resp.text)}{key}")
+            raise BackendUnavailable(f"{url} returned HTTP {status}: {_server_message(text)}{key}")
         if status == 404 and fatal_404:
-            raise BackendUnavailable(f"{url} returned HTTP 404: {_server_message(resp.text)} (check the URL "
+            raise BackendUnavailable(f"{url} returned HTTP 404: {_server_message(text)} (check the URL "
                                      f"and the model name {self.model!r})")
         if status >= 400:
-            raise BackendError(f"{url} returned HTTP {status}: {_server_message(resp.text)}")
+            raise BackendError(f"{url} returned HTTP {status}: {_server_message(text)}")
         try:
-            return resp.json()
-        except ValueError as exc:
-            raise TransientBackendError(f"{url} returned malformed JSON: {resp.text[:200]!r}") from exc
+            return json.loads(content)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep for the decoder
+            raise TransientBackendError(f"{url} returned malformed JSON: {text[:200]!r}") from exc
+
+    def _exchange(self, method: str, url: str, body: Mapping[str, Any] | None) -> tuple[int, Mapping[str, str], bytes]:
+        """Send one request and read its whole answer before its deadline: ``(status, headers, body)``.
+
+        httpx's timeouts bound each wait on its own (a server sending a byte every few seconds never trips
+        them), so the answer is read in pieces against the request's total deadline.
+        """
+        httpx = self._httpx
+        deadline = time.monotonic() + self.timeout_s
+        for attempt in range(2):
+            try:
+                with self._client.stream(method, url, json=body) as resp:
+                    chunks = []
+                    for chunk in resp.iter_bytes():
+                        chunks.append(chunk)
+                        if time.monotonic() > deadline:
+                            raise _NoAnswer(f"{url}: the answer was not complete within the {self.timeout_s:g} s "
+                                            "timeout (it came too slowly)")
+                    return resp.status_code, resp.headers, b"".join(chunks)
+            except httpx.ConnectTimeout as exc:
+                raise _NoAnswer(f"{url}: no connection within {min(self.timeout_s, CONNECT_TIMEOUT_S):g} s") from exc
+            except httpx.TimeoutException as exc:
+                raise _NoAnswer(f"{url}: no answer within the {self.timeout_s:g} s timeout "
+                                f"({type(exc).__name__})") from exc
+            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+                # A pooled keep-alive connection that the server closed as it was reused: try once
+                # more at once on a fresh connection (every request here is safe to repeat).
+                if attempt == 0:
+                    continue
+                raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            except httpx.ConnectError as exc:
+                # Nothing listens there (or the name does not resolve): no retry can help.
+                raise BackendUnavailable(f"{url}: cannot connect ({exc}); is the judge server running "
+                                         f"at {self.root}?") from exc
+            except httpx.TransportError as exc:
+                raise TransientBackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
+        raise AssertionError("unreachable")
 
     def _complete(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """POST /v1/completions; check the response shape and count tokens."""

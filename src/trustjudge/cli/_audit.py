@@ -16,7 +16,15 @@ from .._judge import AuditRun, Judge
 from .._outputs import readable_input, write_text
 from ._common import err, fmt_rate, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
-from ._options import JudgeOptions, audit_options, input_options, judge_options, output_options, parse_deltas
+from ._options import (
+    MAX_PAIRS_OPTION,
+    JudgeOptions,
+    audit_options,
+    input_options,
+    judge_options,
+    output_options,
+    parse_deltas,
+)
 
 
 def plan_audit(j: Judge, items: list[Item], scales: list[int]) -> None:
@@ -63,9 +71,10 @@ def _sweep(result: AuditRun, deltas: list[float]) -> dict[str, Any]:
               help="Comma-separated deltas: CR for each (e.g. 0,1,2,5).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the audit as JSON here.")
+@MAX_PAIRS_OPTION
 def audit(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
           dry_run: bool, scales: list[int], delta: float, ks: list[int], bootstrap: int, injection: bool,
-          delta_sweep: list[float], json_out: Path | None) -> None:
+          delta_sweep: list[float], json_out: Path | None, max_pairs: int) -> None:
     """Judge what the store lacks, then audit consistency and agreement with human labels.
 
     One table, a row per method: conflict ratio of every scoring method against every aggregation,
@@ -73,7 +82,7 @@ def audit(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
     agreement with human labels (with bootstrap intervals over items), and unscored counts.
     """
     judging.guard(items, {"--out": out, "--json": json_out})
-    loaded = read_items(readable_input(items), skip_invalid, 1, fmt)
+    loaded = read_items(readable_input(items), skip_invalid, 1, fmt, max_pairs=max_pairs)
     j = judging.make()
     try:
         if dry_run:

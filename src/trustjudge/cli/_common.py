@@ -79,6 +79,15 @@ def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None 
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("judgments (prompts)", f"{plan.judgments:,}")
+    name = kind if isinstance(kind, str) else kind.kind
+    several = [it for it in items if len(it.responses) >= 2]
+    if name in ("compare", "criteria-compare") and several:
+        # Pairwise work grows with the square of the responses: say where it comes from.
+        sizes = [len(it.all_pairs()) for it in several]
+        top = max(range(len(several)), key=lambda k: sizes[k])
+        table.add_row("pairs (each judged in both orders)", f"{sum(sizes):,}")
+        table.add_row("most pairs in one item", f"{sizes[top]:,} ({escape(several[top].id)}, "
+                                                f"{len(several[top].responses)} responses)")
     table.add_row("already in the store", f"{plan.stored:,}")
     table.add_row("unscorable without a call", f"{plan.unscorable:,}")
     table.add_row("model calls to make", f"{plan.model_calls:,}")

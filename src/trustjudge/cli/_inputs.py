@@ -34,16 +34,65 @@ def _mapping(fmt: str) -> dict[str, str] | None:
     return fmt.mapping if isinstance(fmt, InputFormat) else None
 
 
-def _report_problems(path: Path, problems: list[InputError], count: int, skip_invalid: bool) -> None:
-    if not count:
+def _span(lines: tuple[int, ...]) -> str:
+    """Line numbers as a range where they are consecutive ("2-4"), else listed ("2, 5, 9, ...")."""
+    if list(lines) == list(range(lines[0], lines[0] + len(lines))):
+        return f"{lines[0]}-{lines[-1]}"
+    shown = ", ".join(str(n) for n in lines[:8])
+    return shown + (", ..." if len(lines) > 8 else "")
+
+
+class _Tally:
+    """What the invalid records of a file leave out: records (items), rows, and items of several rows."""
+
+    def __init__(self) -> None:
+        self.problems: list[InputError] = []
+        self.count = self.rows = self.whole = 0
+
+    def add(self, problem: InputError) -> None:
+        self.count += 1
+        self.rows += max(1, len(problem.rows))
+        self.whole += len(problem.rows) > 1
+        if len(self.problems) < 20:
+            self.problems.append(problem)
+
+
+def _report_problems(path: Path, tally: _Tally, skip_invalid: bool) -> None:
+    if not tally.count:
         return
-    for p in problems:
-        err.print(f"[red]{'skipped' if skip_invalid else 'error'}:[/] {escape(str(p))}", highlight=False)
-    if count > len(problems):
-        err.print(f"... and {count - len(problems)} more")
+    for p in tally.problems:
+        note = (f" (item {p.item!r} is left out whole: all its {len(p.rows)} rows, lines {_span(p.rows)})"
+                if len(p.rows) > 1 else "")
+        err.print(f"[red]{'skipped' if skip_invalid else 'error'}:[/] {escape(str(p) + note)}", highlight=False)
+    if tally.count > len(tally.problems):
+        err.print(f"... and {tally.count - len(tally.problems)} more")
+    if tally.rows == tally.count:
+        what = f"{tally.count} invalid line(s)"
+    else:  # one bad row leaves out its whole item: count what is left out, not the bad rows
+        what = (f"{tally.rows} line(s) of {tally.count} invalid item(s) ({tally.whole} item(s) of several rows "
+                "left out whole)")
     if not skip_invalid:
-        raise SystemExit(fail(f"{count} invalid line(s) in {path}; fix them or pass --skip-invalid"))
-    err.print(f"[yellow]{count} invalid line(s) skipped[/]")
+        raise SystemExit(fail(f"{what} in {path}; fix them or pass --skip-invalid"))
+    err.print(f"[yellow]{what} skipped[/]")
+
+
+MAX_PAIRS = 1225
+"""The most pairs an item may have in a pairwise command unless ``--max-pairs`` says more: every pair of 50
+responses (n responses make n(n-1)/2 pairs, each judged in both orders)."""
+
+
+def too_many_pairs(item: Item, path: Path, max_pairs: int | None) -> InputError | None:
+    """The error of an item with more pairs than ``max_pairs`` (``None``: no bound), or ``None``."""
+    if max_pairs is None or len(item.responses) < 2:
+        return None
+    n = len(item.all_pairs())
+    if n <= max_pairs:
+        return None
+    how = "explicit pairs" if item.pairs is not None else f"{len(item.responses)} responses"
+    return InputError(f"item {item.id!r} has {n:,} pairs ({how}), {2 * n:,} pairwise judgments in both orders, over "
+                      f"--max-pairs {max_pairs:,}: pairwise work grows with the square of the responses. List the "
+                      "pairs to judge in `pairs`, split the item, or raise --max-pairs", file=str(path), line=item.line,
+                      field="pairs" if item.pairs is not None else "responses")
 
 
 def _require_items(path: Path, valid: int, invalid: int) -> None:
@@ -51,32 +100,36 @@ def _require_items(path: Path, valid: int, invalid: int) -> None:
         raise InputError("holds no valid item to judge" if invalid else "holds no items", file=str(path))
 
 
-def _validated(path: Path, skip_invalid: bool, min_responses: int, fmt: str) -> Iterator[Item]:
+def _validated(path: Path, skip_invalid: bool, min_responses: int, fmt: str,
+               max_pairs: int | None = None) -> Iterator[Item]:
     """The file's valid items; once it is read through, every problem is reported (the run stops on them
-    unless ``skip_invalid``) and a file without a valid item is an error."""
-    problems: list[InputError] = []
-    count = valid = 0
+    unless ``skip_invalid``) and a file without a valid item is an error. With ``max_pairs``, an item with
+    more pairs is a problem too."""
+    tally = _Tally()
+    valid = 0
     for value in iter_dataset(path, fmt, min_responses=min_responses, mapping=_mapping(fmt)):
+        if isinstance(value, Item):
+            value = too_many_pairs(value, path, max_pairs) or value
         if isinstance(value, InputError):
-            count += 1
-            if len(problems) < 20:
-                problems.append(value)
+            tally.add(value)
         else:
             valid += 1
             yield value
-    _report_problems(path, problems, count, skip_invalid)
-    _require_items(path, valid, count)
+    _report_problems(path, tally, skip_invalid)
+    _require_items(path, valid, tally.count)
 
 
-def read_items(path: Path, skip_invalid: bool, min_responses: int, fmt: str = "auto") -> list[Item]:
+def read_items(path: Path, skip_invalid: bool, min_responses: int, fmt: str = "auto", *,
+               max_pairs: int | None = None) -> list[Item]:
     """Read and validate the whole file once, before any model call; report every problem; return the
-    valid items."""
-    return list(_validated(path, skip_invalid, min_responses, fmt))
+    valid items (with ``max_pairs``, those with at most that many pairs)."""
+    return list(_validated(path, skip_invalid, min_responses, fmt, max_pairs))
 
 
-def scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item: Callable[[Item], int]) -> int:
+def scan(path: Path, skip_invalid: bool, min_responses: int, fmt: str, per_item: Callable[[Item], int], *,
+         max_pairs: int | None = None) -> int:
     """Validate the whole file before any model call (keeping nothing in memory); return the judgments."""
-    return sum(per_item(item) for item in _validated(path, skip_invalid, min_responses, fmt))
+    return sum(per_item(item) for item in _validated(path, skip_invalid, min_responses, fmt, max_pairs))
 
 
 def digest(path: Path) -> str:
@@ -102,10 +155,13 @@ def changed(path: Path) -> InputError:
                       "again: every finished judgment is in the store", file=str(path))
 
 
-def stream_items(path: Path, min_responses: int, fmt: str, skip_invalid: bool, sha256: str) -> Iterator[Item]:
+def stream_items(path: Path, min_responses: int, fmt: str, skip_invalid: bool, sha256: str, *,
+                 max_pairs: int | None = None) -> Iterator[Item]:
     """The items of a file validated (and hashed) before: the file is read a second time while judging,
     so a problem that was not there at validation means the file changed, and stops the run."""
     for value in iter_dataset(path, fmt, min_responses=min_responses, mapping=_mapping(fmt)):
+        if isinstance(value, Item):
+            value = too_many_pairs(value, path, max_pairs) or value
         if isinstance(value, InputError):
             if not skip_invalid:
                 raise changed(path)

@@ -26,7 +26,7 @@ from .._outputs import check_outputs
 from .._store import default_store_path
 from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
-from ._inputs import InputFormat
+from ._inputs import MAX_PAIRS, InputFormat
 
 Command = Callable[..., Any]
 JudgeFactory = Callable[..., Judge]
@@ -66,6 +66,10 @@ MIN_LABEL_MASS = click.option("--min-label-mass", default=1e-3, show_default=Tru
 CLOSING = click.option("--closing", type=click.Choice(["every", "needed"]), default="every", show_default=True,
                        help="every: each label read with its closing bracket (exact); needed: only labels that "
                             "begin another (5 of 57): 10x fewer label reads on 100 points, not exact.")
+MAX_PAIRS_OPTION = click.option(
+    "--max-pairs", default=MAX_PAIRS, show_default=True, type=click.IntRange(min=1),
+    help="Refuse (before any judging) an item with more pairs than this: n responses make n(n-1)/2 pairs, each "
+         "judged in both orders, so pairwise work grows with the square of the responses.")
 RAY = click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
                    help="Run the judgments on Ray Data actors (`--ray` starts a local Ray; `--ray ADDRESS` joins "
                         "a cluster). Results and store are those of a local run.")

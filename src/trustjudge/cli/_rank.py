@@ -12,7 +12,7 @@ from rich.markup import escape
 from .._outputs import readable_input, write_text
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
-from ._options import SCALES, JudgeOptions, input_options, judge_options, output_options
+from ._options import MAX_PAIRS_OPTION, SCALES, JudgeOptions, input_options, judge_options, output_options
 
 
 @click.command("rank")
@@ -29,8 +29,10 @@ from ._options import SCALES, JudgeOptions, input_options, judge_options, output
               help="Bootstrap and Elo seed.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the ranking as JSON here.")
+@MAX_PAIRS_OPTION
 def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
-         dry_run: bool, scale: str, method: str, bootstrap: int, rank_seed: int, json_out: Path | None) -> None:
+         dry_run: bool, scale: str, method: str, bootstrap: int, rank_seed: int, json_out: Path | None,
+         max_pairs: int) -> None:
     """Rank the systems that wrote the responses (the `system` field).
 
     Bradley-Terry with Davidson ties on the soft likelihood probabilities and on hard verdicts, with
@@ -40,7 +42,7 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
     from .._ranking import rank as fit
 
     judging.guard(items, {"--out": out, "--json": json_out})
-    loaded = read_items(readable_input(items), skip_invalid, 1, fmt)
+    loaded = read_items(readable_input(items), skip_invalid, 1, fmt, max_pairs=max_pairs)
     j = judging.make(scale=int(scale))
     try:
         if dry_run:

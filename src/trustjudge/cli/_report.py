@@ -14,7 +14,7 @@ from .._outputs import readable_input, write_text
 from ._audit import plan_audit, run_audit
 from ._common import err, methods_note, write_records
 from ._inputs import read_items
-from ._options import JudgeOptions, audit_options, input_options, judge_options, output_options
+from ._options import MAX_PAIRS_OPTION, JudgeOptions, audit_options, input_options, judge_options, output_options
 
 
 @click.command("report")
@@ -25,14 +25,15 @@ from ._options import JudgeOptions, audit_options, input_options, judge_options,
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Write the HTML report here (one self-contained file).")
 @click.option("--title", default=None, help="Report title (default: 'trustjudge audit report').")
+@MAX_PAIRS_OPTION
 def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
            dry_run: bool, scales: list[int], delta: float, ks: list[int], bootstrap: int, injection: bool,
-           html_out: Path, title: str | None) -> None:
+           html_out: Path, title: str | None, max_pairs: int) -> None:
     """Audit ITEMS like `trustjudge audit` and write an HTML report: plots, audit table, ranking, conflicts."""
     from .._report import DEFAULT_TITLE, render_report
 
     judging.guard(items, {"--out": out, "--html": html_out})
-    loaded = read_items(readable_input(items), skip_invalid, 1, fmt)
+    loaded = read_items(readable_input(items), skip_invalid, 1, fmt, max_pairs=max_pairs)
     j = judging.make()
     try:
         if dry_run:

@@ -20,7 +20,7 @@ from .._scoring import AGGREGATIONS, SCORE_METHODS
 from ..errors import BackendError
 from ._common import err, is_utf8, print_plan, progress, records_note, warn_top_k
 from ._inputs import changed, digest, read_items, scan, stream_items
-from ._options import SCALES, Finite, JudgeOptions, input_options, judge_options, output_options
+from ._options import MAX_PAIRS_OPTION, SCALES, Finite, JudgeOptions, input_options, judge_options, output_options
 
 
 class _Summary:
@@ -90,13 +90,14 @@ class _Summary:
 
 
 def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool,
-         j_factory: Callable[[], Judge], fmt: str = "auto") -> None:
-    """Judge a file, streaming: items are read, judged and written chunk by chunk."""
+         j_factory: Callable[[], Judge], fmt: str = "auto", max_pairs: int | None = None) -> None:
+    """Judge a file, streaming: items are read, judged and written chunk by chunk (``max_pairs``: the most
+    pairs an item may have)."""
     min_responses = 2 if kind == "compare" else 1
     per_item: Callable[[Item], int] = (lambda it: len(it.responses)) if kind == "score" \
         else (lambda it: 2 * len(it.all_pairs()))
     if dry_run:
-        items = read_items(items_path, skip_invalid, min_responses, fmt)
+        items = read_items(items_path, skip_invalid, min_responses, fmt, max_pairs=max_pairs)
         j = j_factory()
         try:
             print_plan(j, items, kind)
@@ -104,7 +105,7 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
             j.close()
         return
     sha256 = digest(items_path)
-    total = scan(items_path, skip_invalid, min_responses, fmt, per_item)
+    total = scan(items_path, skip_invalid, min_responses, fmt, per_item, max_pairs=max_pairs)
     if digest(items_path) != sha256:
         raise changed(items_path)
     j = j_factory()
@@ -113,7 +114,7 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
         with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
-                todo = stream_items(items_path, min_responses, fmt, skip_invalid, sha256)
+                todo = stream_items(items_path, min_responses, fmt, skip_invalid, sha256, max_pairs=max_pairs)
                 gen: Iterator[ScoreRecord | CompareRecord] = (
                     j.score(todo, progress=lambda n: bar.advance(task, n)) if kind == "score"
                     else j.compare(todo, progress=lambda n: bar.advance(task, n)))
@@ -152,8 +153,10 @@ def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
 @output_options(stdout=True)
 @click.option("--delta", default=0.0, show_default=True, type=Finite(min=0.0),
               help="Tie margin for likelihood and ppl aggregation.")
+@MAX_PAIRS_OPTION
 def compare(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
-            dry_run: bool, delta: float) -> None:
+            dry_run: bool, delta: float, max_pairs: int) -> None:
     """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
     judging.guard(items, {"--out": out})
-    _run("compare", readable_input(items), out, dry_run, skip_invalid, quiet, lambda: judging.make(delta=delta), fmt)
+    _run("compare", readable_input(items), out, dry_run, skip_invalid, quiet, lambda: judging.make(delta=delta), fmt,
+         max_pairs)

@@ -36,11 +36,21 @@ from .._adapters import iter_dataset
 from .._engine import Job
 from .._items import Item, Suite, load_suite
 from .._judge import Judge
-from .._outputs import check_outputs, readable_input, record_output
+from .._frames import is_parquet, require_parquet
+from .._outputs import check_outputs, readable_input, record_output, replacing
 from .._prompts import YES_NO, LabelSet
 from .._protocol import Question
 from .._store import Store, default_store_path
-from .._store_io import COLUMNS, import_file, is_gzip, open_read_only, output_row, when, write_export
+from .._store_io import (
+    COLUMNS,
+    import_file,
+    is_gzip,
+    open_read_only,
+    output_row,
+    when,
+    write_export,
+    write_parquet_export,
+)
 from ..backends import get_backend
 from ..errors import InputError, StoreError
 from ._common import is_utf8
@@ -152,6 +162,11 @@ def export(store: Path | None, out: Path | None, judge: str | None, backend: str
             write_export(path, out, where, params)
         except OSError as exc:
             raise click.ClickException(f"--out {out}: cannot be written: {exc.strerror or exc}") from None
+        return
+    if out is not None and is_parquet(out):
+        require_parquet()
+        with replacing(out, "--out", binary=True) as raw:  # a temporary file, renamed once complete
+            write_parquet_export(path, raw, where, params)
         return
     with _reading(path) as db, record_output(out, "--out") as fh:
         ascii_only = not is_utf8(fh)
