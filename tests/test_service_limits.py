@@ -363,14 +363,31 @@ def slow_mock(delay_s: float) -> MockBackend:
     return MockBackend("slow", script=script, keep_history=False)
 
 
+def many(items: int, responses: int) -> list[dict[str, Any]]:
+    return [{"id": f"q{i}", "question": f"Question {i}?",
+             "responses": [{"id": f"r{j}", "text": f"answer {i}.{j}"} for j in range(responses)]} for i in range(items)]
+
+
 BIG: dict[str, tuple[str, dict[str, Any]]] = {
-    "score": ("/v1/score", {"scale": 10, "items": [
-        {"id": f"q{i}", "question": f"Question {i}?", "responses": [{"id": f"r{j}", "text": f"answer {i}.{j}"}
-                                                                    for j in range(10)]} for i in range(60)]}),
-    "audit": ("/v1/audit", {"scales": [5], "ks": [3], "bootstrap": 0, "items": [
-        {"id": f"q{i}", "question": f"Question {i}?", "responses": [{"id": f"r{j}", "text": f"answer {i}.{j}"}
-                                                                    for j in range(4)]} for i in range(40)]}),
+    "score": ("/v1/score", {"scale": 10, "items": many(60, 10)}),
+    "audit": ("/v1/audit", {"scales": [5], "ks": [3], "bootstrap": 0, "items": many(40, 4)}),
+    # one item far larger than a chunk: taken in parts (responses, or pairs, at a time)
+    "one-item-score": ("/v1/score", {"scale": 10, "items": many(1, 600)}),
+    "one-item-compare": ("/v1/compare", {"items": many(1, 30)}),  # 435 pairs, 870 judgments
 }
+
+
+def served_alone(tmp_path: Path, path: str, body: dict[str, Any]) -> Any:
+    """What the library gives for ``body`` (the same mock, no delay): taking turns changes no number."""
+    from trustjudge import Judge, items_from_dicts
+
+    items = items_from_dicts(body["items"])
+    with Judge(MockBackend("slow", keep_history=False), store=tmp_path / "alone.sqlite",
+               scale=body.get("scale", 10)) as judge:
+        if path == "/v1/audit":
+            return judge.audit(items, scales=body["scales"], ks=body["ks"], bootstrap=0).report.to_dict()
+        records = judge.score(items) if path == "/v1/score" else judge.compare(items)
+        return {"records": [r.to_dict() for r in records]}
 
 
 @pytest.mark.parametrize("big", list(BIG))
@@ -398,6 +415,7 @@ def test_a_one_item_score_is_not_held_behind_a_long_request(tmp_path: Path, big:
         post("small", "/v1/score", SMALL)
         long.join(120)
     assert answers["small"].status_code == 200 and answers["big"].status_code == 200, answers
+    assert answers["big"].json() == json.loads(json.dumps(served_alone(tmp_path, path, body)))
     assert done["small"] < done["big"]
     waited, whole = done["small"] - asked, done["big"] - began
     assert waited < whole / 2, (waited, whole)
@@ -429,3 +447,22 @@ def test_the_real_judge_serves_a_request_at_the_limits_and_refuses_one_just_over
     records = r.json()["records"]
     assert [rec["response_id"] for rec in records] == ["r0", "r1", "r2"]
     assert all(rec["unscored"] is None and 1 <= rec["scores"]["trustjudge"] <= 5 for rec in records)
+
+
+@pytest.mark.parametrize("kind", ["score", "compare", "criteria", "checklist", "criteria-compare"])
+def test_an_item_taken_in_parts_gives_the_items_records_and_cost(tmp_path: Path, kind: str) -> None:
+    from trustjudge import Judge, items_from_dicts
+    from trustjudge._tasks import Cost
+
+    row = grounded_item(3, checklist=CHECKS, criteria=[CRITERION, {"name": "brevity", "description": "Short."}])
+    row["responses"] += [{"id": f"x{i}", "text": f"more {i}", "checklist": ["Own check?"] * (i % 2)}
+                         for i in range(5)]
+    (item,) = items_from_dicts([row])
+    with Judge("mock/hash", store=tmp_path / "s.sqlite") as judge:
+        task = {"score": judge.score_task(10), "compare": judge.compare_task(), "criteria": judge.criteria_task(),
+                "checklist": judge.checklist_task(), "criteria-compare": judge.criteria_compare_task()}[kind]
+        parts = task.parts(item, 5)
+        assert len(parts) > 1 and task.parts(item, task.size(item)) == [item]
+        assert sum((task.cost(p) for p in parts), Cost()) == task.cost(item)
+        whole = [r.to_dict() for r in judge.run(task, [item])]
+        assert [r.to_dict() for r in judge.run(task, parts)] == whole

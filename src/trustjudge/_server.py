@@ -438,7 +438,8 @@ class JudgeWorker:
     """Runs every judgment of a server in one thread, merging concurrent requests into one judge call.
 
     Requests take turns: each one's items are cut into chunks of about the judge's ``chunk_size``
-    judgments (whole items), and the worker runs one chunk of each request in progress in turn, taking
+    judgments (whole items, or parts of a larger item: :meth:`Task.parts`), and the worker runs one chunk
+    of each request in progress in turn, taking
     in new requests between chunks. A one-item score therefore waits for at most one chunk of each
     request ahead of it, not for the whole of a long audit (head-of-line blocking).
 
@@ -553,15 +554,18 @@ class JudgeWorker:
         return False
 
     def _chunks(self, task: Task, items: Sequence[Item]) -> Iterator[list[Item]]:
-        """Whole items, about ``chunk_size`` judgments at a time: one turn of the worker."""
+        """About ``chunk_size`` judgments at a time, one turn of the worker: whole items, and an item
+        larger than that in parts (:meth:`Task.parts`: responses, or pairs, at a time)."""
+        budget = self.judge.chunk_size
         chunk: list[Item] = []
         size = 0
         for item in items:
-            chunk.append(item)
-            size += task.size(item)
-            if size >= self.judge.chunk_size:
-                yield chunk
-                chunk, size = [], 0
+            for part in task.parts(item, budget) if task.size(item) > budget else (item,):
+                chunk.append(part)
+                size += task.size(part)
+                if size >= budget:
+                    yield chunk
+                    chunk, size = [], 0
         if chunk:
             yield chunk
 

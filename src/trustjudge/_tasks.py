@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from . import _aggregates as A
@@ -90,6 +90,33 @@ def shared_bytes(item: Item) -> int:
             + text_bytes(item.profile) + text_bytes(item.knowledge) + sum(map(text_bytes, item.evidence)))
 
 
+def by_responses(item: Item, size: int, per: Callable[[Response], int]) -> list[Item]:
+    """``item`` cut into items of consecutive responses, of about ``size`` judgments each (``per(r)`` for a
+    response); for a task whose judgments and records are each one response's, their records in order
+    are the item's."""
+    parts: list[Item] = []
+    group: list[Response] = []
+    n = 0
+    for r in item.responses:
+        group.append(r)
+        n += per(r)
+        if n >= size:
+            parts.append(replace(item, responses=tuple(group), pairs=None))
+            group, n = [], 0
+    if group:
+        parts.append(replace(item, responses=tuple(group), pairs=None))
+    return parts if len(parts) > 1 else [item]
+
+
+def by_pairs(item: Item, size: int, per_pair: int) -> list[Item]:
+    """``item`` cut into items of consecutive pairs (all responses kept), of about ``size`` judgments each."""
+    pairs = item.all_pairs()
+    step = max(1, size // max(1, per_pair))
+    if len(pairs) <= step:
+        return [item]
+    return [replace(item, pairs=pairs[i:i + step]) for i in range(0, len(pairs), step)]
+
+
 def _pair_bytes(item: Item) -> Iterator[int]:
     """Per pair of ``item``, the bytes of its two responses."""
     sizes = {r.id: text_bytes(r.text) for r in item.responses}
@@ -113,6 +140,11 @@ class Task(ABC):
     def count(self, item: Item) -> int:
         """How many records ``item`` gives (one per response unless a task says otherwise)."""
         return len(item.responses)
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        """``item`` as items of about ``size`` judgments each whose records, in order, are the item's (a
+        service takes turns by such parts). The default keeps the item whole."""
+        return [item]
 
     def cost(self, item: Item) -> Cost:
         """What ``item`` costs (:class:`Cost`). This default bounds it from :meth:`size`: every judgment
@@ -165,6 +197,9 @@ class ScoreTask(Task):
         n = len(item.responses)
         return Cost(n, n * shared_bytes(item) + sum(text_bytes(r.text) for r in item.responses),
                     n * self.scale.points)
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_responses(item, size, lambda r: 1)
 
     def question(self, item: Item, text: str, fmt: Format) -> Question | str:
         if not text.strip():
@@ -224,6 +259,9 @@ class CompareTask(Task):
         pairs = list(_pair_bytes(item))
         return Cost(2 * len(pairs), 2 * (len(pairs) * shared_bytes(item) + sum(pairs)),
                     2 * len(pairs) * len(VERDICT_LABELS))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_pairs(item, size, 2)
 
     def pair_questions(self, item: Item, pair: Pair, fmt: Format) -> tuple[Question | str, Question | str]:
         a, b = item.response(pair.first).text, item.response(pair.second).text
@@ -331,6 +369,10 @@ class CriteriaTask(Task):
         quoted = (n * k * shared_bytes(item) + k * sum(text_bytes(r.text) for r in item.responses)
                   + n * sum(text_bytes(criterion_text(c)) for c in criteria))
         return Cost(n * k, quoted, n * sum(self.points(c) for c in criteria))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        k = len(self.criteria_of(item))
+        return by_responses(item, size, lambda r: k)
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
@@ -453,6 +495,9 @@ class ChecklistTask(Task):
             quoted += len(checks) * (shared + text_bytes(r.text)) + check_bytes
         return Cost(judgments, quoted, judgments * len(self.labels.labels))
 
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_responses(item, size, lambda r: len(self.checks_of(item, r)))
+
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
         g = grounding(item)
@@ -558,6 +603,9 @@ class CriteriaCompareTask(Task):
         quoted = 2 * (p * k * shared_bytes(item) + k * sum(pairs) + p * sum(text_bytes(criterion_text(c))
                                                                             for c in criteria))
         return Cost(2 * p * k, quoted, 2 * p * k * len(self.labels))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_pairs(item, size, 2 * len(self.criteria_of(item)))
 
     @property
     def labels(self) -> tuple[str, ...]:
