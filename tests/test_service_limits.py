@@ -212,6 +212,10 @@ def fill(template: str, item: str | None = None) -> str:
     ("/v1/compare", fill('{"items": [ITEM], "delta": 1e999}'), ["body", "delta"], None, "delta", "1e999"),
     ("/v1/score", fill('{"items": [ITEM]}', raw_item('{"id": "a", "text": "x", "human_score": NaN}')),
      ["body", "items", 0, "responses", 0, "human_score"], 0, "responses[0].human_score", "NaN"),
+    ("/v1/score", fill('{"items": [ITEM]}', raw_item('{"id": "a", "text": "x"}, {"id": "b", "text": "y", '
+                                                    '"human_score": 1' + "0" * 400 + '}')),
+     ["body", "items", 0, "responses", 1, "human_score"], 0, "responses[1].human_score",
+     "1" + "0" * 39 + "... (401 characters)"),
     ("/v1/criteria", fill('{"items": [ITEM], "criteria": [{"name": "c", "description": "d", "weight": Infinity}]}'),
      ["body", "criteria", 0, "weight"], None, "criteria[0].weight", "Infinity"),
 ])

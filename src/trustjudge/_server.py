@@ -56,6 +56,7 @@ import logging
 import math
 import queue
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -792,10 +793,21 @@ def _finite_float(text: str) -> float | _NonFinite:
     return value if math.isfinite(value) else _NonFinite(text)
 
 
+def _float_sized_int(text: str) -> int | _NonFinite:
+    """An integer a float can hold (a number field takes either), else a non-finite number."""
+    if len(text) > 400:  # far beyond a float, and int() of a long text is slow
+        return _NonFinite(text)
+    value = int(text)
+    return value if abs(value) <= _FLOAT_MAX else _NonFinite(text)
+
+
+_FLOAT_MAX = int(sys.float_info.max)
+
+
 def _non_finite(body: bytes) -> dict[str, Any] | None:
     """The 422 problem naming the first non-finite number in a JSON body (``NaN``, ``Infinity``,
-    ``-Infinity``, or a number a float cannot hold, such as ``1e999``), or ``None``. Python's JSON parser,
-    which the routes use, reads them all as floats; JSON has no such numbers."""
+    ``-Infinity``, or a number a float cannot hold, such as ``1e999`` or a 400-digit integer), or ``None``.
+    Python's JSON parser, which the routes use, reads the first four as floats; JSON has no such numbers."""
     if not body:
         return None
     try:
@@ -804,7 +816,7 @@ def _non_finite(body: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         pass  # one of those, or something else it refuses (a lone surrogate, a huge integer, not JSON)
     try:
-        doc = json.loads(body, parse_constant=_NonFinite, parse_float=_finite_float)
+        doc = json.loads(body, parse_constant=_NonFinite, parse_float=_finite_float, parse_int=_float_sized_int)
     except (ValueError, RecursionError):
         return None  # not JSON: the route reports that
     stack: list[tuple[tuple[str | int, ...], Any]] = [((), doc)]
@@ -822,7 +834,11 @@ def _non_finite(body: bytes) -> dict[str, Any] | None:
     rest = path[2:] if item is not None else path
     name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest).lstrip(".") or None
     return {"type": "non_finite_number", "loc": ["body", *path],
-            "msg": f"must be a finite number, got {value.text}", "item": item, "field": name}
+            "msg": f"must be a finite number, got {_shown(value.text)}", "item": item, "field": name}
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 # -- errors -----------------------------------------------------------------------------------------
