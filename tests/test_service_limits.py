@@ -76,6 +76,12 @@ def claims_bytes() -> int:  # each given claim is verified against the whole evi
     return sum(sum(map(b, EVIDENCE)) + b(c) for claims in CLAIMS for c in claims)
 
 
+def extracted_claims_bytes() -> int:
+    # an upper bound: each response's extraction (question and response), then 32 claims (max_claims) as
+    # long together as the response, each verified against the whole evidence
+    return sum(b(QUESTION) + b(t) + 32 * sum(map(b, EVIDENCE)) + b(t) for t in TEXTS)
+
+
 def claims_item() -> dict[str, Any]:
     item = grounded_item()
     for response, claims in zip(item["responses"], CLAIMS):
@@ -89,6 +95,7 @@ CASES: dict[str, tuple[str, dict[str, Any], Callable[[], int]]] = {
     "checklist": ("/v1/checklist", {"items": [grounded_item(checklist=CHECKS)]}, checklist_bytes),
     "criteria": ("/v1/criteria", {"items": [grounded_item(criteria=[CRITERION])]}, criteria_bytes),
     "claims": ("/v1/claims", {"items": [claims_item()]}, claims_bytes),
+    "extracted-claims": ("/v1/claims", {"items": [grounded_item()]}, extracted_claims_bytes),
     "audit": ("/v1/audit", {"items": [grounded_item()], "scales": [5], "ks": [3], "bootstrap": 0},
               lambda: score_bytes() + compare_bytes()),
 }
