@@ -343,24 +343,31 @@ def test_a_trickled_body_gets_408_at_the_request_deadline(tmp_path: Path) -> Non
 def test_requests_in_progress_are_limited_per_address_and_in_all(tmp_path: Path) -> None:
     app = create_app("mock/hash", store_path=tmp_path / "s.sqlite", max_connections=3, max_requests_per_address=2)
     with time_limit(90), serving_as_cli(app, timeout_s=20) as port:
+        load = app.state.in_progress
+
+        def wait_for(active: int) -> None:  # until the server has the held requests' heads
+            deadline = time.monotonic() + 20
+            while load.active != active and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert load.active == active
+
         held = [hold_request(port), hold_request(port)]
         try:
-            time.sleep(0.3)
+            wait_for(2)
             status, text = status_of(port, "POST", "/v1/score", body=SMALL)
             assert status == 429 and "(--max-requests-per-address) is 2" in text
             assert status_of(port, "POST", "/v1/score", "127.0.0.2", SMALL)[0] == 200  # another address is served
             held.append(hold_request(port, "127.0.0.2"))
-            time.sleep(0.3)
+            wait_for(3)
             status, text = status_of(port, "POST", "/v1/score", "127.0.0.3", SMALL)
             assert status == 503 and "--max-connections" in text and "is 3" in text
             assert status_of(port, "GET", "/healthz", "127.0.0.3")[0] == 200  # liveness is never refused for load
         finally:
             for s in held:
                 s.close()
-        deadline = time.monotonic() + 10
-        while (status := status_of(port, "POST", "/v1/score", body=SMALL)[0]) != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)  # the server frees the slots when it sees the clients go
-        assert status == 200
+        wait_for(0)  # the server frees the slots when it sees the clients go
+        assert load.by_address == {}
+        assert status_of(port, "POST", "/v1/score", body=SMALL)[0] == 200
 
 
 # -- a small request is not held behind a long one -----------------------------------------------------

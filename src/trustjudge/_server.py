@@ -101,7 +101,7 @@ from .errors import (
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS",
            "DEFAULT_MAX_LABELS", "DEFAULT_MAX_PER_ADDRESS", "DEFAULT_MAX_PROMPT_BYTES", "DEFAULT_REQUEST_DEADLINE_S",
-           "JudgeWorker", "WorkerStats", "create_app", "uvicorn_options"]
+           "InProgress", "JudgeWorker", "WorkerStats", "create_app", "uvicorn_options"]
 
 log = logging.getLogger("trustjudge.server")
 
@@ -360,6 +360,8 @@ class Stats(BaseModel):
     judgments: int = Field(description="Records returned.")
     model_calls: int
     from_store: int
+    in_progress: int = Field(description="Requests in progress (receiving their body, waiting or judged), this one "
+                                         "included.")
 
 
 class ProblemOut(BaseModel):
@@ -616,6 +618,16 @@ class JudgeWorker:
 # -- security and size limits ---------------------------------------------------------------------
 
 
+@dataclass
+class InProgress:
+    """Requests in progress (receiving their body, waiting or judged), in all and per client address.
+
+    Written by the middleware on the server's one event loop only: no lock needed."""
+
+    active: int = 0
+    by_address: dict[str, int] = field(default_factory=dict)
+
+
 class _Guard:
     """ASGI middleware, before any route reads the body: API keys, the requests in progress (in all and
     per client address), the body's size and deadline, and non-finite numbers in the JSON.
@@ -630,7 +642,8 @@ class _Guard:
     def __init__(self, app: ASGIApp, *, keys: Sequence[str], max_body_bytes: int,
                  body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
                  request_deadline_s: float = DEFAULT_REQUEST_DEADLINE_S,
-                 max_requests: int = DEFAULT_MAX_CONNECTIONS, max_per_address: int = DEFAULT_MAX_PER_ADDRESS) -> None:
+                 max_requests: int = DEFAULT_MAX_CONNECTIONS, max_per_address: int = DEFAULT_MAX_PER_ADDRESS,
+                 in_progress: InProgress | None = None) -> None:
         self.app = app
         self.keys = tuple(k.encode() for k in keys)
         self.max_body = max_body_bytes
@@ -638,9 +651,7 @@ class _Guard:
         self.request_deadline_s = request_deadline_s
         self.max_requests = max_requests
         self.max_per_address = max_per_address
-        # Requests in progress. The middleware runs on the server's one event loop: no lock needed.
-        self.active = 0
-        self.by_address: dict[str, int] = {}
+        self.load = in_progress if in_progress is not None else InProgress()
 
     async def _receive(self, receive: Receive, deadline: float) -> Message | None:
         """The next body message, or ``None`` when the client sends nothing for ``body_timeout_s`` or the
@@ -706,12 +717,13 @@ class _Guard:
         client = scope.get("client")
         address = str(client[0]) if client else ""
         busy = None
-        if self.active >= self.max_requests:
-            busy = JSONResponse({"detail": f"server busy: {self.active:,} requests in progress, the limit "
+        load = self.load
+        if load.active >= self.max_requests:
+            busy = JSONResponse({"detail": f"server busy: {load.active:,} requests in progress, the limit "
                                            f"(--max-connections) is {self.max_requests:,}; retry later"},
                                 status_code=503)
-        elif self.by_address.get(address, 0) >= self.max_per_address:
-            busy = JSONResponse({"detail": f"too many requests from {address}: {self.by_address[address]:,} in "
+        elif load.by_address.get(address, 0) >= self.max_per_address:
+            busy = JSONResponse({"detail": f"too many requests from {address}: {load.by_address[address]:,} in "
                                            "progress, the limit per client address (--max-requests-per-address) "
                                            f"is {self.max_per_address:,}; retry later"}, status_code=429)
         if busy is not None:
@@ -720,17 +732,17 @@ class _Guard:
             busy.headers.update({"retry-after": "1", "connection": "close"})
             await busy(scope, receive, send)
             return
-        self.active += 1
-        self.by_address[address] = self.by_address.get(address, 0) + 1
+        load.active += 1
+        load.by_address[address] = load.by_address.get(address, 0) + 1
         try:
             await self._serve(scope, receive, send)
         finally:
-            self.active -= 1
-            left = self.by_address[address] - 1
+            load.active -= 1
+            left = load.by_address[address] - 1
             if left:
-                self.by_address[address] = left
+                load.by_address[address] = left
             else:
-                del self.by_address[address]
+                del load.by_address[address]
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Read the body (size limit, deadline, finite numbers), then run the app on it."""
@@ -1001,7 +1013,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
 
     Returns:
         The FastAPI app; ``app.state.worker`` is its :class:`JudgeWorker` (``.stats`` counts requests
-        and judge calls), ``app.state.judge`` its judge.
+        and judge calls), ``app.state.judge`` its judge, ``app.state.in_progress`` its
+        :class:`InProgress` requests.
 
     Raises:
         ConfigError: A bad option, limit or judge name.
@@ -1041,9 +1054,10 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     app.state.worker = worker
     limits = _Limits(max_items, max_judgments, max_prompt_bytes, max_labels)
     app.state.limits = limits
+    app.state.in_progress = in_progress = InProgress()
     app.add_middleware(_Guard, keys=tuple(api_keys), max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s,
                        request_deadline_s=request_deadline_s, max_requests=max_connections,
-                       max_per_address=max_requests_per_address)
+                       max_per_address=max_requests_per_address, in_progress=in_progress)
     _install_error_handlers(app)
     default_protocol = protocol
 
@@ -1057,7 +1071,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         """Request, batch and model-call counters since the server started."""
         engine = judge._engine
         return {**asdict(worker.stats), "model_calls": engine.stats.model_calls if engine else 0,
-                "from_store": engine.stats.from_store if engine else 0}
+                "from_store": engine.stats.from_store if engine else 0, "in_progress": in_progress.active}
 
     @app.post("/v1/score", response_model=ScoreResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
