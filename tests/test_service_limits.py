@@ -484,3 +484,37 @@ def test_an_item_taken_in_parts_gives_the_items_records_and_cost(tmp_path: Path,
         assert sum((task.cost(p) for p in parts), Cost()) == task.cost(item)
         whole = [r.to_dict() for r in judge.run(task, [item])]
         assert [r.to_dict() for r in judge.run(task, parts)] == whole
+
+
+@pytest.mark.model
+def test_with_the_real_judge_a_one_item_score_is_not_held_behind_a_long_score(tmp_path: Path) -> None:
+    import importlib.util
+
+    from .test_server import serving
+
+    judge = "llamacpp/smollm2-135m" if importlib.util.find_spec("llama_cpp") else "hf/smollm2-135m"
+    app = create_app(judge, store_path=tmp_path / "s.sqlite", chunk_size=4)
+    engine = lambda: app.state.judge._engine  # noqa: E731 - made by the worker on its first chunk
+    done: dict[str, float] = {}
+    answers: dict[str, httpx.Response] = {}
+    with time_limit(600), serving(app) as url:
+
+        def post(name: str, body: dict[str, Any]) -> None:
+            with httpx.Client(base_url=url, timeout=600) as c:
+                answers[name] = c.post("/v1/score", json=body)
+            done[name] = time.monotonic()
+
+        long = threading.Thread(target=post, args=("big", {"scale": 5, "items": many(8, 4)}))  # 32 judgments
+        began = time.monotonic()
+        long.start()
+        while engine() is None or engine().stats.model_calls == 0:
+            time.sleep(0.01)
+        asked = time.monotonic()
+        post("small", SMALL)
+        long.join(600)
+    assert answers["small"].status_code == 200 and answers["big"].status_code == 200
+    assert done["small"] < done["big"]
+    waited, whole = done["small"] - asked, done["big"] - began
+    print(f"one-item score answered in {waited:.2f} s behind a long score of {whole:.2f} s")
+    assert waited < whole / 2
+    assert 1 <= answers["small"].json()["records"][0]["scores"]["trustjudge"] <= 5
