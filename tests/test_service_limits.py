@@ -329,18 +329,19 @@ def test_a_trickled_body_gets_408_at_the_request_deadline(tmp_path: Path) -> Non
                   b"Content-Length: 200\r\n\r\n")
         began = time.monotonic()
         answer = b""
-        for _ in range(200):  # one byte every 0.25 s: never silent for the 3 s idle timeout
-            if select.select([s], [], [], 0.25)[0]:
-                took = time.monotonic() - began
-                while chunk := s.recv(65536):  # the answer closes the connection
-                    answer += chunk
-                break
-            s.sendall(b" ")
-        else:
-            took = time.monotonic() - began
-    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-    assert b"--request-deadline" in answer
-    assert 1.4 < took < 5
+        took = math.inf
+        try:
+            for _ in range(200):  # one byte every 0.25 s: never silent for the 3 s idle timeout
+                if select.select([s], [], [], 0.25)[0]:
+                    took = time.monotonic() - began
+                    break
+                s.sendall(b" ")
+            while chunk := s.recv(65536):  # the answer closes the connection
+                answer += chunk
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a byte of ours crossed the server's close: what it sent before is in `answer`
+    assert answer.startswith(b"HTTP/1.1 408") and b"--request-deadline" in answer, (took, answer[:300])
+    assert 1.4 < took < 5, (took, answer[:300])
 
 
 def test_requests_in_progress_are_limited_per_address_and_in_all(tmp_path: Path) -> None:
