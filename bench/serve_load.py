@@ -59,7 +59,9 @@ def request_body(client: int, n: int, scale: int) -> dict[str, Any]:
 def start_server(judge: str, store: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     """Start ``trustjudge serve`` as a subprocess and wait until /healthz answers."""
     cmd = [sys.executable, "-m", "trustjudge.cli", "serve", "--judge", judge, "--store", str(store),
-           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+           # every client is on loopback: one address (the default allows 16 requests in progress per address)
+           "--max-requests-per-address", str(MAX_CLIENTS)]
     env = {**os.environ, "TRUSTJUDGE_API_KEYS": ""}
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -774,7 +774,7 @@ def test_f36_a_client_that_never_finishes_its_request_head_is_disconnected(tmp_p
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    options = uvicorn_options(timeout_s=1.0, max_connections=8)
+    options = uvicorn_options(timeout_s=1.0)
     options.pop("workers")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", **options))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

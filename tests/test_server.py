@@ -242,10 +242,10 @@ def test_cli_defaults_match_the_server() -> None:
     from trustjudge import _server
     from trustjudge.cli import _serve as _cli_serve
 
-    assert (_cli_serve.DEFAULT_MAX_BODY_BYTES, _cli_serve.DEFAULT_MAX_ITEMS, _cli_serve.DEFAULT_MAX_JUDGMENTS,
-            _cli_serve.DEFAULT_BODY_TIMEOUT_S) == (
-        _server.DEFAULT_MAX_BODY_BYTES, _server.DEFAULT_MAX_ITEMS, _server.DEFAULT_MAX_JUDGMENTS,
-        _server.DEFAULT_BODY_TIMEOUT_S)
+    names = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "DEFAULT_MAX_PROMPT_BYTES",
+             "DEFAULT_MAX_LABELS", "DEFAULT_BODY_TIMEOUT_S", "DEFAULT_REQUEST_DEADLINE_S", "DEFAULT_MAX_CONNECTIONS",
+             "DEFAULT_MAX_PER_ADDRESS"]
+    assert [getattr(_cli_serve, n) for n in names] == [getattr(_server, n) for n in names]
 
 
 def test_refuses_public_address_without_key() -> None:

@@ -43,7 +43,7 @@ from ._prompts import (
 )
 from ._protocol import Question, Sampling, ask
 from ._schema import ClaimResult, ClaimsRecord
-from ._tasks import Format, Task
+from ._tasks import Cost, Format, Task, text_bytes
 from .backends import Backend, GenerateRequest
 from .errors import BackendError, InputError
 
@@ -112,6 +112,34 @@ class ClaimsTask(Task):
             n = len(r.claims) if r.claims is not None else self.max_claims
             total += n * (1 + (gold if self.match else 0))
         return total
+
+    def cost(self, item: Item) -> Cost:
+        """An upper bound where claims are extracted: ``max_claims`` claims per response (and per reference),
+        each quoting the whole evidence, their texts together as long as what they were extracted from.
+        Extraction prompts (question, context and the response) count their bytes but no labels."""
+        evidence = evidence_of(item)
+        ev = text_bytes(evidence.knowledge) + sum(map(text_bytes, evidence.evidence))
+        asked = text_bytes(item.question) + text_bytes(item.context)
+        quoted = 0
+        gold_n, gold_bytes = 0, 0
+        if self.match:
+            if item.gold_claims is not None:
+                gold_n, gold_bytes = len(item.gold_claims), sum(map(text_bytes, item.gold_claims))
+            elif item.reference:
+                gold_n, gold_bytes = self.max_claims, text_bytes(item.reference)
+                quoted += asked + gold_bytes  # the reference's extraction
+        judgments = labels = 0
+        for r in item.responses:
+            if r.claims is not None:
+                n, claim_bytes = len(r.claims), sum(text_bytes(c.text) for c in r.claims)
+            else:
+                n, claim_bytes = self.max_claims, text_bytes(r.text)
+                quoted += asked + claim_bytes  # the response's extraction
+            quoted += n * ev + claim_bytes  # verification: the evidence, then the claim
+            quoted += gold_n * claim_bytes + n * gold_bytes  # matching: every (gold, claim) pair
+            judgments += n * (1 + gold_n)
+            labels += n * len(self.labels.labels) + n * gold_n * len(YES_NO.labels)
+        return Cost(judgments, quoted, labels)
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         raise TypeError("claims run in stages: use Judge.run or Judge.claims")

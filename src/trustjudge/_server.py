@@ -21,17 +21,24 @@ Errors: every error body has a ``detail``. A 422 lists problems as
 (``["body", "items", 3, "responses", 0, "text"]``; list indexes 0-based), ``item`` the 0-based index
 of the bad item (``null`` when the problem is not one item's) and ``field`` the library's field name
 (``responses[0].text``). Request-schema problems (``"scale": 7``) use the same shape with ``item``
-and ``field`` null. Other errors are ``{"detail": "message"}``: 400 bad option, 401 missing or
-wrong key, 408 body not sent in time, 413 body, item count or judgments over the limit, 501 ranking
-unavailable, 503 backend failure or store full, 500 anything unexpected (the traceback goes to the
-server log only).
+and ``field`` null; a non-finite number anywhere in the body (``NaN``, ``Infinity``, ``1e999``) is a 422
+of type ``non_finite_number``. Other errors are ``{"detail": "message"}``: 400 bad option, 401 missing or
+wrong key, 408 body not sent in time, 413 body, items, judgments, prompt bytes or labels over the limit
+(the message names the limit and its ``trustjudge serve`` option), 429 too many requests in progress from
+one address, 501 ranking unavailable, 503 backend failure, store full or server busy, 500 anything
+unexpected (the traceback goes to the server log only).
+
+What one request may cost is checked before anything is judged: its items, its judgments (prompts), the
+bytes of text quoted into those prompts (a text counts once per prompt it is in) and the labels they read
+(:meth:`trustjudge._tasks.Task.cost`).
 
 Batching: the judge runs in one worker thread (torch models are not thread-safe). Requests wait in
-a queue; each time the worker is free it takes every request waiting at that moment (after an
-optional ``batch_wait_s`` pause) and merges those of the same task (kind and options) into one judge call
-(one engine run, sharing prompt batches and the store), then hands each request its own slice of the
-records. Slices are cut by position (the judge emits records in input order), so concurrent
-requests may reuse item ids freely.
+a queue; the worker takes every request waiting (after an optional ``batch_wait_s`` pause when it was
+idle) and merges those of the same task (kind and options) into one job (sharing prompt batches and
+the store), then hands each request its own slice of the records. Slices are cut by position (the
+judge emits records in input order), so concurrent requests may reuse item ids freely. Jobs take
+turns, one chunk of about ``chunk_size`` judgments each (:class:`JudgeWorker`), so a small request is
+not held behind a long one.
 
 Run ``python -m trustjudge._server --write-openapi docs/openapi.json`` to regenerate the committed
 OpenAPI schema.
@@ -46,17 +53,21 @@ import hmac
 import importlib
 import json
 import logging
+import math
 import queue
 import re
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -75,7 +86,7 @@ from ._schema import (
     CriteriaRecord,
     ScoreRecord,
 )
-from ._tasks import Task
+from ._tasks import Cost, Task
 from ._store import Store
 from .backends import Backend
 from .errors import (
@@ -88,15 +99,25 @@ from .errors import (
     TrustJudgeError,
 )
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "JudgeWorker", "WorkerStats",
-           "create_app", "uvicorn_options"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS",
+           "DEFAULT_MAX_LABELS", "DEFAULT_MAX_PER_ADDRESS", "DEFAULT_MAX_PROMPT_BYTES", "DEFAULT_REQUEST_DEADLINE_S",
+           "InProgress", "JudgeWorker", "WorkerStats", "create_app", "uvicorn_options"]
 
 log = logging.getLogger("trustjudge.server")
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 1000
 DEFAULT_MAX_JUDGMENTS = 10_000
+# Quoted text summed over a request's prompts: 8 bodies' worth (about 16M tokens). The review's 6.3 MB
+# checklist (7 passages of 0.9 MB quoted into 300 prompts) asked 1.9 GB and held the judge for 322 s.
+DEFAULT_MAX_PROMPT_BYTES = 64 * 1024 * 1024
+# Labels read over a request's judgments: the judgment limit times the largest built-in label set (1-100),
+# so only a request's own label set (checklist "labels") can reach it first.
+DEFAULT_MAX_LABELS = 1_000_000
 DEFAULT_BODY_TIMEOUT_S = 30.0
+DEFAULT_REQUEST_DEADLINE_S = 60.0
+DEFAULT_MAX_CONNECTIONS = 64
+DEFAULT_MAX_PER_ADDRESS = 16
 DRAIN_LIMIT_BYTES = 64 * 1024 * 1024
 API_VERSION = "1.0.0"
 OPEN_PATHS = frozenset({"/healthz"})
@@ -196,7 +217,7 @@ _ITEMS_DOC = "Items with the schema of one JSONL line; validated by the library 
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ScoreRequest(_Body):
@@ -339,6 +360,8 @@ class Stats(BaseModel):
     judgments: int = Field(description="Records returned.")
     model_calls: int
     from_store: int
+    in_progress: int = Field(description="Requests in progress (receiving their body, waiting or judged), this one "
+                                         "included.")
 
 
 class ProblemOut(BaseModel):
@@ -367,9 +390,12 @@ class ErrorOut(BaseModel):
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "Bad option"},
     401: {"model": ErrorOut, "description": "Missing or wrong API key (when the server has keys)"},
-    413: {"model": ErrorOut, "description": "Body, item count or judgment count over the server's limit"},
-    422: {"model": ValidationErrorOut, "description": "Invalid request or item"},
-    503: {"model": ErrorOut, "description": "The judge backend failed"},
+    408: {"model": ErrorOut, "description": "Body not sent in time (--timeout idle, --request-deadline in all)"},
+    413: {"model": ErrorOut, "description": "Body, items, judgments, prompt bytes or labels over the server's "
+                                            "limit (the message names it)"},
+    422: {"model": ValidationErrorOut, "description": "Invalid request or item (a non-finite number included)"},
+    429: {"model": ErrorOut, "description": "Too many requests in progress from this address"},
+    503: {"model": ErrorOut, "description": "The judge backend failed, the store is full, or the server is busy"},
 }
 
 
@@ -402,8 +428,23 @@ class _Request:
         return self.task  # frozen: equal tasks (kind and options) merge
 
 
+@dataclass
+class _Job:
+    """The work of one group of merged requests: ``steps`` runs one chunk per ``next()`` and returns
+    each request's result when done."""
+
+    group: list[_Request]
+    steps: Generator[None, None, list[Any]]
+
+
 class JudgeWorker:
     """Runs every judgment of a server in one thread, merging concurrent requests into one judge call.
+
+    Requests take turns: each one's items are cut into chunks of about the judge's ``chunk_size``
+    judgments (whole items, or parts of a larger item: :meth:`Task.parts`), and the worker runs one chunk
+    of each request in progress in turn, taking
+    in new requests between chunks. A one-item score therefore waits for at most one chunk of each
+    request ahead of it, not for the whole of a long audit (head-of-line blocking).
 
     Args:
         judge: The server's judge; every request's task runs on it (one backend, one store).
@@ -454,59 +495,114 @@ class JudgeWorker:
         return await asyncio.wrap_future(request.future)
 
     def _loop(self) -> None:
+        jobs: deque[_Job] = deque()
         stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                return
-            if self._wait:
-                time.sleep(self._wait)
-            requests = [first]
-            while True:
+        while True:
+            arrived: list[_Request] = []
+            if not jobs:
+                if stopping:
+                    return
+                first = self._queue.get()  # idle: wait for work
+                if first is None:
+                    return
+                if self._wait:
+                    time.sleep(self._wait)
+                arrived.append(first)
+            while True:  # take in whatever arrived meanwhile (between two chunks when busy)
                 try:
                     request = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if request is None:
                     stopping = True
-                    break
-                requests.append(request)
+                else:
+                    arrived.append(request)
             groups: dict[Any, list[_Request]] = {}
-            for request in requests:
+            for request in arrived:
                 if request.future.set_running_or_notify_cancel():  # False: the client went away
                     groups.setdefault(request.group, []).append(request)
             for group in groups.values():
-                self._run_group(group)
+                self._begin(group, jobs, first=False)
+            if jobs:
+                job = jobs.popleft()
+                if self._advance(job, jobs):
+                    jobs.append(job)  # the back of the line: every other request runs a chunk first
 
-    def _run_group(self, group: list[_Request]) -> None:
+    def _begin(self, group: list[_Request], jobs: deque[_Job], *, first: bool) -> None:
+        """Start a job for ``group`` (it does no judging before its first turn) and line it up."""
+        job = _Job(group, self._steps(group))
+        if self._advance(job, jobs):
+            if first:
+                jobs.appendleft(job)
+            else:
+                jobs.append(job)
+
+    def _advance(self, job: _Job, jobs: deque[_Job]) -> bool:
+        """Run the job's next step; hand out its results when it is done. Whether it has more to do."""
         try:
-            results = self._run(group)
+            next(job.steps)
+            return True
+        except StopIteration as done:
+            for request, result in zip(job.group, done.value):
+                request.future.set_result(result)
         except Exception as exc:  # noqa: BLE001 - handed to the waiting requests; the handlers map it to a status
-            if len(group) > 1 and not isinstance(exc, BackendUnavailable):
-                # One request's problem must not fail the requests merged with it: run each apart
+            if len(job.group) > 1 and not isinstance(exc, BackendUnavailable):
+                # One request's problem must not fail the requests merged with it: run each apart, first
                 # (what the merged run finished is in the store, so nothing is judged twice).
-                for task in group:
-                    self._run_group([task])
-                return
-            for task in group:
-                task.future.set_exception(exc)
-            return
-        for task, result in zip(group, results):
-            task.future.set_result(result)
+                for request in reversed(job.group):
+                    self._begin([request], jobs, first=True)
+            else:
+                for request in job.group:
+                    request.future.set_exception(exc)
+        return False
 
-    def _run(self, group: list[_Request]) -> list[Any]:
+    def _chunks(self, task: Task, items: Sequence[Item]) -> Iterator[list[Item]]:
+        """About ``chunk_size`` judgments at a time, one turn of the worker: whole items, and an item
+        larger than that in parts (:meth:`Task.parts`: responses, or pairs, at a time)."""
+        budget = self.judge.chunk_size
+        chunk: list[Item] = []
+        size = 0
+        for item in items:
+            for part in task.parts(item, budget) if task.size(item) > budget else (item,):
+                chunk.append(part)
+                size += task.size(part)
+                if size >= budget:
+                    yield chunk
+                    chunk, size = [], 0
+        if chunk:
+            yield chunk
+
+    def _steps(self, group: list[_Request]) -> Generator[None, None, list[Any]]:
+        """The group's work, pausing (``yield``) before each chunk: the worker's turns."""
+        yield  # nothing runs before the job's first turn
         head = group[0]
         self.stats.requests += len(group)
         self.stats.engine_runs += 1
         if len(group) > 1:
             self.stats.merged_requests += len(group)
         if head.task is None:
-            return [self.judge.audit(head.items, **head.options).report.to_dict()]
+            # An audit judges in turns what its report needs, then builds the report from the store.
+            options = head.options
+            protocol = options.get("protocol")
+            phases: list[tuple[Task, list[Item]]] = [
+                (self.judge.score_task(points, protocol), head.items) for points in options.get("scales", (5, 100))]
+            phases.append((self.judge.compare_task(protocol), [it for it in head.items if len(it.responses) >= 2]))
+            for n, (task, items) in enumerate(phases):
+                for k, chunk in enumerate(self._chunks(task, items)):
+                    if n or k:
+                        yield
+                    for _ in self.judge.run(task, chunk):
+                        pass
+            return [self.judge.audit(head.items, **options).report.to_dict()]
         task = head.task
         merged = [item for request in group for item in request.items]
         counts = [sum(task.count(it) for it in request.items) for request in group]
         expected = [it.id for it in merged for _ in range(task.count(it))]
-        records = [r.to_dict() for r in self.judge.run(task, merged)]
+        records: list[dict[str, Any]] = []
+        for k, chunk in enumerate(self._chunks(task, merged)):
+            if k:
+                yield
+            records.extend(r.to_dict() for r in self.judge.run(task, chunk))
         if [r["item_id"] for r in records] != expected:
             # slicing by position relies on input order: never hand out someone else's records
             raise RuntimeError("judge records are not in input order; cannot split a merged batch")
@@ -522,34 +618,67 @@ class JudgeWorker:
 # -- security and size limits ---------------------------------------------------------------------
 
 
+@dataclass
+class InProgress:
+    """Requests in progress (receiving their body, waiting or judged), in all and per client address.
+
+    Written by the middleware on the server's one event loop only: no lock needed."""
+
+    active: int = 0
+    by_address: dict[str, int] = field(default_factory=dict)
+
+
 class _Guard:
-    """ASGI middleware: API keys, then the body size limit, before any route reads the body.
+    """ASGI middleware, before any route reads the body: API keys, the requests in progress (in all and
+    per client address), the body's size and deadline, and non-finite numbers in the JSON.
 
     The body is read here (so that a chunked body over the limit is refused as it streams) and
-    replayed to the app.
+    replayed to the app. Only requests count against the limits on requests in progress: a connection
+    still sending its request head, or idle between requests, is not counted (the head deadline of
+    :func:`uvicorn_options` and uvicorn's keep-alive timeout close those), so slow clients cannot make
+    ``/healthz`` or anyone else's request fail. ``/healthz`` is never refused for load.
     """
 
     def __init__(self, app: ASGIApp, *, keys: Sequence[str], max_body_bytes: int,
-                 body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> None:
+                 body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+                 request_deadline_s: float = DEFAULT_REQUEST_DEADLINE_S,
+                 max_requests: int = DEFAULT_MAX_CONNECTIONS, max_per_address: int = DEFAULT_MAX_PER_ADDRESS,
+                 in_progress: InProgress | None = None) -> None:
         self.app = app
         self.keys = tuple(k.encode() for k in keys)
         self.max_body = max_body_bytes
         self.body_timeout_s = body_timeout_s
+        self.request_deadline_s = request_deadline_s
+        self.max_requests = max_requests
+        self.max_per_address = max_per_address
+        self.load = in_progress if in_progress is not None else InProgress()
 
-    async def _receive(self, receive: Receive) -> Message | None:
-        """The next body message, or ``None`` when the client sends nothing for ``body_timeout_s``."""
+    async def _receive(self, receive: Receive, deadline: float) -> Message | None:
+        """The next body message, or ``None`` when the client sends nothing for ``body_timeout_s`` or the
+        body's deadline passes."""
+        wait = min(self.body_timeout_s, deadline - asyncio.get_running_loop().time())
+        if wait <= 0:
+            return None
         try:
-            return await asyncio.wait_for(receive(), self.body_timeout_s)
+            return await asyncio.wait_for(receive(), wait)
         except asyncio.TimeoutError:
             return None
 
-    async def _refuse(self, response: JSONResponse, scope: Scope, receive: Receive, send: Send,
+    def _too_slow(self, deadline: float) -> JSONResponse:
+        if asyncio.get_running_loop().time() >= deadline:
+            detail = (f"request body not received within the deadline of {self.request_deadline_s:g} s "
+                      "(--request-deadline)")
+        else:
+            detail = f"request body not received: nothing sent for {self.body_timeout_s:g} s (--timeout)"
+        return JSONResponse({"detail": detail}, status_code=408, headers={"connection": "close"})
+
+    async def _refuse(self, response: JSONResponse, scope: Scope, receive: Receive, send: Send, deadline: float,
                       more: bool = True) -> None:
-        """Answer with ``response`` after reading what is left of the body (up to a cap), so that the
-        client reads the answer instead of a connection reset."""
+        """Answer with ``response`` after reading what is left of the body (up to a cap and the body's
+        deadline), so that the client reads the answer instead of a connection reset."""
         drained = 0
         while more and drained <= DRAIN_LIMIT_BYTES:
-            message = await self._receive(receive)
+            message = await self._receive(receive, deadline)
             if message is None or message["type"] == "http.disconnect":
                 break
             drained += len(message.get("body", b""))
@@ -582,6 +711,42 @@ class _Guard:
                                           "or 'X-API-Key: <key>'"}, status_code=401,
                                headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
+        if scope["path"] in OPEN_PATHS:
+            await self._serve(scope, receive, send)
+            return
+        client = scope.get("client")
+        address = str(client[0]) if client else ""
+        busy = None
+        load = self.load
+        if load.active >= self.max_requests:
+            busy = JSONResponse({"detail": f"server busy: {load.active:,} requests in progress, the limit "
+                                           f"(--max-connections) is {self.max_requests:,}; retry later"},
+                                status_code=503)
+        elif load.by_address.get(address, 0) >= self.max_per_address:
+            busy = JSONResponse({"detail": f"too many requests from {address}: {load.by_address[address]:,} in "
+                                           "progress, the limit per client address (--max-requests-per-address) "
+                                           f"is {self.max_per_address:,}; retry later"}, status_code=429)
+        if busy is not None:
+            # Answered at once without reading the body (reading it would hold the connection as long as a
+            # request in progress, uncounted): the connection closes after the answer.
+            busy.headers.update({"retry-after": "1", "connection": "close"})
+            await busy(scope, receive, send)
+            return
+        load.active += 1
+        load.by_address[address] = load.by_address.get(address, 0) + 1
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            load.active -= 1
+            left = load.by_address[address] - 1
+            if left:
+                load.by_address[address] = left
+            else:
+                del load.by_address[address]
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the body (size limit, deadline, finite numbers), then run the app on it."""
+        deadline = asyncio.get_running_loop().time() + self.request_deadline_s
         too_big = JSONResponse({"detail": f"request body over the limit of {self.max_body:,} bytes"},
                                status_code=413)
         length = dict(scope.get("headers", ())).get(b"content-length")
@@ -592,28 +757,31 @@ class _Guard:
                 await JSONResponse({"detail": "invalid Content-Length"}, status_code=400)(scope, receive, send)
                 return
             if declared > self.max_body:
-                await self._refuse(too_big, scope, receive, send)
+                await self._refuse(too_big, scope, receive, send, deadline)
                 return
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await self._receive(receive)
+            message = await self._receive(receive, deadline)
             if message is None:
-                slow = JSONResponse({"detail": f"request body not received within {self.body_timeout_s:g} s"},
-                                    status_code=408, headers={"connection": "close"})
-                await slow(scope, receive, send)
+                await self._too_slow(deadline)(scope, receive, send)
                 return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await self._refuse(too_big, scope, receive, send, bool(message.get("more_body", False)))
+                await self._refuse(too_big, scope, receive, send, deadline, bool(message.get("more_body", False)))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        data = b"".join(chunks)
+        problem = _non_finite(data)
+        if problem is not None:
+            await JSONResponse({"detail": [problem]}, status_code=422)(scope, receive, send)
+            return
+        body: Message | None = {"type": "http.request", "body": data, "more_body": False}
 
         async def replay() -> Message:
             nonlocal body
@@ -623,6 +791,66 @@ class _Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class _NonFinite:
+    """Stands for a non-finite number while a body is parsed."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _finite_float(text: str) -> float | _NonFinite:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _float_sized_int(text: str) -> int | _NonFinite:
+    """An integer a float can hold (a number field takes either), else a non-finite number."""
+    if len(text) > 400:  # far beyond a float, and int() of a long text is slow
+        return _NonFinite(text)
+    value = int(text)
+    return value if abs(value) <= _FLOAT_MAX else _NonFinite(text)
+
+
+_FLOAT_MAX = int(sys.float_info.max)
+
+
+def _non_finite(body: bytes) -> dict[str, Any] | None:
+    """The 422 problem naming the first non-finite number in a JSON body (``NaN``, ``Infinity``,
+    ``-Infinity``, or a number a float cannot hold, such as ``1e999`` or a 400-digit integer), or ``None``.
+    Python's JSON parser, which the routes use, reads the first four as floats; JSON has no such numbers."""
+    if not body:
+        return None
+    try:
+        orjson.loads(body)  # fast, and refuses NaN, Infinity and numbers out of a float's range
+        return None
+    except orjson.JSONDecodeError:
+        pass  # one of those, or something else it refuses (a lone surrogate, a huge integer, not JSON)
+    try:
+        doc = json.loads(body, parse_constant=_NonFinite, parse_float=_finite_float, parse_int=_float_sized_int)
+    except (ValueError, RecursionError):
+        return None  # not JSON: the route reports that
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), doc)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _NonFinite):
+            break
+        if isinstance(value, dict):
+            stack.extend(((*path, k), v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(value))))
+    else:
+        return None
+    item = path[1] if len(path) >= 2 and path[0] == "items" and isinstance(path[1], int) else None
+    rest = path[2:] if item is not None else path
+    name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest).lstrip(".") or None
+    return {"type": "non_finite_number", "loc": ["body", *path],
+            "msg": f"must be a finite number, got {_shown(value.text)}", "item": item, "field": name}
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 # -- errors -----------------------------------------------------------------------------------------
@@ -686,40 +914,48 @@ def _install_error_handlers(app: FastAPI) -> None:
 # -- the app ----------------------------------------------------------------------------------------
 
 
-def _pairs(item: Item) -> int:
-    n = len(item.responses)
-    return len(item.pairs) if item.pairs is not None else n * (n - 1) // 2
+@dataclass(frozen=True)
+class _Limits:
+    """What one request may cost (413 beyond, naming the limit and its ``trustjudge serve`` option)."""
+
+    items: int
+    judgments: int
+    prompt_bytes: int
+    labels: int
 
 
-def _limit_judgments(items: list[Item], max_judgments: int, *, score_scales: int = 0, compare: bool = False) -> None:
-    """413 when a request needs more judgments (prompts) than ``max_judgments``: pairwise work grows with
-    the square of an item's responses, so the item limit alone does not bound a request."""
-    total = score_scales * sum(len(it.responses) for it in items)
-    if compare:
-        total += sum(2 * _pairs(it) for it in items if len(it.responses) >= 2)
-    if total > max_judgments:
-        raise HTTPException(413, f"{total:,} judgments (prompts) is over the limit of {max_judgments:,} per "
-                                 "request: send fewer items or responses per item")
+def _limit(limits: _Limits, items: list[Item], *tasks: Task) -> None:
+    """Before anything is judged: 422 when a task cannot judge an item; 413 when the request's judgments,
+    prompt bytes or labels (summed over ``tasks``: an audit judges every scale and the pairs) are over the
+    limits. Pairwise work grows with the square of an item's responses and grounding is quoted into every
+    judgment of its item, so neither the item nor the body limit bounds a request."""
+    total = Cost()
+    for task in tasks:
+        for index, item in enumerate(items, start=1):
+            try:
+                task.check(item)
+            except InputError as exc:
+                raise InputError(exc.reason, line=index, field=exc.field) from None
+            total += task.cost(item)
+    if total.judgments > limits.judgments:
+        raise HTTPException(413, f"{total.judgments:,} judgments (prompts) is over the limit of {limits.judgments:,} "
+                                 "per request (--max-judgments): send fewer items, responses, criteria or checks")
+    if total.prompt_bytes > limits.prompt_bytes:
+        raise HTTPException(413, f"{total.prompt_bytes:,} prompt bytes is over the limit of {limits.prompt_bytes:,} "
+                                 "per request (--max-request-prompt-bytes): each text counts once per prompt it is "
+                                 "quoted in, and an item's question, context, reference, profile, knowledge and "
+                                 "evidence are quoted in every one of its judgments; send fewer responses, checks "
+                                 "or criteria per item, or shorter texts")
+    if total.labels > limits.labels:
+        raise HTTPException(413, f"{total.labels:,} labels is over the limit of {limits.labels:,} per request "
+                                 "(--max-request-labels): every judgment reads each label of its label set; use "
+                                 "fewer labels or judgments")
 
 
 def _records(records: list[dict[str, Any]]) -> JSONResponse:
     """The records exactly as the library's ``to_dict()`` gives them (and the CLI writes them); the
     response model documents them but does not re-serialise them (which would add absent fields)."""
     return JSONResponse({"records": records})
-
-
-def _limit_task(task: Task, items: list[Item], max_judgments: int) -> None:
-    """413 when a task needs more judgments than ``max_judgments``; 422 when it cannot judge an item."""
-    total = 0
-    for index, item in enumerate(items, start=1):
-        try:
-            task.check(item)
-        except InputError as exc:
-            raise InputError(exc.reason, line=index, field=exc.field) from None
-        total += task.size(item)
-    if total > max_judgments:
-        raise HTTPException(413, f"{total:,} judgments (prompts) is over the limit of {max_judgments:,} per "
-                                 "request: send fewer items, responses, criteria or checks")
 
 
 def _validate(raw: Any, max_items: int, min_responses: int = 1) -> list[Item]:
@@ -745,7 +981,10 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
                api_keys: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                max_items: int = DEFAULT_MAX_ITEMS, protocol: Protocol = "direct", batch_wait_s: float = 0.0,
                preload: bool = True, max_judgments: int = DEFAULT_MAX_JUDGMENTS,
-               body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, **judge_options: Any) -> FastAPI:
+               max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES, max_labels: int = DEFAULT_MAX_LABELS,
+               body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, request_deadline_s: float = DEFAULT_REQUEST_DEADLINE_S,
+               max_connections: int = DEFAULT_MAX_CONNECTIONS, max_requests_per_address: int = DEFAULT_MAX_PER_ADDRESS,
+               **judge_options: Any) -> FastAPI:
     """Build the HTTP API around one judge.
 
     Args:
@@ -756,7 +995,17 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         max_items: Most items accepted in one request (413 above).
         max_judgments: Most judgments (prompts) one request may need (413 above): a pair counts two,
             an audit counts every scale.
+        max_prompt_bytes: Most bytes of quoted text one request may send the judge, summed over its
+            judgments (413 above; :class:`~trustjudge._tasks.Cost`): a passage quoted into 300 prompts
+            counts 300 times.
+        max_labels: Most labels one request's judgments may read in total (413 above): a 1-100 score
+            reads 100, a pair 6.
         body_timeout_s: A client that sends no part of its body for this long gets 408.
+        request_deadline_s: A client that has not sent its whole body this long after its request head
+            gets 408, however steadily it trickles.
+        max_connections: Most requests in progress at once (receiving, waiting or judged; 503 above).
+            Connections still sending their request head, or idle, are not counted.
+        max_requests_per_address: Most requests in progress from one client address (429 above).
         protocol: Default protocol; a request may ask for the other.
         batch_wait_s: Pause of the worker after the first request of a batch, to merge more requests.
         preload: Load the judge's backend now (a bad judge fails here, not on the first request).
@@ -764,13 +1013,20 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
 
     Returns:
         The FastAPI app; ``app.state.worker`` is its :class:`JudgeWorker` (``.stats`` counts requests
-        and judge calls), ``app.state.judge`` its judge.
+        and judge calls), ``app.state.judge`` its judge, ``app.state.in_progress`` its
+        :class:`InProgress` requests.
 
     Raises:
         ConfigError: A bad option, limit or judge name.
     """
-    if max_body_bytes < 1 or max_items < 1 or max_judgments < 1 or not body_timeout_s > 0:
-        raise ConfigError("max_body_bytes, max_items, max_judgments and body_timeout_s must be positive")
+    counts = {"max_body_bytes": max_body_bytes, "max_items": max_items, "max_judgments": max_judgments,
+              "max_prompt_bytes": max_prompt_bytes, "max_labels": max_labels, "max_connections": max_connections,
+              "max_requests_per_address": max_requests_per_address}
+    bad = [name for name, value in counts.items() if not value >= 1]
+    bad += [name for name, value in (("body_timeout_s", body_timeout_s), ("request_deadline_s", request_deadline_s))
+            if not (value > 0 and math.isfinite(value))]
+    if bad:
+        raise ConfigError(f"{', '.join(bad)} must be positive")
     reserved = {"scale", "delta", "store"} & set(judge_options)
     if reserved:
         raise ConfigError(f"{', '.join(sorted(reserved))}: set per request or with store_path, not as judge options")
@@ -796,9 +1052,12 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
                               "Items use the JSONL schema of the README; records are the CLI's records.")
     app.state.judge = judge
     app.state.worker = worker
-    app.state.max_items = max_items
-    app.state.max_judgments = max_judgments
-    app.add_middleware(_Guard, keys=tuple(api_keys), max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
+    limits = _Limits(max_items, max_judgments, max_prompt_bytes, max_labels)
+    app.state.limits = limits
+    app.state.in_progress = in_progress = InProgress()
+    app.add_middleware(_Guard, keys=tuple(api_keys), max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s,
+                       request_deadline_s=request_deadline_s, max_requests=max_connections,
+                       max_per_address=max_requests_per_address, in_progress=in_progress)
     _install_error_handlers(app)
     default_protocol = protocol
 
@@ -812,25 +1071,25 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         """Request, batch and model-call counters since the server started."""
         engine = judge._engine
         return {**asdict(worker.stats), "model_calls": engine.stats.model_calls if engine else 0,
-                "from_store": engine.stats.from_store if engine else 0}
+                "from_store": engine.stats.from_store if engine else 0, "in_progress": in_progress.active}
 
     @app.post("/v1/score", response_model=ScoreResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
     async def score(body: ScoreRequest) -> JSONResponse:
         """Score every response under every method (discrete, geval, expected, trustjudge)."""
         items = _validate(body.items, max_items)
-        _limit_judgments(items, max_judgments, score_scales=1)
-        records = await worker.submit(judge.score_task(body.scale, body.protocol or default_protocol), items)
-        return _records(records)
+        task = judge.score_task(body.scale, body.protocol or default_protocol)
+        _limit(limits, items, task)
+        return _records(await worker.submit(task, items))
 
     @app.post("/v1/compare", response_model=CompareResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
     async def compare(body: CompareRequest) -> JSONResponse:
         """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
         items = _validate(body.items, max_items, min_responses=2)
-        _limit_judgments(items, max_judgments, compare=True)
-        records = await worker.submit(judge.compare_task(body.protocol or default_protocol, body.delta), items)
-        return _records(records)
+        task = judge.compare_task(body.protocol or default_protocol, body.delta)
+        _limit(limits, items, task)
+        return _records(await worker.submit(task, items))
 
     @app.post("/v1/criteria", response_model=CriteriaResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
@@ -841,7 +1100,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         suite = parse_criteria(body.criteria, "request", 0) if body.criteria is not None else ()
         task = judge.criteria_task(suite, reweight=body.reweight, scale=body.scale,
                                    protocol=body.protocol or default_protocol)
-        _limit_task(task, items, max_judgments)
+        _limit(limits, items, task)
         return _records(await worker.submit(task, items))
 
     @app.post("/v1/criteria/compare", response_model=CriteriaCompareResponse, responses=_ERRORS, tags=["judge"])
@@ -852,7 +1111,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         suite = parse_criteria(body.criteria, "request", 0) if body.criteria is not None else ()
         task = judge.criteria_compare_task(suite, graded=body.graded, reweight=body.reweight,
                                            protocol=body.protocol or default_protocol)
-        _limit_task(task, items, max_judgments)
+        _limit(limits, items, task)
         return _records(await worker.submit(task, items))
 
     @app.post("/v1/claims", response_model=ClaimsResponse, responses=_ERRORS, tags=["judge"])
@@ -861,7 +1120,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         supported, E[F1@K], coverage of gold claims, the Hungarian expected F1."""
         items = _validate(body.items, max_items)
         task = judge.claims_task(k=body.k, unknown=body.unknown, match=body.match, min_overlap=body.min_overlap)
-        _limit_task(task, items, max_judgments)
+        _limit(limits, items, task)
         return _records(await worker.submit(task, items))
 
     @app.post("/v1/checklist", response_model=ChecklistResponse, response_model_exclude_unset=True,
@@ -874,7 +1133,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         labels = LabelSet.parse(body.labels) if body.labels is not None else YES_NO
         task = judge.checklist_task(suite, labels=labels, reweight=body.reweight,
                                     protocol=body.protocol or default_protocol)
-        _limit_task(task, items, max_judgments)
+        _limit(limits, items, task)
         return _records(await worker.submit(task, items))
 
     @app.post("/v1/audit", response_model=dict[str, Any], responses=_ERRORS, tags=["judge"])
@@ -883,9 +1142,11 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         if min(body.ks) < 3:
             raise InputError(f"ks must be >= 3, got {min(body.ks)}")
         items = _validate(body.items, max_items)
-        _limit_judgments(items, max_judgments, score_scales=len(set(body.scales)), compare=True)
-        options = {"scales": list(dict.fromkeys(body.scales)), "delta": body.delta, "ks": body.ks,
-                   "bootstrap": body.bootstrap, "seed": body.seed, "protocol": body.protocol or default_protocol}
+        use = body.protocol or default_protocol
+        scales = list(dict.fromkeys(body.scales))
+        _limit(limits, items, *(judge.score_task(points, use) for points in scales), judge.compare_task(use))
+        options = {"scales": scales, "delta": body.delta, "ks": body.ks,
+                   "bootstrap": body.bootstrap, "seed": body.seed, "protocol": use}
         report: dict[str, Any] = await worker.submit(None, items, audit=options)
         return report
 
@@ -899,11 +1160,10 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         except ImportError as exc:
             raise HTTPException(501, f"ranking is not available in this trustjudge build ({exc})") from None
         items = _validate(body.items, max_items, min_responses=2)
-        _limit_judgments(items, max_judgments, score_scales=1, compare=True)
         use = body.protocol or default_protocol
-        compared, scored = await asyncio.gather(
-            worker.submit(judge.compare_task(use, body.delta), items),
-            worker.submit(judge.score_task(body.scale, use), items))
+        pairwise, pointwise = judge.compare_task(use, body.delta), judge.score_task(body.scale, use)
+        _limit(limits, items, pairwise, pointwise)
+        compared, scored = await asyncio.gather(worker.submit(pairwise, items), worker.submit(pointwise, items))
 
         def fit() -> dict[str, Any]:
             result = ranking.rank(compared, scored, method=body.method, bootstrap=body.bootstrap, seed=body.seed,
@@ -983,12 +1243,15 @@ def _header_deadline_protocol(timeout_s: float) -> type:
     return HeaderDeadlineProtocol
 
 
-def uvicorn_options(*, timeout_s: float = DEFAULT_BODY_TIMEOUT_S, max_connections: int = 64) -> dict[str, Any]:
+def uvicorn_options(*, timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> dict[str, Any]:
     """The uvicorn options ``trustjudge serve`` runs with (``uvicorn.run(app, host=..., **options)``): request
-    heads must arrive within ``timeout_s`` (bodies: ``create_app(body_timeout_s=...)``), idle keep-alive
-    connections close after it, and at most ``max_connections`` connections are served at once (503 beyond)."""
-    return {"workers": 1, "http": _header_deadline_protocol(timeout_s), "limit_concurrency": max_connections,
-            "timeout_keep_alive": max(1, int(timeout_s))}
+    heads must arrive within ``timeout_s`` (bodies: ``create_app(body_timeout_s=..., request_deadline_s=...)``)
+    and idle keep-alive connections close after it.
+
+    uvicorn's own ``limit_concurrency`` is not used: it counts every open connection, those still sending
+    their request head included, so 16 clients that never finish a head made 58% of ``/healthz`` requests
+    get 503. The app counts requests instead (``create_app(max_connections=...)``)."""
+    return {"workers": 1, "http": _header_deadline_protocol(timeout_s), "timeout_keep_alive": max(1, int(timeout_s))}
 
 
 def openapi_json() -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from . import _aggregates as A
@@ -57,6 +57,73 @@ def _prefix(protocol: Protocol, marker: str) -> str:
     return marker if protocol == "direct" else ""
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What judging items under a task asks of the judge (the service bounds each per request).
+
+    Bytes and labels are summed over the judgments: a passage quoted into 300 prompts counts 300 times,
+    as it is sent (and stored) 300 times; a 1-100 score reads 100 labels.
+    """
+
+    judgments: int = 0
+    """Label questions (prompts), as :meth:`Task.size` counts them."""
+    prompt_bytes: int = 0
+    """UTF-8 bytes of the texts quoted into those prompts (question, context, reference, profile, knowledge,
+    evidence, the response or pair, the criterion or check); the template's own words are not counted."""
+    labels: int = 0
+    """Labels whose probability the judge reads, over all the judgments."""
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.judgments + other.judgments, self.prompt_bytes + other.prompt_bytes,
+                    self.labels + other.labels)
+
+
+def text_bytes(text: str | None) -> int:
+    """UTF-8 length of ``text`` (0 for ``None``)."""
+    return len(text.encode("utf-8", "surrogatepass")) if text else 0
+
+
+def shared_bytes(item: Item) -> int:
+    """Bytes of the texts an item quotes into every one of its prompts: question, context, reference
+    and grounding (profile, knowledge, evidence)."""
+    return (text_bytes(item.question) + text_bytes(item.context) + text_bytes(item.reference)
+            + text_bytes(item.profile) + text_bytes(item.knowledge) + sum(map(text_bytes, item.evidence)))
+
+
+def by_responses(item: Item, size: int, per: Callable[[Response], int]) -> list[Item]:
+    """``item`` cut into items of consecutive responses, of about ``size`` judgments each (``per(r)`` for a
+    response); for a task whose judgments and records are each one response's, their records in order
+    are the item's."""
+    parts: list[Item] = []
+    group: list[Response] = []
+    n = 0
+    for r in item.responses:
+        group.append(r)
+        n += per(r)
+        if n >= size:
+            parts.append(replace(item, responses=tuple(group), pairs=None))
+            group, n = [], 0
+    if group:
+        parts.append(replace(item, responses=tuple(group), pairs=None))
+    return parts if len(parts) > 1 else [item]
+
+
+def by_pairs(item: Item, size: int, per_pair: int) -> list[Item]:
+    """``item`` cut into items of consecutive pairs (all responses kept), of about ``size`` judgments each."""
+    pairs = item.all_pairs()
+    step = max(1, size // max(1, per_pair))
+    if len(pairs) <= step:
+        return [item]
+    return [replace(item, pairs=pairs[i:i + step]) for i in range(0, len(pairs), step)]
+
+
+def _pair_bytes(item: Item) -> Iterator[int]:
+    """Per pair of ``item``, the bytes of its two responses."""
+    sizes = {r.id: text_bytes(r.text) for r in item.responses}
+    for pair in item.all_pairs():
+        yield sizes.get(pair.first, 0) + sizes.get(pair.second, 0)
+
+
 class Task(ABC):
     """Turns items into label questions and their outcomes into records."""
 
@@ -73,6 +140,18 @@ class Task(ABC):
     def count(self, item: Item) -> int:
         """How many records ``item`` gives (one per response unless a task says otherwise)."""
         return len(item.responses)
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        """``item`` as items of about ``size`` judgments each whose records, in order, are the item's (a
+        service takes turns by such parts). The default keeps the item whole."""
+        return [item]
+
+    def cost(self, item: Item) -> Cost:
+        """What ``item`` costs (:class:`Cost`). This default bounds it from :meth:`size`: every judgment
+        quoting the item's shared texts and its longest response, reading 100 labels."""
+        n = self.size(item)
+        longest = max((text_bytes(r.text) for r in item.responses), default=0)
+        return Cost(n, n * (shared_bytes(item) + longest), n * 100)
 
     @abstractmethod
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
@@ -113,6 +192,14 @@ class ScoreTask(Task):
 
     def size(self, item: Item) -> int:
         return len(item.responses)
+
+    def cost(self, item: Item) -> Cost:
+        n = len(item.responses)
+        return Cost(n, n * shared_bytes(item) + sum(text_bytes(r.text) for r in item.responses),
+                    n * self.scale.points)
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_responses(item, size, lambda r: 1)
 
     def question(self, item: Item, text: str, fmt: Format) -> Question | str:
         if not text.strip():
@@ -167,6 +254,14 @@ class CompareTask(Task):
 
     def count(self, item: Item) -> int:
         return len(item.all_pairs())
+
+    def cost(self, item: Item) -> Cost:
+        pairs = list(_pair_bytes(item))
+        return Cost(2 * len(pairs), 2 * (len(pairs) * shared_bytes(item) + sum(pairs)),
+                    2 * len(pairs) * len(VERDICT_LABELS))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_pairs(item, size, 2)
 
     def pair_questions(self, item: Item, pair: Pair, fmt: Format) -> tuple[Question | str, Question | str]:
         a, b = item.response(pair.first).text, item.response(pair.second).text
@@ -267,6 +362,17 @@ class CriteriaTask(Task):
 
     def size(self, item: Item) -> int:
         return len(item.responses) * len(self.criteria_of(item))
+
+    def cost(self, item: Item) -> Cost:
+        criteria = self.criteria_of(item)
+        n, k = len(item.responses), len(criteria)
+        quoted = (n * k * shared_bytes(item) + k * sum(text_bytes(r.text) for r in item.responses)
+                  + n * sum(text_bytes(criterion_text(c)) for c in criteria))
+        return Cost(n * k, quoted, n * sum(self.points(c) for c in criteria))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        k = len(self.criteria_of(item))
+        return by_responses(item, size, lambda r: k)
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
@@ -375,6 +481,23 @@ class ChecklistTask(Task):
     def size(self, item: Item) -> int:
         return sum(len(self.checks_of(item, r)) for r in item.responses)
 
+    def cost(self, item: Item) -> Cost:
+        shared = shared_bytes(item)
+        suite = sum(text_bytes(c.text) for c in self.checklist)
+        own = sum(text_bytes(c.text) for c in item.checklist)
+        judgments = quoted = 0
+        for r in item.responses:
+            checks = self.checks_of(item, r)
+            mine = sum(text_bytes(c.text) for c in r.checklist)
+            # each text is measured once: the item's and the suite's checks are shared by its responses
+            check_bytes = (own + mine) if (item.checklist or r.checklist) else suite
+            judgments += len(checks)
+            quoted += len(checks) * (shared + text_bytes(r.text)) + check_bytes
+        return Cost(judgments, quoted, judgments * len(self.labels.labels))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_responses(item, size, lambda r: len(self.checks_of(item, r)))
+
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
         g = grounding(item)
@@ -472,6 +595,17 @@ class CriteriaCompareTask(Task):
 
     def size(self, item: Item) -> int:
         return 2 * len(item.all_pairs()) * len(self.criteria_of(item))
+
+    def cost(self, item: Item) -> Cost:
+        criteria = self.criteria_of(item)
+        pairs = list(_pair_bytes(item))
+        p, k = len(pairs), len(criteria)
+        quoted = 2 * (p * k * shared_bytes(item) + k * sum(pairs) + p * sum(text_bytes(criterion_text(c))
+                                                                            for c in criteria))
+        return Cost(2 * p * k, quoted, 2 * p * k * len(self.labels))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_pairs(item, size, 2 * len(self.criteria_of(item)))
 
     @property
     def labels(self) -> tuple[str, ...]:

@@ -20,7 +20,12 @@ KEYS_ENV = "TRUSTJUDGE_API_KEYS"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 1000
 DEFAULT_MAX_JUDGMENTS = 10_000
+DEFAULT_MAX_PROMPT_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_LABELS = 1_000_000
 DEFAULT_BODY_TIMEOUT_S = 30.0
+DEFAULT_REQUEST_DEADLINE_S = 60.0
+DEFAULT_MAX_CONNECTIONS = 64
+DEFAULT_MAX_PER_ADDRESS = 16
 
 
 class ServeError(click.ClickException):
@@ -61,12 +66,27 @@ def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -
               help="Most items per request; more get 413.")
 @click.option("--max-judgments", default=DEFAULT_MAX_JUDGMENTS, show_default=True, type=click.IntRange(min=1),
               help="Most judgments (prompts) per request, a pair counting two; more get 413.")
-@click.option("--max-connections", default=64, show_default=True, type=click.IntRange(min=1),
-              help="Most concurrent connections; more get 503 at once.")
+@click.option("--max-request-prompt-bytes", "max_prompt_bytes", default=DEFAULT_MAX_PROMPT_BYTES,
+              show_default=True, type=click.IntRange(min=1),
+              help="Most bytes of text one request may quote into the judge's prompts, summed over its "
+                   "judgments (a passage quoted into 300 prompts counts 300 times); more get 413.")
+@click.option("--max-request-labels", "max_labels", default=DEFAULT_MAX_LABELS, show_default=True,
+              type=click.IntRange(min=1),
+              help="Most labels one request's judgments may read in total (a 1-100 score reads 100, a pair "
+                   "6); more get 413.")
+@click.option("--max-connections", default=DEFAULT_MAX_CONNECTIONS, show_default=True, type=click.IntRange(min=1),
+              help="Most requests in progress at once (receiving, waiting or judged); more get 503 at once. "
+                   "Connections still sending their request head, or idle, do not count (--timeout closes them).")
+@click.option("--max-requests-per-address", default=DEFAULT_MAX_PER_ADDRESS, show_default=True,
+              type=click.IntRange(min=1), help="Most requests in progress from one client address; more get 429.")
 @click.option("--timeout", "timeout_s", default=DEFAULT_BODY_TIMEOUT_S, show_default=True,
               type=click.FloatRange(min=0.1),
-              help="Seconds a client may take to send its request body (408 after) and to keep an idle "
-                   "connection open.")
+              help="Seconds a client may take to send its request head, or stay silent while sending its body "
+                   "(408), and to keep an idle connection open.")
+@click.option("--request-deadline", "request_deadline_s", default=DEFAULT_REQUEST_DEADLINE_S, show_default=True,
+              type=click.FloatRange(min=0.1),
+              help="Seconds a client may take to send its whole request body, however steadily it trickles "
+                   "(408 after).")
 @click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
               help="Default protocol (a request may ask for the other).")
 @click.option("--batch-wait-ms", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
@@ -75,7 +95,8 @@ def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
 def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[str, ...], max_body_mb: float,
-          max_items: int, max_judgments: int, max_connections: int, timeout_s: float, protocol: str,
+          max_items: int, max_judgments: int, max_prompt_bytes: int, max_labels: int, max_connections: int,
+          max_requests_per_address: int, timeout_s: float, request_deadline_s: float, protocol: str,
           batch_wait_ms: float, batch_size: int, log_level: str) -> None:
     """Serve the judge over HTTP: POST /v1/score, /v1/compare, /v1/audit, /v1/rank; GET /healthz.
 
@@ -94,7 +115,10 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
     try:
         app = create_app(judge, store_path=store, api_keys=keys, max_body_bytes=int(max_body_mb * 2**20),
                          max_items=max_items, protocol=protocol, batch_wait_s=batch_wait_ms / 1000,  # type: ignore[arg-type]
-                         max_judgments=max_judgments, body_timeout_s=timeout_s, batch_size=batch_size)
+                         max_judgments=max_judgments, max_prompt_bytes=max_prompt_bytes, max_labels=max_labels,
+                         body_timeout_s=timeout_s, request_deadline_s=request_deadline_s,
+                         max_connections=max_connections, max_requests_per_address=max_requests_per_address,
+                         batch_size=batch_size)
     except TrustJudgeError as exc:
         raise ServeError(str(exc)) from None
     if not is_loopback(host):
@@ -103,4 +127,4 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
     click.echo(f"trustjudge serve: judge {app.state.judge.name}, store {app.state.judge.store.path}, "
                f"http://{host}:{port} ({'API keys required' if keys else 'no API key'})", err=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level,
-                **uvicorn_options(timeout_s=timeout_s, max_connections=max_connections))
+                **uvicorn_options(timeout_s=timeout_s))
