@@ -247,7 +247,8 @@ def write_recorded(data: Path, judge: str, path: Path) -> Path:
     """The published verdicts of ``judge`` on the PandaLM test set as a recorded-verdicts file (docs/formats.md).
 
     Keys as the pandalm adapter makes them; "1" is A, "2" is B, "0"/"Tie" a tie and "garbage" (gpt-3.5's
-    unparsed answers) no verdict. A pair in several rows (either order) is answered by its first row.
+    unparsed answers) no verdict. A pair in several rows of one order is answered by its first row (the
+    other order keeps its own rows: the published verdicts were asked in one order per row).
     """
     rows = json.loads((data / PANDALM).read_text())
     file, field = PUBLISHED[judge]
@@ -259,7 +260,7 @@ def write_recorded(data: Path, judge: str, path: Path) -> Path:
     for row in rows:
         item = "pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))
         a, b = _short_hash(str(row["response1"])), _short_hash(str(row["response2"]))
-        if a == b or (item, a, b) in seen or (item, b, a) in seen:
+        if a == b or (item, a, b) in seen:
             continue
         seen.add((item, a, b))
         out.append({"item_id": item, "a": a, "b": b, "verdict": to.get(str(published.get(row["idx"]))),
@@ -534,6 +535,26 @@ def render(res: dict[str, Any]) -> str:
                 lines.append(f"| {1 - a:.1f} | {_f(d['tier1_share'], '.2f')} | {_f(d['tier2_share'], '.2f')} | "
                              f"{_f(d['human_share'], '.2f')} | {_f(d['agreement_machine'])} | "
                              f"{_f(d['gpt_alone_on_test'])} | {_f(d['gpt_calls_share'], '.2f')} |")
+            for a in (0.2, 0.3):
+                d = c[f"alpha_{a}"]
+                if d["agreement_machine"] is None:
+                    continue
+                close = d["agreement_machine"] >= d["gpt_alone_on_test"]
+                half = d["gpt_calls_share"] <= 0.5
+                lines += ["", f"Target {1 - a:.1f} against the issue's goal (at least as close to humans as "
+                              f"gpt-3.5-turbo alone, with at most half its calls): agreement "
+                              f"{_f(d['agreement_machine'])} vs {_f(d['gpt_alone_on_test'])} "
+                              f"({'met' if close else 'missed'}), gpt-3.5 asked about "
+                              f"{_f(d['gpt_calls_share'], '.2f')} of the pairs ({'met' if half else 'missed'})."
+                              + ("" if close and half else
+                                 f" With {c['pairs'] // 2} calibration pairs the default judge keeps "
+                                 f"{_f(d['tier1_share'], '.2f')} of the pairs, and a recorded verdict has only "
+                                 "one calibrated confidence per verdict class to sort the rest by.")]
+            rj = res.get("recorded_judges", {})
+            if rj:
+                lines += ["", "Recorded judges: " + "; ".join(
+                    f"{who} (`{v['judge']}`): {v['lookups']} verdicts read from the file this run, "
+                    f"{v['from_store']} from the store" for who, v in rj.items()) + "."]
         if "cascade_library_run" in e:
             lr = e["cascade_library_run"]
             lines += ["", f"The same cascade through the library (`Judge.calibrate` per tier on one half: "

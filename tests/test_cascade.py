@@ -146,8 +146,8 @@ def test_the_recorded_judge_refuses_every_other_mode(tmp_path: Path) -> None:
     (['{"item_id": "q0", "a": "a", "b": "b"}'], r"rec.jsonl:1: field 'verdict': missing"),
     (['{"verdict": "A"}'], r"rec.jsonl:1: field 'item_id': missing: name the pair"),
     (['{"item_id": "q0", "a": "a", "b": "a", "verdict": "A"}'], r"rec.jsonl:1: field 'a': a and b are the same"),
-    (['{"item_id": "q0", "a": "a", "b": "b", "verdict": "A"}', "", '{"item_id": "q0", "a": "b", "b": "a", '
-      '"verdict": "A"}'], r"rec.jsonl:3: field 'verdict': records another verdict for the pair of line 1"),
+    (['{"item_id": "q0", "a": "a", "b": "b", "verdict": "A"}', "", '{"item_id": "q0", "a": "a", "b": "b", '
+      '"verdict": "tie"}'], r"rec.jsonl:3: field 'verdict': records another verdict for the pair of line 1"),
     (['[1, 2]'], r"rec.jsonl:1: must be a JSON object"),
     ([""], r"rec.jsonl: has no recorded verdicts"),
 ])
@@ -158,12 +158,16 @@ def test_a_bad_recorded_file_names_its_line_and_field(tmp_path: Path, lines: lis
         get_backend(f"recorded/{path}")
 
 
-def test_the_same_verdict_twice_is_read_once_and_the_cli_names_a_bad_line(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "rec.jsonl", [*recorded_rows(range(2)), {"item_id": "q0", "a": "b", "b": "a",
-                                                                          "verdict": "B"}])
+def test_each_order_may_have_its_own_row_and_the_cli_names_a_bad_line(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "rec.jsonl", [*recorded_rows(range(2)), recorded_rows(range(2))[0],
+                                                {"item_id": "q1", "a": "b", "b": "a", "verdict": "B"}])
     backend = get_backend(f"recorded/{path}")
-    assert isinstance(backend, RecordedBackend) and len(backend.verdicts.rows) == 2
+    assert isinstance(backend, RecordedBackend) and sorted(backend.verdicts.rows) == [1, 2, 4]  # line 3 repeats 1
     items = write_jsonl(tmp_path / "items.jsonl", pair_items(range(2)))
+    # q1 in its own order: b wins (line 2); shown the other way round, line 4 says a wins
+    assert backend.verdicts.find("q1", "", ("a", ""), ("b", "x")) == 2
+    assert backend.verdicts.find("q1", "", ("b", ""), ("a", "x")) == 4
+    assert backend.verdicts.find("q0", "", ("b", ""), ("a", "x")) == -1
     (tmp_path / "bad.jsonl").write_text('{"item_id": "q0", "a": "a", "b": "b", "verdict": "C"}\n', encoding="utf-8")
     done = cli("compare", items, "-j", f"recorded/{tmp_path / 'bad.jsonl'}", "--store", tmp_path / "s.sqlite")
     assert done.returncode == 2 and "bad.jsonl:1: field 'verdict'" in done.stderr, done.stderr

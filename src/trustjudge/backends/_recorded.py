@@ -10,8 +10,8 @@ ways (or both):
 
 and gives its verdict as ``verdict`` (``A``, ``B`` or ``tie``; ``first``/``second`` also read; ``null``:
 the recording has no usable verdict) or as ``probabilities`` (``{"A": .., "B": .., "tie": ..}`` or
-``first``/``second``/``tie``, non-negative, not all zero). A pair recorded in the other order is read
-with A and B swapped.
+``first``/``second``/``tie``, non-negative, not all zero). A pair recorded only in the other order is read
+with A and B swapped; each order may have its own row (published one-order verdicts often do).
 
 The judge is honest about what it is: it cannot score, check or verify, only return the recorded verdict
 of a pair. :class:`~trustjudge.Judge` asks it through a :class:`~trustjudge._tasks.RecordedCompareTask`
@@ -158,15 +158,13 @@ class RecordedVerdicts:
             if key[1] == key[2]:
                 raise InputError("a and b are the same response", file=file, line=line,
                                  field=a_key if index is self.by_ids else "a_text")
-            for pair, probs in ((key, found.probs), ((key[0], key[2], key[1]), _swap(found.probs))):
-                if pair in index:
-                    other = self.rows[index[pair]]
-                    if other.probs != probs:
-                        raise InputError(f"records another verdict for the pair of line {other.line}", file=file,
-                                         line=line, field="verdict")
-                    break  # the same verdict again: the first row answers
-            else:
-                fresh.append((index, key))
+            if key in index:  # the other order is another presentation: it may have its own verdict
+                other = self.rows[index[key]]
+                if other.probs != found.probs:
+                    raise InputError(f"records another verdict for the pair of line {other.line}, in the same order",
+                                     file=file, line=line, field="verdict")
+                continue  # the same verdict again: the first row answers
+            fresh.append((index, key))
         for index, key in fresh:
             index[key] = line
         if fresh:
@@ -175,7 +173,8 @@ class RecordedVerdicts:
     def find(self, item_id: str, question: str, first: tuple[str, str], second: tuple[str, str]) -> int | str:
         """The line that answers the pair (``first``, ``second``: each a response's id and text), or why none does.
 
-        The line is signed: negative when the file records the pair in the other order (A is ``second``).
+        A row in the pair's own order answers first, else one in the other order; the line is then negative
+        (the row's A is ``second``).
         """
         for index, key in ((self.by_ids, (item_id, first[0], second[0])),
                            (self.by_texts, (question, first[1], second[1]))):
