@@ -209,14 +209,19 @@ def _cascade_table(summary: dict[str, Any]) -> None:
 
     table = Table(title=escape(f"Cascade: {summary['verdicts']} pairs, target agreement "
                                f"{summary['target_agreement']:g}, delta {summary['delta']:g}"))
-    for col in ("tier", "judge", "asked", "decided", "share", "agreement", "model calls", "from store",
-                "pairs alone"):
-        table.add_column(col, justify="left" if col == "judge" else "right")
+    # short headers: the judge's name takes the room (it folds rather than being cut)
+    table.add_column("tier", justify="right")
+    table.add_column("judge", overflow="fold")
+    for col in ("asked", "decided", "share", "agree", "calls", "stored", "alone"):
+        table.add_column(col, justify="right", no_wrap=True)
     for row in summary["tiers"]:
         table.add_row(str(row["tier"]), escape(row["judge"]), str(row["asked"]), str(row["decided"]),
                       num(row["share"], ".2f"), num(row.get("agreement"), ".3f"), str(row.get("model_calls", "-")),
                       str(row.get("from_store", "-")), str(row["alone"]))
     err.print(table)
+    err.print(escape("asked / alone: pairs sent to the tier / pairs it would judge alone; calls: model calls made "
+                     "(both orders of a pair), stored: judgments read from the store; agree: with the labels given"),
+              highlight=False)
     agree = summary["agreement_on_machine_verdicts"]
     err.print(escape(f"decided by a model: {summary['machine_decided']} (coverage "
                      f"{num(summary['machine_coverage'], '.2f')})"
