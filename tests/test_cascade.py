@@ -4,6 +4,7 @@ file, the cascade's guarantee in simulation, and cascades with the real small ju
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import re
@@ -346,9 +347,11 @@ def _real_cascade(tmp_path: Path, judge: Judge, name: str) -> None:
 
 @pytest.mark.model
 def test_a_cascade_from_the_real_small_judge_to_recorded_verdicts(tmp_path: Path) -> None:
-    judge = Judge("hf/smollm2-135m", store=tmp_path / "s.sqlite")
+    # llama.cpp in process where it is installed (3x faster here: 53 s against 162 s), else transformers
+    name = "llamacpp/smollm2-135m" if importlib.util.find_spec("llama_cpp") else "hf/smollm2-135m"
+    judge = Judge(name, store=tmp_path / "s.sqlite")
     try:
-        _real_cascade(tmp_path, judge, "hf/smollm2-135m")
+        _real_cascade(tmp_path, judge, name)
     finally:
         judge.close()
 
