@@ -61,7 +61,8 @@ class TierJudge(Protocol):
 
     def check_calibration(self, calibration: Calibration, *, override: bool = False) -> Calibration: ...
 
-    def run(self, task: Task, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[Record]: ...
+    def run(self, task: Task, items: Iterable[Item], *,
+            progress: ProgressFn | bool | None = None) -> Iterator[Record]: ...
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ def _key(rec: dict[str, Any]) -> PairKey:
 
 
 def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: float = 0.1,
-        override: bool = False, progress: ProgressFn | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        override: bool = False,
+        progress: ProgressFn | bool | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge ``items`` through the cascade; return the records (one per pair, in input order) and a summary.
 
     Each record is the deciding tier's (with its ``calibrated`` block), plus ``tier`` (1-based; the human
