@@ -15,7 +15,9 @@ calibration/test halves:
   alpha 0.2; agreement of single / two_pass / likelihood / ppl in the dataset's order, in the reversed
   order and label-balanced (their mean);
 - PandaLM: the cascade default judge -> recorded gpt-3.5-turbo verdicts -> human, beside gpt-3.5-turbo and
-  PandaLM-7B alone on the same pairs.
+  PandaLM-7B alone on the same pairs. The published verdicts become recorded-verdicts files
+  (results/work/recorded-*.jsonl, :func:`write_recorded`) read by the ``recorded/`` judge, so both tiers are
+  calibrated and routed like any judges; one split also runs through ``Judge.cascade`` itself.
 
     cd bench && ../.venv/bin/python guarantee.py            # writes results/guarantee.{json,md}
 """
@@ -23,8 +25,10 @@ calibration/test halves:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +38,7 @@ import numpy as np
 from _common import RESULTS
 from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
 
-from trustjudge import Judge
+from trustjudge import ConfigError, Item, Judge
 from trustjudge import _calibration as C
 from trustjudge import _scoring as S
 from trustjudge._adapters import _short_hash
@@ -234,49 +238,114 @@ def balanced_agreement(kept: list[dict[str, Any]]) -> dict[str, dict[str, float]
     return out
 
 
-def recorded_pandalm(data: Path) -> dict[tuple[str, str, str], dict[str, str | None]]:
-    """The published gpt-3.5-turbo and PandaLM-7B verdicts, keyed like the pair records."""
+PUBLISHED = {"gpt-3.5-turbo": ("gpt-3.5-turbo-testset-v1.json", "gpt_result"),
+             "pandalm-7b": ("pandalm-7b-testset-v1.json", "pandalm_result")}
+Key = tuple[str, str, str]
+
+
+def write_recorded(data: Path, judge: str, path: Path) -> Path:
+    """The published verdicts of ``judge`` on the PandaLM test set as a recorded-verdicts file (docs/formats.md).
+
+    Keys as the pandalm adapter makes them; "1" is A, "2" is B, "0"/"Tie" a tie and "garbage" (gpt-3.5's
+    unparsed answers) no verdict. A pair in several rows of one order is answered by its first row (the
+    other order keeps its own rows: the published verdicts were asked in one order per row).
+    """
     rows = json.loads((data / PANDALM).read_text())
-    base = data / "pandalm-testset" / "judge_outputs"
-    gpt = {r["idx"]: r["gpt_result"] for r in json.loads((base / "gpt-3.5-turbo-testset-v1.json").read_text())}
-    panda = {r["idx"]: r["pandalm_result"] for r in json.loads((base / "pandalm-7b-testset-v1.json").read_text())}
-    to = {"1": "first", "2": "second", "0": "tie", "Tie": "tie"}
-    out: dict[tuple[str, str, str], dict[str, str | None]] = {}
+    file, field = PUBLISHED[judge]
+    published = {r["idx"]: r[field] for r in
+                 json.loads((data / "pandalm-testset" / "judge_outputs" / file).read_text())}
+    to = {"1": "A", "2": "B", "0": "tie", "Tie": "tie"}
+    seen: set[Key] = set()
+    out = []
     for row in rows:
-        key = ("pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or "")),
-               _short_hash(str(row["response1"])), _short_hash(str(row["response2"])))
-        out.setdefault(key, {"gpt-3.5-turbo": to.get(str(gpt.get(row["idx"]))),
-                             "pandalm-7b": to.get(str(panda.get(row["idx"])))})
-    return out
+        item = "pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))
+        a, b = _short_hash(str(row["response1"])), _short_hash(str(row["response2"]))
+        if a == b or (item, a, b) in seen:
+            continue
+        seen.add((item, a, b))
+        out.append({"item_id": item, "a": a, "b": b, "verdict": to.get(str(published.get(row["idx"]))),
+                    "idx": row["idx"], "judge": judge})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in out))
+    tmp.replace(path)
+    return path
+
+
+def recorded_records(study: Judge, name: str, data: Path) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
+    """The recorded judge's compare records on the study's PandaLM pairs (in the study's store), and its
+    verdicts read from the file (``lookups``) and from the store."""
+    out: dict[Key, dict[str, Any]] = {}
+    judge = study.sibling(name)
+    try:
+        for chunk in CHUNKS:
+            if chunk.name.startswith("pandalm"):
+                for rec in judge.compare(chunk.items(data)):
+                    out[(rec.item_id, rec.first_id, rec.second_id)] = rec.to_dict()
+        stats = {"lookups": judge.backend.lookups, "from_store": judge.stats.from_store}  # type: ignore[attr-defined]
+    finally:
+        judge.close()
+    return out, stats
+
+
+def _key(r: dict[str, Any]) -> Key:
+    return (r["item_id"], r["first_id"], r["second_id"])
+
+
+def _tier_probs(recs: dict[Key, dict[str, Any]], keys: list[Key]) -> np.ndarray:
+    """Each pair's (first, second, tie) probabilities from a recorded judge's records (NaN: none)."""
+    rows = [[recs[k]["probabilities"][c] for c in PAIR] if recs.get(k, {}).get("probabilities") else [np.nan] * 3
+            for k in keys]
+    return np.array(rows, dtype=np.float64).reshape(len(keys), 3)
+
+
+def _calibrated_tier(probs: np.ndarray, y: np.ndarray, cal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Confidence (NaN where the tier has no verdict) and agreement of a tier calibrated on ``cal``."""
+    has = np.isfinite(probs[:, 0])
+    conf = np.full(len(y), np.nan)
+    agree = np.zeros(len(y), dtype=bool)
+    fit_on = cal[has[cal]]
+    if fit_on.size >= 2:
+        q = _fit(probs[fit_on], y[fit_on]).apply(probs[has])
+        conf[has] = q.max(axis=1)
+        agree[has] = q.argmax(axis=1) == y[has]
+    return conf, agree
 
 
 def cascade_study(probs: np.ndarray, y: np.ndarray, kept: list[dict[str, Any]],
-                  recorded: dict[tuple[str, str, str], dict[str, str | None]], splits: int,
-                  seed: int) -> dict[str, Any]:
-    """default judge -> recorded gpt-3.5-turbo -> human, on random halves, beside each judge alone."""
+                  recorded: dict[str, dict[Key, dict[str, Any]]], splits: int, seed: int) -> dict[str, Any]:
+    """default judge -> recorded gpt-3.5-turbo (calibrated like any judge) -> human, on random halves.
+
+    Each split calibrates both tiers on one half (the gpt tier's one-hot verdicts by vector scaling: one
+    calibrated confidence per verdict class), chooses the thresholds by :func:`C.choose_cascade` and routes
+    the other half. Beside it, each judge alone on the same pairs.
+    """
     rng = np.random.default_rng(seed)
-    keys = [(r["item_id"], r["first_id"], r["second_id"]) for r in kept]
-    gpt = [recorded.get(k, {}).get("gpt-3.5-turbo") for k in keys]
-    panda = [recorded.get(k, {}).get("pandalm-7b") for k in keys]
-    gpt_conf = np.array([1.0 if g is not None else np.nan for g in gpt])
-    gpt_agree = np.array([g == PAIR[h] for g, h in zip(gpt, y)])
-    out: dict[str, Any] = {"pairs": len(keys), "with_gpt_verdict": int(np.isfinite(gpt_conf).sum()),
-                           "gpt-3.5-turbo_alone": float(np.mean(gpt_agree)),
-                           "pandalm-7b_alone": float(np.mean([p == PAIR[h] for p, h in zip(panda, y)])),
+    keys = [_key(r) for r in kept]
+    gpt = _tier_probs(recorded["gpt-3.5-turbo"], keys)
+    panda = _tier_probs(recorded["pandalm-7b"], keys)
+
+    def alone(p: np.ndarray, h: np.ndarray) -> float:  # a pair without a verdict counts as a disagreement
+        return float(np.mean(np.where(np.isfinite(p[:, 0]), np.nan_to_num(p).argmax(axis=1) == h, False)))
+
+    out: dict[str, Any] = {"pairs": len(keys), "with_gpt_verdict": int(np.isfinite(gpt[:, 0]).sum()),
+                           "gpt-3.5-turbo_alone": alone(gpt, y), "pandalm-7b_alone": alone(panda, y),
                            "default_alone": float(np.mean(probs.argmax(axis=1) == y))}
     for a in (0.2, 0.3):
         acc: dict[str, list[float]] = {k: [] for k in (
-            "tier1_share", "tier2_share", "human_share", "agreement_machine", "agreement_all", "gpt_calls_share")}
+            "tier1_share", "tier2_share", "human_share", "agreement_machine", "agreement_all", "gpt_calls_share",
+            "gpt_alone_on_test")}
         for _ in range(splits):
             perm = rng.permutation(len(keys))
             cal, test = perm[: len(keys) // 2], perm[len(keys) // 2:]
             cmap = _fit(probs[cal], y[cal])
-            qc, qt = cmap.apply(probs[cal]), cmap.apply(probs[test])
-            sels = C.choose_cascade([qc.max(axis=1), gpt_conf[cal]],
-                                    [qc.argmax(axis=1) == y[cal], gpt_agree[cal]], alpha=a, delta=DELTA)
-            routed = C.run_cascade([qt.max(axis=1), gpt_conf[test]], sels).tier
-            agree1 = qt.argmax(axis=1) == y[test]
-            agree = np.where(routed == 0, agree1, np.where(routed == 1, gpt_agree[test], True))
+            q = cmap.apply(probs)
+            conf2, agree2 = _calibrated_tier(gpt, y, cal)
+            sels = C.choose_cascade([q.max(axis=1)[cal], conf2[cal]], [q.argmax(axis=1)[cal] == y[cal], agree2[cal]],
+                                    alpha=a, delta=DELTA)
+            routed = C.run_cascade([q.max(axis=1)[test], conf2[test]], sels).tier
+            agree1 = q.argmax(axis=1)[test] == y[test]
+            agree = np.where(routed == 0, agree1, np.where(routed == 1, agree2[test], True))
             machine = routed >= 0
             acc["tier1_share"].append(float(np.mean(routed == 0)))
             acc["tier2_share"].append(float(np.mean(routed == 1)))
@@ -284,7 +353,45 @@ def cascade_study(probs: np.ndarray, y: np.ndarray, kept: list[dict[str, Any]],
             acc["agreement_machine"].append(float(np.mean(agree[machine])) if machine.any() else float("nan"))
             acc["agreement_all"].append(float(np.mean(agree)))
             acc["gpt_calls_share"].append(float(np.mean(routed != 0)))  # gpt-3.5 is asked whatever tier 1 passes on
+            acc["gpt_alone_on_test"].append(alone(gpt[test], y[test]))
         out[f"alpha_{a}"] = {k: (float(np.nanmean(v)) if np.isfinite(v).any() else None) for k, v in acc.items()}
+    return out
+
+
+def _narrow(items: list[Item], keep: set[Key]) -> list[Item]:
+    out = []
+    for item in items:
+        pairs = tuple(p for p in item.all_pairs() if (item.id, p.first, p.second) in keep)
+        if pairs:
+            out.append(dataclasses.replace(item, pairs=pairs))
+    return out
+
+
+def cascade_library_run(judge: Judge, gpt_name: str, data: Path, kept: list[dict[str, Any]],
+                        seed: int) -> dict[str, Any]:
+    """The same cascade through the library (``Judge.calibrate`` per tier, ``Judge.cascade``) on one random half:
+    the records, the store and the per-tier calls, with zero model calls (tier 1 reads the store only)."""
+    keys = [_key(r) for r in kept]
+    perm = np.random.default_rng(seed).permutation(len(keys))
+    items = [it for chunk in CHUNKS if chunk.name.startswith("pandalm") for it in chunk.items(data)]
+    cal_items = _narrow(items, {keys[i] for i in perm[: len(keys) // 2]})
+    test_items = _narrow(items, {keys[i] for i in perm[len(keys) // 2:]})
+    refused = judge.backend.refused  # type: ignore[attr-defined]
+    gpt = judge.sibling(gpt_name)
+    cal1, cal2 = judge.calibrate(cal_items, "compare"), gpt.calibrate(cal_items, "compare")
+    out: dict[str, Any] = {"calibration_pairs": cal1.n, "gpt_calibration_pairs": cal2.n, "runs": {}}
+    try:
+        for target in (0.8, 0.7):
+            try:
+                _, summary = judge.cascade(test_items, [(judge, cal1), (gpt, cal2), ("human", None)],
+                                           target=target, delta=DELTA)
+            except ConfigError as exc:
+                out["runs"][str(target)] = {"refused": str(exc)}
+                continue
+            out["runs"][str(target)] = summary
+    finally:
+        gpt.close()
+    out["model_calls"] = judge.backend.refused - refused  # type: ignore[attr-defined]  # refused = asked of the model
     return out
 
 
@@ -324,7 +431,14 @@ def main() -> None:
     by_set, missing = collect(judge, DATA)
     result: dict[str, Any] = {"judge": args.judge, "delta": DELTA, "alphas": list(ALPHAS), "splits": args.splits,
                               "missing_judgments": missing, "datasets": {}}
-    recorded = recorded_pandalm(DATA)
+    recorded: dict[str, dict[Key, dict[str, Any]]] = {}
+    recorded_calls: dict[str, dict[str, int]] = {}
+    names: dict[str, str] = {}
+    for who in PUBLISHED:
+        path = write_recorded(DATA, who, args.store.parent / f"recorded-{who}.jsonl")
+        names[who] = f"recorded/{os.path.relpath(path)}"
+        recorded[who], recorded_calls[who] = recorded_records(judge, names[who], DATA)
+    result["recorded_judges"] = {who: {"judge": names[who], **recorded_calls[who]} for who in PUBLISHED}
     for name, recs in by_set.items():
         mode = next(c.mode for c in CHUNKS if c.name.split("-")[0] == name)
         entry: dict[str, Any] = {"mode": mode, "records": len(recs),
@@ -347,6 +461,8 @@ def main() -> None:
                 entry["position_bias_logodds"] = C.position_bias(both)
                 if name == "pandalm":
                     entry["cascade"] = cascade_study(probs, y, kept, recorded, args.splits, args.seed)
+                    entry["cascade_library_run"] = cascade_library_run(judge, names["gpt-3.5-turbo"], DATA, kept,
+                                                                       args.seed)
         else:
             probs, y = binary_units(mode, recs)
             entry["labelled_scored_units"] = int(len(y))
@@ -406,16 +522,53 @@ def render(res: dict[str, Any]) -> str:
         if "cascade" in e:
             c = e["cascade"]
             lines += ["", "## PandaLM cascade: default judge -> recorded gpt-3.5-turbo -> human", "",
-                      f"{c['pairs']} pairs ({c['with_gpt_verdict']} with a gpt-3.5 verdict). Alone: default "
-                      f"{_f(c['default_alone'])}, gpt-3.5-turbo {_f(c['gpt-3.5-turbo_alone'])}, PandaLM-7B "
-                      f"{_f(c['pandalm-7b_alone'])}.", "",
+                      f"{c['pairs']} pairs ({c['with_gpt_verdict']} with a gpt-3.5 verdict). Alone, on all of them: "
+                      f"default {_f(c['default_alone'])}, gpt-3.5-turbo {_f(c['gpt-3.5-turbo_alone'])}, PandaLM-7B "
+                      f"{_f(c['pandalm-7b_alone'])} (a pair without a verdict counts as a disagreement). Both tiers "
+                      "are calibrated on the calibration half (gpt-3.5's one-hot verdicts by vector scaling: one "
+                      "confidence per verdict class), thresholds by `choose_cascade`, measured on the test half.", "",
                       "| target | decided by default | by gpt-3.5 | left to humans | agreement of machine verdicts | "
-                      "gpt-3.5 calls (share of pairs) |", "|---|---|---|---|---|---|"]
+                      "gpt-3.5 alone on the test half | gpt-3.5 calls (share of pairs) |",
+                      "|---|---|---|---|---|---|---|"]
             for a in (0.2, 0.3):
                 d = c[f"alpha_{a}"]
                 lines.append(f"| {1 - a:.1f} | {_f(d['tier1_share'], '.2f')} | {_f(d['tier2_share'], '.2f')} | "
                              f"{_f(d['human_share'], '.2f')} | {_f(d['agreement_machine'])} | "
-                             f"{_f(d['gpt_calls_share'], '.2f')} |")
+                             f"{_f(d['gpt_alone_on_test'])} | {_f(d['gpt_calls_share'], '.2f')} |")
+            for a in (0.2, 0.3):
+                d = c[f"alpha_{a}"]
+                if d["agreement_machine"] is None:
+                    continue
+                close = d["agreement_machine"] >= d["gpt_alone_on_test"]
+                half = d["gpt_calls_share"] <= 0.5
+                lines += ["", f"Target {1 - a:.1f} against the issue's goal (at least as close to humans as "
+                              f"gpt-3.5-turbo alone, with at most half its calls): agreement "
+                              f"{_f(d['agreement_machine'])} vs {_f(d['gpt_alone_on_test'])} "
+                              f"({'met' if close else 'missed'}), gpt-3.5 asked about "
+                              f"{_f(d['gpt_calls_share'], '.2f')} of the pairs ({'met' if half else 'missed'})."
+                              + ("" if close and half else
+                                 f" With {c['pairs'] // 2} calibration pairs the default judge keeps "
+                                 f"{_f(d['tier1_share'], '.2f')} of the pairs, and a recorded verdict has only "
+                                 "one calibrated confidence per verdict class to sort the rest by.")]
+            rj = res.get("recorded_judges", {})
+            if rj:
+                lines += ["", "Recorded judges: " + "; ".join(
+                    f"{who} (`{v['judge']}`): {v['lookups']} verdicts read from the file this run, "
+                    f"{v['from_store']} from the store" for who, v in rj.items()) + "."]
+        if "cascade_library_run" in e:
+            lr = e["cascade_library_run"]
+            lines += ["", f"The same cascade through the library (`Judge.calibrate` per tier on one half: "
+                          f"{lr['calibration_pairs']} pairs for the default judge, {lr['gpt_calibration_pairs']} "
+                          f"for gpt-3.5; `Judge.cascade` on the other half; model calls {lr['model_calls']}):", "",
+                      "| target | tier | judge | pairs asked | decided | agreement | pairs alone |",
+                      "|---|---|---|---|---|---|---|"]
+            for target, run in lr["runs"].items():
+                if "refused" in run:
+                    lines.append(f"| {target} | - | refused: {run['refused']} |||||")
+                    continue
+                for t in run["tiers"]:
+                    lines.append(f"| {target} | {t['tier']} | {t['judge']} | {t['asked']} | {t['decided']} | "
+                                 f"{_f(t.get('agreement'))} | {t['alone']} |")
     lines += ["", f"{res['seconds']} s; model calls {res['model_calls']} (the study reads the store only: "
                   f"{res['refused_not_in_store']} judgments not yet in it were left out).", ""]
     return "\n".join(lines)

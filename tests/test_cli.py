@@ -93,7 +93,8 @@ def test_public_api_is_pinned() -> None:
     import trustjudge
 
     assert sorted(trustjudge.__all__) == sorted([
-        "DEFAULT_JUDGE", "Backend", "BackendError", "Check", "ChecklistRecord", "CompareRecord", "ConfigError",
+        "DEFAULT_JUDGE", "Backend", "BackendError", "Calibration", "Check", "ChecklistRecord", "CompareRecord",
+        "ConfigError",
         "CriteriaRecord", "Criterion", "InputError", "Item", "Judge", "LabelSet", "MockBackend", "Pair",
         "PrerequisiteError", "Response", "ScoreRecord", "Store", "StoreError", "TransientBackendError",
         "TrustJudgeError", "compare", "default_store_path", "get_backend", "items_from_dicts", "iter_items",

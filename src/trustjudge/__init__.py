@@ -14,6 +14,7 @@ from ._judge import Judge, compare, score
 from ._prompts import LabelSet
 from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
 from ._store import Store, default_store_path
+from ._trust import Calibration
 from .backends import DEFAULT_JUDGE, Backend, MockBackend, get_backend, register_backend, register_mock
 from .errors import (
     BackendError,
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_JUDGE",
     "Backend",
     "BackendError",
+    "Calibration",
     "Check",
     "ChecklistRecord",
     "CompareRecord",

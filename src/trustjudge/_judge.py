@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from . import _cascade
 from ._audit import AuditReport
 from ._calibration import Selection
 from ._claims import ClaimsRunner, ClaimsTask
@@ -30,11 +32,21 @@ from ._schema import (
     ScoreRecord,
 )
 from ._store import Store
-from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task, check_item
+from ._tasks import (
+    ChecklistTask,
+    CompareTask,
+    CriteriaCompareTask,
+    CriteriaTask,
+    RecordedCompareTask,
+    ScoreTask,
+    Task,
+    check_item,
+)
 from ._trust import Calibration, annotate, template_hash
 from ._trust import fit as fit_calibration
 from ._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
+from .backends._recorded import RecordedBackend
 from .errors import ConfigError
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
@@ -205,6 +217,7 @@ class Judge:
         ``progress``: a callable given the number of judgments each finished batch made, or ``True`` for a
         progress bar on standard error (rendered as a widget in a Jupyter notebook, one plain line when
         standard error is not a terminal)."""
+        task = self._for_backend(task)
         if progress is True:
             yield from _with_bar(self, task, items)
             return
@@ -355,12 +368,77 @@ class Judge:
         annotated = annotate(calibration.mode, records, calibration, selection)
         return annotated, trust_summary(calibration.mode, annotated, calibration, selection)
 
+    # -- recorded judges and cascades -----------------------------------------------------------------
+    def _for_backend(self, task: Task) -> Task:
+        """``task`` as this judge can answer it: a recorded judge (``recorded/<path>``) answers pairs from its
+        file and refuses every other mode."""
+        backend = self.backend
+        if not isinstance(backend, RecordedBackend) or isinstance(task, RecordedCompareTask):
+            return task
+        if type(task) is CompareTask:  # read directly: a recording has no critique to write first
+            return RecordedCompareTask(task.prompts, "direct", task.delta, None, recorded=backend)
+        raise backend.refusal(f"the {task.kind} mode")
+
+    def sibling(self, judge: str | Backend) -> Judge:
+        """Another judge with this one's settings and store (a cascade's tier named by a string).
+
+        Closing it closes its backend only: the store stays open for this judge.
+        """
+        other = copy.copy(self)
+        other.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
+        other._backend = judge if isinstance(judge, Backend) else None
+        other._engine = None
+        other.close = other._close_backend  # type: ignore[method-assign]
+        return other
+
+    def _close_backend(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+    def cascade(self, items: Iterable[Item], tiers: Sequence[tuple[Judge | str | Backend, Calibration | None]], *,
+                target: float, delta: float = 0.1, override: bool = False,
+                progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Judge pairs through a cascade of judges: tier k judges only what tiers before it abstained on.
+
+        ``tiers``: ``(judge, calibration)`` in order, cheapest first; a judge is a :class:`Judge`, a backend
+        or a judge name (built with this judge's settings and store; this judge's own name means this
+        judge). The last tier may be ``("human", None)``: what no model tier keeps is then for people
+        (:func:`trustjudge._cascade.human_items` writes it in the items format). Each model tier's threshold
+        is chosen on the calibration units the earlier tiers abstained on, so that agreement with humans on
+        the verdicts each tier keeps is >= ``target`` with probability >= 1 - ``delta`` (see
+        :mod:`trustjudge._cascade`). The calibration files must be in the compare mode, fitted on the same
+        labelled items.
+
+        Returns the records (each with ``tier``, ``tier_judge`` and the ``cascade`` trail) and a summary
+        (coverage, agreement and calls per tier, against the calls each tier would need alone).
+        """
+        built: list[Judge] = []
+        steps: list[_cascade.Tier] = []
+        try:
+            for judge, calibration in tiers:
+                if isinstance(judge, str) and judge == _cascade.HUMAN:
+                    steps.append(_cascade.Tier(None, None))
+                    continue
+                if isinstance(judge, Judge):
+                    tier = judge
+                elif isinstance(judge, str) and judge == self.name:
+                    tier = self
+                else:
+                    tier = self.sibling(judge)
+                    built.append(tier)
+                steps.append(_cascade.Tier(tier, calibration))
+            return _cascade.run(items, steps, target=target, delta=delta, override=override, progress=progress)
+        finally:
+            for tier in built:
+                tier.close()
+
     # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: Sequence[Item], kind: str | Task) -> PlanSummary:
         """What a task (or ``"score"`` / ``"compare"``) would do on ``items``, without calling the model."""
         if isinstance(kind, str) and kind not in ("score", "compare"):
             raise ConfigError(f"no plan for {kind!r}: pass a task, \"score\" or \"compare\"")
         task = kind if isinstance(kind, Task) else self.score_task() if kind == "score" else self.compare_task()
+        task = self._for_backend(task)
         if isinstance(task, ClaimsTask):
             raise ConfigError("no plan for claims: how many claims there are is known only after extraction")
         fmt = self.backend.format_prompt

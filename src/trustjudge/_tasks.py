@@ -43,6 +43,7 @@ from ._schema import (
     Record,
     ScoreRecord,
 )
+from .backends._recorded import RECORDED, RecordedBackend, recorded_prompt
 from .errors import InputError
 
 Format = Callable[[str, str, str], str]
@@ -686,3 +687,36 @@ class CriteriaCompareTask(Task):
         return CriteriaCompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, aggregate,
                                      margin, verdict, unscored, left_out if self.reweight and unscored is None else [],
                                      pair.human, r1.system, r2.system)
+
+
+# -- recorded verdicts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedCompareTask(CompareTask):
+    """Pairs answered from a file of recorded verdicts (``recorded/<path>``) instead of a model's prompt.
+
+    Each pair asks the recorded judge both presentation orders, so the records, the store (a rerun reads
+    every verdict from it) and calibration work as for any pairwise judge. A pair the file lacks is
+    unscored ``not_recorded``; a row without a usable verdict ``no_recorded_verdict``. Records say
+    ``protocol: recorded`` and ``method: recorded`` and hold no presentation orders: the recording has none
+    to audit (a position bias measured on mirrored copies of one verdict would be made up).
+    """
+
+    recorded: RecordedBackend | None = None
+
+    def pair_questions(self, item: Item, pair: Pair, fmt: Format) -> tuple[Question | str, Question | str]:
+        assert self.recorded is not None
+        r1, r2 = item.response(pair.first), item.response(pair.second)
+        found = self.recorded.verdicts.find(item.id, item.question, (r1.id, r1.text), (r2.id, r2.text))
+        if isinstance(found, str):
+            return found, found
+        return (Question(recorded_prompt(found, 1), VERDICT_LABELS, VERDICT_MARKER),
+                Question(recorded_prompt(found, 2), VERDICT_LABELS, VERDICT_MARKER))
+
+    def _record(self, item: Item, pair: Pair, o1: Outcome, o2: Outcome, judge: str) -> CompareRecord:
+        rec = super()._record(item, pair, o1, o2, judge)
+        rec.protocol = rec.ppl_source = RECORDED
+        rec.orders = []
+        rec.method = RECORDED if rec.probabilities is not None else None
+        return rec

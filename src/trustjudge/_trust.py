@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,9 @@ class Calibration:
     position_bias: float | None = None
     overridden: list[str] = field(default_factory=list)
     """What this file was accepted for despite a mismatch (``--calibration-override``); empty normally."""
+    keys: list[list[str | int]] | None = None
+    """Which verdict each calibration unit is (:func:`unit_key`), so that the calibration sets of several
+    judges line up in a cascade; ``None`` in files written before cascades."""
 
     @property
     def n(self) -> int:
@@ -131,7 +134,7 @@ class Calibration:
 
     @property
     def data_hash(self) -> str:
-        return _digest([self.probs, self.human])
+        return _digest([self.probs, self.human] if self.keys is None else [self.probs, self.human, self.keys])
 
     def calibrated(self, probs: Sequence[Sequence[float]]) -> np.ndarray:
         return self.map.apply(np.asarray(probs, dtype=np.float64))
@@ -164,8 +167,7 @@ class Calibration:
             raise ConfigError(f"the calibration file does not fit this judging ({detail}; it was fitted for judge "
                               f"{self.judge}): refit it with `trustjudge calibrate`, or pass "
                               "--calibration-override to use it anyway (every record then says so)")
-        return Calibration(self.mode, self.judge, self.fingerprint, self.template, self.protocol, self.map,
-                           self.probs, self.human, self.position_bias, bad) if bad else self
+        return replace(self, overridden=bad) if bad else self
 
     # -- files ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -173,7 +175,8 @@ class Calibration:
                 "fingerprint": self.fingerprint, "template": self.template, "protocol": self.protocol,
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
-                "calibration_set": {"probs": self.probs, "human": self.human}}
+                "calibration_set": {"probs": self.probs, "human": self.human,
+                                    **({"keys": self.keys} if self.keys is not None else {})}}
 
     def save(self, path: str | Path) -> None:
         from ._outputs import atomic_output
@@ -210,9 +213,10 @@ class Calibration:
                 raise ConfigError(f"{source}: calibration_set.probs[{i}] is not {len(classes)} finite numbers")
             if not isinstance(h, int) or isinstance(h, bool) or not 0 <= h < len(classes):
                 raise ConfigError(f"{source}: calibration_set.human[{i}] is not a class index")
+        keys = _read_keys(cal_set.get("keys"), len(human), source)
         cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
                   C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
-                  d.get("position_bias"))
+                  d.get("position_bias"), keys=keys)
         if d.get("data_hash") is not None and d["data_hash"] != cal.data_hash:
             raise ConfigError(f"{source}: field 'data_hash' does not match its calibration set (the file was edited)")
         cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
@@ -258,7 +262,30 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
             raise ConfigError(f"{len(classes)}-class calibration is vector scaling; {method!r} needs two classes")
         cmap = C.fit_vector(probs, human, classes)
     bias = position_bias_of(records) if mode == "compare" else None
-    return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(), bias)
+    keys = [list(unit_key(mode, records[u.record], u)) for u in labelled]
+    return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(), bias,
+                       keys=keys)
+
+
+def unit_key(mode: str, record: Mapping[str, Any], unit: Unit) -> tuple[str | int, ...]:
+    """Which verdict ``unit`` of ``record`` is, the same for every judge: a pair's item and response ids; a
+    check's or claim's item, response and place."""
+    if mode == "compare":
+        return (str(record["item_id"]), str(record["first_id"]), str(record["second_id"]))
+    return (str(record["item_id"]), str(record["response_id"]), *unit.path)
+
+
+def _read_keys(raw: Any, n: int, source: str) -> list[list[str | int]] | None:
+    """A calibration file's unit keys (optional), checked: one list of ids per unit."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != n:
+        raise ConfigError(f"{source}: field 'calibration_set.keys' needs one key per unit ({n})")
+    for i, key in enumerate(raw):
+        if (not isinstance(key, list) or not key
+                or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in key)):
+            raise ConfigError(f"{source}: calibration_set.keys[{i}] is not a list of ids")
+    return raw
 
 
 def position_bias_of(records: Iterable[Mapping[str, Any]]) -> float | None:

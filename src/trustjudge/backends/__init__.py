@@ -6,6 +6,8 @@
 - ``mock/<name>``: a scripted fake (``mock/hash`` is built in); tests register their own.
 - ``llamacpp/smollm2-135m``, ``llamacpp/gemma3-270m``, ``llamacpp//path/to/model.gguf``: llama-cpp-python in-process.
   The default runs here: measured faster than the transformers backend on the same model (bench/throughput.py).
+- ``recorded/<path>``: no model; the pairwise verdicts recorded in a JSONL file (an earlier API run, a data
+  set's published judge outputs), see ``_recorded.py``.
 - ``openai/<model>``, ``vllm/<model>@http://host:port``, ``llamacpp-server/<model>@URL``, ``ollama/<model>@URL``,
   ``http/<model>@URL``: an OpenAI-compatible HTTP server (see ``_openai.py``).
 
@@ -82,6 +84,14 @@ def _llamacpp(rest: str) -> Backend:
     return load(rest)
 
 
+def _recorded(rest: str) -> Backend:
+    from ._recorded import RecordedBackend
+
+    if not rest:
+        raise ConfigError("recorded judges are named recorded/<path to a JSONL file of recorded verdicts>")
+    return RecordedBackend(rest)
+
+
 def _http(prefix: str) -> BackendFactory:
     def factory(rest: str) -> Backend:
         from ._openai import build
@@ -94,6 +104,7 @@ def _http(prefix: str) -> BackendFactory:
 register_backend("hf", _hf)
 register_backend("mock", _mock)
 register_backend("llamacpp", _llamacpp)
+register_backend("recorded", _recorded)
 for _prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http"):
     register_backend(_prefix, _http(_prefix))
 

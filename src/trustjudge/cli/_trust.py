@@ -5,21 +5,26 @@ naming the judge, template and protocol it is valid for. ``select`` judges items
 each verdict's calibrated probabilities and confidence, and with ``--target-agreement`` keeps only the
 verdicts whose confidence passes the threshold that guarantees the agreement (see
 :mod:`trustjudge._calibration`); ``--abstained-out`` writes the items behind the rest, ready for labels.
+``select --cascade J1,J2[,human]`` judges pairs with a cascade (:mod:`trustjudge._cascade`): one
+``--calibration`` per model tier, each tier judging only what the ones before it abstained on.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.markup import escape
+from rich.table import Table
 
-from .._outputs import atomic_output, check_outputs, record_output
+from .._cascade import HUMAN, human_items, thresholds
 from .._items import Item
+from .._outputs import atomic_output, check_outputs, record_output
 from .._trust import MODES, Calibration, abstained_items
+from ..backends import DEFAULT_JUDGE
 from ._common import err, progress
 from ._inputs import read_items
 from ._options import Finite, JudgeOptions, input_options, judge_options
@@ -58,9 +63,13 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
 @click.command("select")
 @input_options
 @judge_options("compare")
-@click.option("--calibration", "calibration_path", required=True,
+@click.option("--calibration", "calibration_paths", required=True, multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A calibration file from `trustjudge calibrate` (its mode is the mode judged).")
+              help="A calibration file from `trustjudge calibrate` (its mode is the mode judged). With --cascade: "
+                   "one per model tier, in order (repeat the option).")
+@click.option("--cascade", default=None, metavar="J1,J2[,human]",
+              help="Judge with a cascade: J1 judges every pair, J2 only what J1 abstained on, and so on; a last "
+                   "`human` leaves the rest to people (written with --abstained-out). Needs --target-agreement.")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None,
               help="Keep only verdicts confident enough that agreement with humans on the kept ones is at least "
                    "this, with probability >= 1 - delta (e.g. 0.8).")
@@ -75,11 +84,20 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
               help="Also write the run's summary (coverage, guarantee) as JSON here.")
 @click.option("--abstained-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
-def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, calibration_path: Path,
-           target_agreement: float | None, risk_delta: float, calibration_override: bool, out: Path | None,
-           summary_out: Path | None, abstained_out: Path | None) -> None:
+def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
+           calibration_paths: tuple[Path, ...], cascade: str | None, target_agreement: float | None,
+           risk_delta: float, calibration_override: bool, out: Path | None, summary_out: Path | None,
+           abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
+    if cascade is not None:
+        _select_cascade(items, fmt, skip_invalid, quiet, judging, calibration_paths, cascade, target_agreement,
+                        risk_delta, calibration_override, outputs)
+        return
+    if len(calibration_paths) != 1:
+        raise click.UsageError(f"select takes one --calibration file, got {len(calibration_paths)} (several are for "
+                               "--cascade: one per model tier)")
+    calibration_path = calibration_paths[0]
     judging.guard(items, outputs)
     check_outputs(outputs, inputs=[calibration_path])
     _template_fits(judging, None)
@@ -125,6 +143,90 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
         j.close()
+
+
+def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
+                    calibration_paths: tuple[Path, ...], cascade: str, target: float | None, delta: float,
+                    override: bool, outputs: dict[str, Path | None]) -> None:
+    """``select --cascade``: the tiers in order, one calibration file per model tier, the rest for people."""
+    names = [n.strip() for n in cascade.split(",")]
+    if not all(names):
+        raise click.BadParameter(f"judge names separated by commas, got {cascade!r}", param_hint="--cascade")
+    human = names[-1] == HUMAN
+    model = names[:-1] if human else names
+    if HUMAN in model or not model:
+        raise click.BadParameter("`human` can only be the last tier, after at least one judge", param_hint="--cascade")
+    if len(calibration_paths) != len(model):
+        raise click.UsageError(f"--cascade names {len(model)} model tier(s) ({', '.join(model)}) but "
+                               f"{len(calibration_paths)} --calibration file(s) were given: one per model tier, in "
+                               "order")
+    if target is None:
+        raise click.UsageError("--cascade needs --target-agreement (a tier passes on what it is not sure enough of)")
+    if judging.judge != DEFAULT_JUDGE:
+        raise click.UsageError("--cascade names the judges: leave out --judge")
+    if human and outputs["--abstained-out"] is None:
+        raise click.UsageError("a cascade ending in `human` writes the pairs left to people: give --abstained-out FILE")
+    judging.guard(items, outputs)
+    check_outputs(outputs, inputs=list(calibration_paths))
+    cals = [Calibration.load(p) for p in calibration_paths]
+    for cal in cals:
+        _template_fits(judging, cal.mode)
+    if any(cal.mode != "compare" for cal in cals):
+        raise click.UsageError("cascades judge pairwise verdicts (calibration files in the compare mode) so far")
+    selections = thresholds(cals, target, delta)  # refuse an unsupported target before any judging
+    if not any(sel.supported for sel in selections):
+        raise click.UsageError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on "
+                               "its calibration set: label more items, or lower the target")
+    todo = read_items(items, skip_invalid, 2, fmt)
+    j = replace(judging, judge=model[0]).make()
+    j.source = str(items)
+    tiers: list[tuple[str, Calibration | None]] = [*zip(model, cals), *([(HUMAN, None)] if human else [])]
+    try:
+        with progress(quiet) as bar:
+            task = bar.add_task(f"cascade {' -> '.join(names)}", total=None)
+            records, summary = j.cascade(todo, tiers, target=target, delta=delta, override=override,
+                                         progress=lambda n: bar.advance(task, n))
+        with record_output(outputs["--out"], "--out") as stream:
+            for rec in records:
+                stream.write(json.dumps(rec) + "\n")
+        if outputs["--summary"] is not None:
+            with atomic_output(outputs["--summary"], "--summary") as fh:
+                fh.write(json.dumps(summary, indent=2) + "\n")
+        if outputs["--abstained-out"] is not None:
+            by_id = {it.id: _item_dict(it) for it in todo}
+            with atomic_output(outputs["--abstained-out"], "--abstained-out") as fh:
+                for item in human_items(records, by_id):
+                    fh.write(json.dumps(item) + "\n")
+        if not quiet:
+            _cascade_table(summary)
+    finally:
+        j.close()
+
+
+def _cascade_table(summary: dict[str, Any]) -> None:
+    def num(v: Any, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    table = Table(title=escape(f"Cascade: {summary['verdicts']} pairs, target agreement "
+                               f"{summary['target_agreement']:g}, delta {summary['delta']:g}"))
+    # short headers: the judge's name takes the room (it folds rather than being cut)
+    table.add_column("tier", justify="right")
+    table.add_column("judge", overflow="fold")
+    for col in ("asked", "decided", "share", "agree", "calls", "stored", "alone"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for row in summary["tiers"]:
+        table.add_row(str(row["tier"]), escape(row["judge"]), str(row["asked"]), str(row["decided"]),
+                      num(row["share"], ".2f"), num(row.get("agreement"), ".3f"), str(row.get("model_calls", "-")),
+                      str(row.get("from_store", "-")), str(row["alone"]))
+    err.print(table)
+    err.print(escape("asked / alone: pairs sent to the tier / pairs it would judge alone; calls: model calls made "
+                     "(both orders of a pair), stored: judgments read from the store; agree: with the labels given"),
+              highlight=False)
+    agree = summary["agreement_on_machine_verdicts"]
+    err.print(escape(f"decided by a model: {summary['machine_decided']} (coverage "
+                     f"{num(summary['machine_coverage'], '.2f')})"
+                     + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
+                     + f". Guarantee: {summary['guarantee']}"), highlight=False)
 
 
 def _template_fits(judging: JudgeOptions, mode: str | None) -> None:
