@@ -419,11 +419,18 @@ def test_selective_checklist_run_on_the_real_small_judge_and_a_rerun_makes_zero_
         assert block["confidence"] == pytest.approx(max(block["probabilities"].values()))
         assert (block["abstained"] is None) == (block["confidence"] >= g["threshold"])
     assert summary_a["kept"] == sum(r["checks"][0]["calibrated"]["abstained"] is None for r in records)
-    # the same judgments under the isotonic calibration: no model call
-    second = _invoke(*args, "--calibration", tmp_path / "iso.json", "--out", tmp_path / "b.jsonl",
-                     "--summary", tmp_path / "b.json")
+    # the rerun: every judgment from the store, the same verdicts kept
+    again = _invoke(*args, "--calibration", tmp_path / "platt.json", "--out", tmp_path / "a2.jsonl")
+    assert again.exit_code == 0, again.output
+    assert "model calls 0, from store 8" in again.stderr, again.stderr
+    assert _lines(tmp_path / "a2.jsonl") == records
+    # the same judgments under the isotonic calibration (no target: its step map pools the top confidences
+    # into ties, which on 24 verdicts supports no target): no model call either
+    second = _invoke("checklist", new_items, "-j", judge, "--store", store, "--calibration", tmp_path / "iso.json",
+                     "--out", tmp_path / "b.jsonl", "--summary", tmp_path / "b.json")
     assert second.exit_code == 0, second.output
     assert "model calls 0, from store 8" in second.stderr, second.stderr
     assert [r["checks"][0]["p_pass"] for r in _lines(tmp_path / "b.jsonl")] == \
         [r["checks"][0]["p_pass"] for r in records]
-    assert json.loads((tmp_path / "b.json").read_text())["calibration"]["method"] == "isotonic"
+    summary_b = json.loads((tmp_path / "b.json").read_text())
+    assert summary_b["calibration"]["method"] == "isotonic" and summary_b["kept"] == 8 and "guarantee" not in summary_b
