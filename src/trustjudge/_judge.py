@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -101,6 +102,7 @@ class Judge:
                        min_label_mass=min_label_mass, delta=delta)
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         self._backend = judge if isinstance(judge, Backend) else None
+        self._backend_lock = threading.Lock()  # the service checks calibrations off its judge thread
         self._store = store if isinstance(store, Store) else Store(store)
         self.protocol: Protocol = protocol
         self.scale = make_scale(scale)
@@ -120,7 +122,9 @@ class Judge:
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = get_backend(self.name)
+            with self._backend_lock:  # two threads asking first must not load the model twice
+                if self._backend is None:
+                    self._backend = get_backend(self.name)
         return self._backend
 
     @property
