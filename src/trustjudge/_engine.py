@@ -27,6 +27,7 @@ from ._prompts import CLOSE
 from ._retry import RetryPolicy
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from .backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
+from .backends._speeds import MIN_MEASURED_TOKENS, Speed
 from .errors import BackendError, BackendUnavailable, StoreError, TrustJudgeError
 
 log = logging.getLogger("trustjudge.engine")
@@ -142,13 +143,29 @@ class PlanSummary:
     unscorable: int
     prompt_tokens: int
     prompt_tokens_to_run: int
-    tokens_per_s: float
-    measured: bool
+    speed: Speed
+    """The cost model the estimate uses, with where it comes from (``speed.source``)."""
     protocol: str
+    judgments_to_run: int = 0
+    generated_tokens_to_run: int = 0
+    """Tokens the critiques may generate (``cot``: ``max_new_tokens`` each, an upper bound)."""
+    tokens_read_to_run: int = 0
+    """Prompt tokens the calls to make will evaluate: what each prompt does not share with the one run
+    before it (the backend reuses that part's KV cache); ``cot``: twice, and the critique."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.speed.prompt_tokens_per_s
+
+    @property
+    def measured(self) -> bool:
+        """True when the speed was measured in this store (not shipped, not a default)."""
+        return self.speed.source.startswith("measured")
 
     @property
     def estimated_seconds(self) -> float:
-        return self.prompt_tokens_to_run / self.tokens_per_s if self.tokens_per_s > 0 else float("nan")
+        read = self.tokens_read_to_run or self.prompt_tokens_to_run
+        return self.speed.seconds(self.model_calls, read, self.generated_tokens_to_run)
 
 
 class Engine:
@@ -157,8 +174,10 @@ class Engine:
 
     def __init__(self, backend: Backend, store: Store, *, seed: int = 0, min_label_mass: float = 1e-3,
                  batch_size: int = 8, max_retries: int = 4, retry_base_s: float = 0.5,
-                 closing: Closing = "every") -> None:
+                 closing: Closing = "every", speed_hint: Speed | None = None) -> None:
         self.backend = backend
+        self.speed_hint = speed_hint
+        """The speed to estimate with until this store has measured one (the shipped figure for a bundled judge)."""
         self.closing = closing
         self.store = store
         self.min_label_mass = min_label_mass
@@ -496,17 +515,48 @@ class Engine:
         """An outcome without labels, counted in the stats."""
         return self._unscored(reason)
 
-    def plan(self, keys: Sequence[str | None], tokens: Sequence[int], calls_per_key: int, protocol: str) -> PlanSummary:
-        """What running ``keys`` (``None``: unscorable) would cost, from the store, without calling the model."""
+    def speed(self) -> Speed:
+        """The speed estimates use: this store's measurement for the backend once it has timed at least
+        :data:`MIN_MEASURED_TOKENS` prompt tokens, else the shipped figure, else the backend's default."""
+        measured = self.store.measured_speed(self.backend.fingerprint)
+        if measured is not None and measured[0] >= MIN_MEASURED_TOKENS and measured[1] > 0:
+            tokens, seconds = measured
+            return Speed(tokens / seconds, source=f"measured in this store ({tokens:,} prompt tokens)")
+        if self.speed_hint is not None:
+            return self.speed_hint
+        return Speed(self.backend.default_tokens_per_s,
+                     source=f"default estimate for {type(self.backend).__name__} (not measured)")
+
+    def plan(self, keys: Sequence[str | None], tokens: Sequence[int], calls_per_key: int, protocol: str,
+             generated_per_key: int = 0, prompts: Sequence[str | None] | None = None) -> PlanSummary:
+        """What running ``keys`` (``None``: unscorable) would cost, from the store, without calling the model.
+
+        ``generated_per_key``: tokens each missing key may generate (a critique's ``max_new_tokens``); its
+        second call (the labels after the critique) reads the prompt and the critique again. ``prompts``
+        (beside ``keys``): the estimate then counts only the tokens a prompt does not share with the one
+        run before it."""
         wanted = [k for k in keys if k is not None]
         stored = self.store.get_many(wanted)
         per_key = {k: t for k, t in zip(keys, tokens) if k is not None}
         missing = [k for k in dict.fromkeys(wanted) if k not in stored]
-        measured = self.store.tokens_per_second(self.backend.fingerprint)
+        to_run = sum(per_key[k] for k in missing)
+        new = to_run
+        if prompts is not None:
+            # The engine runs prompts sorted, and the backend evaluates only what a prompt does not share
+            # with the one before it (its KV cache): count that share of each prompt's tokens.
+            by_key = {k: p for k, p in zip(keys, prompts) if k is not None and p is not None}
+            todo = sorted((by_key[k], per_key[k]) for k in missing if k in by_key)
+            new = sum(per_key[k] for k in missing if k not in by_key)
+            previous = ""
+            for prompt, count in todo:
+                shared = len(os.path.commonprefix([previous, prompt]))
+                new += round(count * (1 - shared / len(prompt))) if prompt else count
+                previous = prompt
+        generated = generated_per_key * len(missing)
         return PlanSummary(
             judgments=len(keys), model_calls=calls_per_key * len(missing), stored=len(wanted) - len(missing),
             unscorable=len(keys) - len(wanted), prompt_tokens=sum(per_key.values()),
-            prompt_tokens_to_run=sum(per_key[k] for k in missing),
-            tokens_per_s=measured or self.backend.default_tokens_per_s, measured=measured is not None,
-            protocol=protocol,
+            prompt_tokens_to_run=to_run, speed=self.speed(), protocol=protocol, judgments_to_run=len(missing),
+            generated_tokens_to_run=generated,
+            tokens_read_to_run=new * calls_per_key + (generated if calls_per_key > 1 else 0),
         )

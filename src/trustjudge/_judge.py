@@ -20,6 +20,7 @@ from ._prompts import YES_NO, LabelSet, Prompts, Protocol
 from ._prompts import scale as make_scale
 from ._protocol import Question, Sampling, ask
 from ._protocol import plan as plan_questions
+from .backends._speeds import shipped as shipped_speed
 from ._schema import (
     ChecklistRecord,
     ClaimsRecord,
@@ -63,6 +64,21 @@ def _check_options(*, batch_size: int, max_new_tokens: int, temperature: float, 
         raise ConfigError(f"min_label_mass must be between 0 and 1, got {min_label_mass!r}")
     if not (math.isfinite(delta) and delta >= 0):
         raise ConfigError(f"delta must be a finite number of 0 or more, got {delta!r}")
+
+
+ProgressArg = ProgressFn | bool | None
+"""A progress callback, ``True`` for a bar, or ``None``/``False`` for none."""
+
+
+def _with_bar(judge: Judge, task: Task, items: Iterable[Item]) -> Iterator[Record]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = sum(task.size(item) for item in items) if isinstance(items, Sequence) else None
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True)) as bar:
+        handle = bar.add_task(f"{task.kind} ({judge.name})", total=total)
+        yield from judge.run(task, items, progress=lambda n: bar.advance(handle, n))
 
 
 class Judge:
@@ -134,7 +150,8 @@ class Judge:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.backend, self._store, **self._engine_args)  # type: ignore[arg-type]
+            self._engine = Engine(self.backend, self._store, speed_hint=shipped_speed(self.name),
+                                  **self._engine_args)  # type: ignore[arg-type]
         return self._engine
 
     @property
@@ -186,8 +203,17 @@ class Judge:
         if chunk:
             yield chunk
 
-    def run(self, task: Task, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[Record]:
-        """Run any task; records come out in input order, item by item."""
+    def run(self, task: Task, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[Record]:
+        """Run any task; records come out in input order, item by item.
+
+        ``progress``: a callable given the number of judgments each finished batch made, or ``True`` for a
+        progress bar on standard error (rendered as a widget in a Jupyter notebook, one plain line when
+        standard error is not a terminal)."""
+        if progress is True:
+            yield from _with_bar(self, task, items)
+            return
+        if progress is False:
+            progress = None
         if isinstance(task, ClaimsTask):  # in stages: extraction first, then the label questions
             runner = ClaimsRunner(self.engine, self.backend, self.name, self.sampling("direct"), task)
             for chunk in self._chunks(items, task, scale=8):
@@ -199,22 +225,22 @@ class Judge:
             questions = [q for item in chunk for q in task.questions(item, fmt)]
             yield from task.records(chunk, ask(self.engine, questions, sampling, progress), self.name)
 
-    def score(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[ScoreRecord]:
+    def score(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[ScoreRecord]:
         """Score every response of every item; records come out in input order, item by item."""
         return self.run(self.score_task(), items, progress=progress)  # type: ignore[return-value]
 
-    def compare(self, items: Iterable[Item], *, progress: ProgressFn | None = None) -> Iterator[CompareRecord]:
+    def compare(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[CompareRecord]:
         """Judge every pair (explicit or all within an item) in both orders."""
         return self.run(self.compare_task(), items, progress=progress)  # type: ignore[return-value]
 
     def criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, reweight: bool = False,
-                 scale: int = 5, progress: ProgressFn | None = None) -> Iterator[CriteriaRecord]:
+                 scale: int = 5, progress: ProgressArg = None) -> Iterator[CriteriaRecord]:
         """Judge every response on every criterion (the item's, else ``criteria``) and aggregate."""
         task = self.criteria_task(criteria, reweight=reweight, scale=scale)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def compare_criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, graded: bool = False,
-                         reweight: bool = False, progress: ProgressFn | None = None) -> Iterator[CriteriaCompareRecord]:
+                         reweight: bool = False, progress: ProgressArg = None) -> Iterator[CriteriaCompareRecord]:
         """Judge every pair on every criterion in both orders and aggregate by weight."""
         task = self.criteria_compare_task(criteria, graded=graded, reweight=reweight)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
@@ -231,7 +257,7 @@ class Judge:
 
     def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
                min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
-               progress: ProgressFn | None = None) -> Iterator[ClaimsRecord]:
+               progress: ProgressArg = None) -> Iterator[ClaimsRecord]:
         """Extract (or take) each response's claims, verify each against the item's evidence, and with
         ``match`` match them against gold claims (see :mod:`trustjudge._claims`)."""
         task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
@@ -239,7 +265,7 @@ class Judge:
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,
-                  reweight: bool = False, progress: ProgressFn | None = None) -> Iterator[ChecklistRecord]:
+                  reweight: bool = False, progress: ProgressArg = None) -> Iterator[ChecklistRecord]:
         """Ask every response every check of its checklist (the item's and its own, else ``checklist``)."""
         task = self.checklist_task(checklist, labels=labels, reweight=reweight)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
@@ -247,7 +273,7 @@ class Judge:
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
               ks: Sequence[int] = (3, 4, 5), bootstrap: int = 1000, seed: int = 0,
-              progress: ProgressFn | None = None, injection: bool = False,
+              progress: ProgressArg = None, injection: bool = False,
               protocol: Protocol | None = None) -> AuditRun:
         """Judge what the store lacks (pointwise on each scale, pairwise in both orders), then audit.
 
@@ -300,7 +326,7 @@ class Judge:
         return str(getattr(task, "protocol", "direct"))
 
     def calibrate(self, items: Iterable[Item], mode: str = "compare", *, method: str | None = None,
-                  progress: ProgressFn | None = None) -> Calibration:
+                  progress: ProgressArg = None) -> Calibration:
         """Fit a calibration of ``mode``'s probabilities on labelled ``items``, judging only what the store lacks.
 
         ``method``: ``platt`` (default), ``temperature`` or ``isotonic`` for checklists (two classes);
@@ -370,7 +396,7 @@ class Judge:
 
     def select(self, items: Iterable[Item], calibration: Calibration, *, target: float | None = None,
                delta: float = 0.1, override: bool = False,
-               progress: ProgressFn | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+               progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Judge ``items`` in the calibration's mode and add calibrated probabilities to every verdict; with
         ``target``, keep only verdicts confident enough for agreement >= ``target`` with probability >= 1 - delta.
 

@@ -105,14 +105,19 @@ def plan(engine: Engine, questions: Sequence[Question | str], sampling: Sampling
     """What :func:`ask` would do, without calling the model."""
     keys: list[str | None] = []
     tokens: list[int] = []
+    prompts: list[str | None] = []
     for q in questions:
         if isinstance(q, str) or engine.overflows(Job(q.prompt, q.labels, _budget(engine, q, sampling))):
             keys.append(None)
             tokens.append(0)
+            prompts.append(None)
             continue
+        prompts.append(q.prompt)
         if sampling.protocol == "cot":
             keys.append(engine.generate_key(sampling.request(q)))
         else:
             keys.append(engine.label_key(Job(q.prompt, q.labels)))
         tokens.append(engine.backend.count_tokens(q.prompt))
-    return engine.plan(keys, tokens, 2 if sampling.protocol == "cot" else 1, sampling.protocol)
+    cot = sampling.protocol == "cot"
+    return engine.plan(keys, tokens, 2 if cot else 1, sampling.protocol,
+                       generated_per_key=sampling.max_new_tokens if cot else 0, prompts=prompts)

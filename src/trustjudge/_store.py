@@ -432,6 +432,12 @@ class Store:
             )
 
     @_store_op
+    def measured_speed(self, backend: str) -> tuple[int, float] | None:
+        """The prompt tokens and seconds this store has timed for ``backend`` (None: never)."""
+        row = self._db.execute("SELECT prompt_tokens, seconds FROM speed WHERE backend = ?", (backend,)).fetchone()
+        return (int(row[0]), float(row[1])) if row else None
+
+    @_store_op
     def tokens_per_second(self, backend: str) -> float | None:
         row = self._db.execute("SELECT prompt_tokens, seconds FROM speed WHERE backend = ?", (backend,)).fetchone()
         return float(row[0] / row[1]) if row and row[1] > 0 else None

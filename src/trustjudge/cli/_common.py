@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -16,8 +17,9 @@ from rich.table import Table
 
 from .._items import Item
 from .._judge import Judge
+from ..backends import DEFAULT_JUDGE
 from .._tasks import Task
-from .._outputs import record_output
+from .._outputs import is_stdio, record_output
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -44,6 +46,29 @@ def fmt_rate(value: float) -> str:
     return "-" if value != value else f"{value:.3f}"
 
 
+def records_note(j: Judge, count: int, out: Path | None, items: Path | None = None) -> None:
+    """Say where a command's records went and how to look at the stored judgments behind them."""
+    where = "standard output" if out is None or is_stdio(out) else str(out)
+    store = shlex.quote(str(j.store.path))
+    judge = "" if j.name == DEFAULT_JUDGE else f" --judge {shlex.quote(j.name)}"
+    look = f"trustjudge store stats --store {store}"
+    if items is not None:
+        look += f"; one item's prompts and outputs: trustjudge store show {shlex.quote(str(items))} ITEM_ID{judge} " \
+                f"--store {store}"
+    err.print(escape(f"records: {count:,} written to {where}; the judgments behind them are in {j.store.path} "
+                     f"(look: {look})"), highlight=False, soft_wrap=True)
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 07 min``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
 def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None = None) -> None:
     """Print what judging ``items`` would take (``--dry-run``): judgments, stored, calls, tokens, time.
 
@@ -58,11 +83,15 @@ def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None 
     table.add_row("unscorable without a call", f"{plan.unscorable:,}")
     table.add_row("model calls to make", f"{plan.model_calls:,}")
     table.add_row("prompt tokens (all / to run)", f"{plan.prompt_tokens:,} / {plan.prompt_tokens_to_run:,}")
-    speed = f"{plan.tokens_per_s:,.0f} tokens/s ({'measured' if plan.measured else 'default estimate'})"
-    table.add_row("speed", speed)
+    sp = plan.speed
+    speed = f"{sp.prompt_tokens_per_s:,.0f} prompt tokens/s"
+    if sp.seconds_per_call:
+        speed += f" + {sp.seconds_per_call:.2f} s per call"
+    table.add_row("speed", escape(speed))
+    table.add_row("speed from", escape(sp.source))
     eta = plan.estimated_seconds
-    extra = " + critique generation" if plan.protocol == "cot" else ""
-    table.add_row("estimated time", f"{eta:,.0f} s{extra}" if math.isfinite(eta) else "unknown")
+    extra = " (critiques at max-new-tokens: an upper bound)" if plan.protocol == "cot" and plan.model_calls else ""
+    table.add_row("estimated time", f"{duration(eta)}{extra}" if math.isfinite(eta) else "unknown")
     Console().print(table)
 
 

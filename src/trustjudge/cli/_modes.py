@@ -28,7 +28,7 @@ from .._tasks import Task, check_item
 from .._trust_report import calibration_section
 from ..errors import BackendError
 from . import _calibrated as calibrated
-from ._common import err, is_utf8, print_plan, progress
+from ._common import err, is_utf8, print_plan, progress, records_note
 from ._inputs import changed, digest, read_items, scan, stream_items
 from ._options import (
     CalibrationOptions,
@@ -115,6 +115,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
             err.print(escape(f"{task.kind}: {written} records; model calls {s.model_calls}, from store "
                              f"{s.from_store}; unscored: {dict(unscored) or 'none'}; store: {j.store.path}"),
                       highlight=False)
+            records_note(j, written, out, items_path)
         if unscored.get(BACKEND_ERROR) and s.last_error:
             err.print(f"[yellow]backend error:[/] {escape(s.last_error)}", highlight=False)
         if calibrator is not None:

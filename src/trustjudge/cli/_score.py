@@ -18,7 +18,7 @@ from .._judge import CompareRecord, Judge, ScoreRecord
 from .._outputs import readable_input, record_output
 from .._scoring import AGGREGATIONS, SCORE_METHODS
 from ..errors import BackendError
-from ._common import err, is_utf8, print_plan, progress, warn_top_k
+from ._common import err, is_utf8, print_plan, progress, records_note, warn_top_k
 from ._inputs import changed, digest, read_items, scan, stream_items
 from . import _calibrated as calibrated
 from ._options import (
@@ -140,6 +140,7 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
                     stream.flush()
         if not quiet:
             summary.show(j)
+            records_note(j, summary.records, out, items_path)
         if calibrator is not None:
             calibrator.finish(calibrating.summary if calibrating is not None else None, quiet)
         summary.check(j)
