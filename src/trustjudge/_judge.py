@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,7 +43,7 @@ from ._tasks import (
     Task,
     check_item,
 )
-from ._trust import Calibration, annotate, template_hash
+from ._trust import Calibration, annotate, check_classes, template_hash
 from ._trust import fit as fit_calibration
 from ._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
@@ -129,6 +130,7 @@ class Judge:
                        min_label_mass=min_label_mass, delta=delta)
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         self._backend = judge if isinstance(judge, Backend) else None
+        self._backend_lock = threading.Lock()  # the service checks calibrations off its judge thread
         self._store = store if isinstance(store, Store) else Store(store)
         self.protocol: Protocol = protocol
         self.scale = make_scale(scale)
@@ -148,7 +150,9 @@ class Judge:
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = get_backend(self.name)
+            with self._backend_lock:  # two threads asking first must not load the model twice
+                if self._backend is None:
+                    self._backend = get_backend(self.name)
         return self._backend
 
     @property
@@ -346,12 +350,62 @@ class Judge:
         return fit_calibration(mode, records, judge=self.name, fingerprint=self.backend.fingerprint,
                                template=self._template_hash(mode), protocol=self._protocol_of(task), method=method)
 
-    def check_calibration(self, calibration: Calibration, *, override: bool = False) -> Calibration:
-        """``calibration`` if it was fitted for this judge, template and protocol (ConfigError if not)."""
-        task = self.calibration_task(calibration.mode)
-        return calibration.check(mode=calibration.mode, judge=self.name, fingerprint=self.backend.fingerprint,
-                                 template=self._template_hash(calibration.mode), protocol=self._protocol_of(task),
-                                 override=override)
+    def check_calibration(self, calibration: Calibration, *, override: bool = False,
+                          task: Task | None = None) -> Calibration:
+        """``calibration`` if it was fitted for this judge, template and protocol (ConfigError if not).
+
+        ``task``: the task the calibration is applied to (its mode, protocol and labels are checked; default:
+        the mode's task with this judge's settings). With ``override`` a judge, template, protocol or checklist
+        label mismatch is accepted and listed in the returned calibration's ``overridden``; a mode or class
+        mismatch never is (the verdicts differ).
+        """
+        task = task if task is not None else self.calibration_task(calibration.mode)
+        mode = task.kind
+        if mode not in ("compare", "checklist", "claims"):
+            raise ConfigError(f"calibration covers the modes compare, checklist and claims, not {mode} (no "
+                              f"{mode} calibration units yet)")
+        labels = getattr(task, "labels", None)
+        if mode == "claims" and calibration.mode == "claims" and labels is not None:
+            check_classes(mode, calibration, labels.labels)
+        checked = calibration.check(mode=mode, judge=self.name, fingerprint=self.backend.fingerprint,
+                                    template=self._template_hash(mode), protocol=self._protocol_of(task),
+                                    override=override)
+        # A checklist calibration is fitted on YES/NO checks (`calibrate` asks those): P(pass) under another
+        # label set is another quantity.
+        if mode == "checklist" and labels is not None and labels != YES_NO:
+            if not override:
+                raise ConfigError(f"the calibration file does not fit this judging (labels: calibrated YES/NO, now "
+                                  f"{'/'.join(labels.labels)}; it was fitted for judge {calibration.judge}): pass "
+                                  "--calibration-override to use it anyway (every record then says so)")
+            checked = replace(checked, overridden=[*checked.overridden, "labels"])
+        return checked
+
+    def prepare_calibration(self, calibration: Calibration, *, target: float | None = None, delta: float = 0.1,
+                            override: bool = False, task: Task | None = None) -> tuple[Calibration, Selection | None]:
+        """The checked calibration (see :meth:`check_calibration`) and, with ``target``, its selection: the
+        confidence threshold for agreement >= ``target`` with probability >= 1 - ``delta``.
+
+        Raises:
+            ConfigError: a mismatched calibration, or a target its calibration set cannot support.
+        """
+        selection = calibration.selection(target, delta) if target is not None else None
+        return self.check_calibration(calibration, override=override, task=task), selection
+
+    def apply_calibration(self, records: Iterable[Record | dict[str, Any]], calibration: Calibration, *,
+                          target: float | None = None, delta: float = 0.1, override: bool = False,
+                          task: Task | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Add ``calibration``'s probabilities, verdict and confidence to every verdict of ``records`` (and,
+        with ``target``, whether it is kept), with zero model calls: the raw fields stay as they were.
+
+        ``records`` are this judge's records (or their dicts) in the calibration's mode; the calibration is
+        checked against this judge first (:meth:`check_calibration`; ``task`` as there). Returns the
+        annotated records and the summary (coverage, the guarantee and the calibration set it rests on).
+        """
+        rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
+        checked, selection = self.prepare_calibration(calibration, target=target, delta=delta, override=override,
+                                                      task=task)
+        annotated = annotate(checked.mode, rows, checked, selection)
+        return annotated, trust_summary(checked.mode, annotated, checked, selection)
 
     def select(self, items: Iterable[Item], calibration: Calibration, *, target: float | None = None,
                delta: float = 0.1, override: bool = False,

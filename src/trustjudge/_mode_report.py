@@ -424,7 +424,8 @@ def _other_section(audit: Mapping[str, Any], mode: str) -> list[str]:
 
 # -- the report -------------------------------------------------------------------------------------------
 def render_mode_report(audit: Mapping[str, Any], *, title: str, mode: str,
-                       details: Mapping[str, Any] | None = None, generated: datetime | None = None) -> str:
+                       details: Mapping[str, Any] | None = None, generated: datetime | None = None,
+                       extra_sections: Sequence[tuple[str, str, str]] = ()) -> str:
     """Return a self-contained HTML report (one string) of a judging-mode audit.
 
     Args:
@@ -435,6 +436,8 @@ def render_mode_report(audit: Mapping[str, Any], *, title: str, mode: str,
         mode: ``criteria``, ``checklist`` or ``claims``.
         details: Extra facts for the summary (e.g. judge and data file), shown as given.
         generated: The report's date (default: now, UTC).
+        extra_sections: Further sections, ``(id, title, html)``, placed after the mode's own (the calibration
+            section of :func:`trustjudge._trust_report.calibration_section`); their HTML is used as given.
 
     Raises:
         ValueError: an unknown mode.
@@ -451,6 +454,11 @@ def render_mode_report(audit: Mapping[str, Any], *, title: str, mode: str,
             sections, ids = _checklist_sections(audit)
         else:
             sections, ids = _claims_sections(audit)
+    titles = {k: k.capitalize() for k in ids}
+    for key, label, html in extra_sections:
+        sections.append(html)
+        ids.append(key)
+        titles[key] = label
     grounding = _map(audit.get("grounding"))
     if grounding:
         sections += _grounding_section(grounding)
@@ -460,7 +468,7 @@ def render_mode_report(audit: Mapping[str, Any], *, title: str, mode: str,
         sections += other
         ids.append("other")
     meta = _summary(audit, mode, details or {})
-    nav = "".join(f'<a href="#{_e(k)}">{_e(k.capitalize())}</a>' for k in ids)
+    nav = "".join(f'<a href="#{_e(k)}">{_e(titles.get(k, k.capitalize()))}</a>' for k in ids)
     body = [f'<header id="summary"><h1>{_e(title)}</h1>',
             f'<p class="sub">trustjudge {_e(_version())} · {_e(mode)} audit</p>',
             '<dl class="meta">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in meta)

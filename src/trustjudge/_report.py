@@ -603,7 +603,8 @@ def _conflicts_html(run: AuditRun, items: Sequence[Item] | None, max_items: int,
 # -- the report -------------------------------------------------------------------------------------------
 def render_report(run: AuditRun, *, judge: str, protocol: str, data: str, ranking: Mapping[str, Any] | None = None,
                   title: str = DEFAULT_TITLE, items: Sequence[Item] | None = None,
-                  generated: datetime | None = None, max_conflict_items: int = MAX_CONFLICT_ITEMS) -> str:
+                  generated: datetime | None = None, max_conflict_items: int = MAX_CONFLICT_ITEMS,
+                  extra_sections: Sequence[tuple[str, str, str]] = ()) -> str:
     """Return a self-contained HTML report (one string, no network needed to view it) of an audit run.
 
     Args:
@@ -619,6 +620,8 @@ def render_report(run: AuditRun, *, judge: str, protocol: str, data: str, rankin
         generated: The report's date (default: now, UTC).
         max_conflict_items: How many items (most conflicts first) the per-question table shows; each
             shows its largest contradictions (up to ``MAX_CONFLICTS_PER_ITEM`` pairs) and counts the rest.
+        extra_sections: Further sections, ``(id, title, html)``, placed after the plots (the calibration
+            section of :func:`trustjudge._trust_report.calibration_section`); their HTML is used as given.
     """
     import matplotlib
 
@@ -645,14 +648,15 @@ def render_report(run: AuditRun, *, judge: str, protocol: str, data: str, rankin
                                     "Systems by strength with their 95% intervals (bootstrap over items), "
                                     "best at the top.", _plot_ranking(ranking))
                        if ranking is not None else "")
-    nav = [("summary", "Summary"), ("plots", "Plots")] + ([("ranking", "Ranking")] if ranking is not None else []) \
+    nav = [("summary", "Summary"), ("plots", "Plots"), *((k, t) for k, t, _ in extra_sections)] \
+        + ([("ranking", "Ranking")] if ranking is not None else []) \
         + [("audit", "Audit table"), ("conflicts", "Per-question conflicts")]
     body = [
         f"<header id=\"summary\"><h1>{_e(title)}</h1>",
         f'<p class="sub">trustjudge {_e(_version())} · consistency audit of <b>{_e(judge)}</b> on {_e(data)}</p>',
         _meta_html(run, judge, protocol, data, generated),
         "<nav>" + "".join(f'<a href="#{k}">{_e(v)}</a>' for k, v in nav) + "</nav></header>",
-        '<section id="plots"><h2>Plots</h2>', *figures, "</section>",
+        '<section id="plots"><h2>Plots</h2>', *figures, "</section>", *(html for _, _, html in extra_sections),
     ]
     if ranking is not None:
         body += ['<section id="ranking"><h2>Ranking</h2>', ranking_fig, _ranking_html(ranking), "</section>"]

@@ -13,6 +13,10 @@ Endpoints (JSON in, JSON out)::
     POST /v1/rank      {"items": [...], "scale", "method", "bootstrap", ...}  -> ranking of the systems
     GET  /v1/stats     request, batch and model-call counters
 
+compare, checklist and claims also take a `calibration` (a calibration file's JSON object), with optional
+`target_agreement`, `risk_delta` and `calibration_override`: each record's verdicts gain a `calibrated` block
+and the response a `calibration` summary (a calibration that does not fit: 422 naming why).
+
 Items have the schema of one JSONL line (README, "Input") and are validated by the library
 (:func:`trustjudge.items_from_dicts`). Records are exactly the dicts the CLI writes.
 
@@ -76,6 +80,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._items import Item, items_from_dicts, parse_checklist, parse_criteria
+from ._calibration import Selection
 from ._judge import Judge
 from ._prompts import YES_NO, LabelSet, Protocol
 from ._schema import (
@@ -87,6 +92,8 @@ from ._schema import (
     ScoreRecord,
 )
 from ._tasks import Cost, Task
+from ._trust import Calibration, annotate
+from ._trust import summary as trust_summary
 from ._store import Store
 from .backends import Backend
 from .errors import (
@@ -220,6 +227,26 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class _Calibrated(_Body):
+    """The calibration fields of /v1/compare, /v1/checklist and /v1/claims (the modes with calibration units)."""
+
+    calibration: dict[str, Any] | None = Field(
+        None, description="A calibration file's JSON object (`trustjudge calibrate` in this route's mode) to apply: "
+                          "every verdict also gets a `calibrated` block (probabilities, verdict, confidence; the raw "
+                          "fields stay) and the response a `calibration` summary, with zero extra model calls. One "
+                          "fitted for another mode, judge, template or protocol is refused (422 naming why).")
+    calibration_override: bool = Field(
+        False, description="Accept a calibration fitted for another judge, template, protocol or checklist labels "
+                           "(every record then lists what was overridden; a mode or class mismatch never is).")
+    target_agreement: float | None = Field(
+        None, gt=0.0, lt=1.0, description="With calibration: keep only the verdicts confident enough that agreement "
+                                           "with humans on the kept ones is >= this with probability >= 1 - "
+                                           "risk_delta; the rest get `abstained` with the reason. A target the "
+                                           "calibration set cannot support is a 422 before any judging.")
+    risk_delta: float = Field(0.1, gt=0.0, lt=1.0, description="With target_agreement: the allowed probability "
+                                                                "that the guarantee fails.")
+
+
 class ScoreRequest(_Body):
     """Score every response of every item."""
 
@@ -228,7 +255,7 @@ class ScoreRequest(_Body):
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
-class CompareRequest(_Body):
+class CompareRequest(_Calibrated):
     """Compare pairs of responses in both presentation orders."""
 
     items: Items = Field(description=_ITEMS_DOC + " Each needs two or more responses.")
@@ -258,7 +285,7 @@ class CriteriaCompareRequest(_Body):
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
-class ClaimsRequest(_Body):
+class ClaimsRequest(_Calibrated):
     """Extract (or take) each response's claims, verify them against the item's evidence, and optionally match
     them against gold claims."""
 
@@ -269,7 +296,7 @@ class ClaimsRequest(_Body):
     min_overlap: float = Field(0.0, ge=0.0, le=1.0, description="Matching prefilter: least word overlap judged.")
 
 
-class ChecklistRequest(_Body):
+class ChecklistRequest(_Calibrated):
     """Ask every response every check of its checklist (the item's and its own, else the request's)."""
 
     items: Items = Field(description=_ITEMS_DOC)
@@ -318,6 +345,8 @@ class CompareResponse(BaseModel):
     """Compare records in input order."""
 
     records: list[CompareRecord]
+    calibration: dict[str, Any] | None = Field(None, description="With a request calibration: coverage, the "
+                                                            "guarantee and the calibration set it rests on.")
 
 
 class CriteriaResponse(BaseModel):
@@ -336,12 +365,61 @@ class ClaimsResponse(BaseModel):
     """Claims records in input order, one per response."""
 
     records: list[ClaimsRecord]
+    calibration: dict[str, Any] | None = Field(None, description="With a request calibration: coverage, the "
+                                                            "guarantee and the calibration set it rests on.")
 
 
 class ChecklistResponse(BaseModel):
     """Checklist records in input order, one per response."""
 
     records: list[ChecklistRecord]
+    calibration: dict[str, Any] | None = Field(None, description="With a request calibration: coverage, the "
+                                                            "guarantee and the calibration set it rests on.")
+
+
+Prepared = tuple[Calibration, Selection | None]
+
+
+async def _prepare_calibration(judge: Judge, body: _Calibrated, task: Task) -> Prepared | None:
+    """The request's calibration checked against the judge and the task, and its selection (422 naming the
+    field when the file is bad, does not fit, or cannot support the target); None without one."""
+    if body.calibration is None:
+        if body.target_agreement is not None:
+            raise InputError("needs a calibration to choose the threshold on", line=0, field="target_agreement")
+        return None
+    data = body.calibration
+
+    def prepare() -> Prepared:  # scipy, and the backend's fingerprint: off the event loop
+        try:
+            cal = Calibration.from_dict(data, "calibration")
+        except ConfigError as exc:
+            raise InputError(str(exc), line=0, field="calibration") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"calibration: bad parameters ({exc})", line=0, field="calibration") from None
+        try:
+            selection = cal.selection(body.target_agreement, body.risk_delta) \
+                if body.target_agreement is not None else None
+        except ConfigError as exc:
+            raise InputError(str(exc), line=0, field="target_agreement") from None
+        try:
+            return judge.check_calibration(cal, override=body.calibration_override, task=task), selection
+        except ConfigError as exc:
+            raise InputError(str(exc), line=0, field="calibration") from None
+
+    return await asyncio.to_thread(prepare)
+
+
+async def _respond(records: list[dict[str, Any]], prepared: Prepared | None) -> JSONResponse:
+    """The records, annotated with the calibration and followed by its summary when the request gave one."""
+    if prepared is None:
+        return _records(records)
+    cal, selection = prepared
+
+    def apply() -> dict[str, Any]:
+        annotated = annotate(cal.mode, records, cal, selection)
+        return {"records": annotated, "calibration": trust_summary(cal.mode, annotated, cal, selection)}
+
+    return JSONResponse(await asyncio.to_thread(apply))
 
 
 class Health(BaseModel):
@@ -1089,7 +1167,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         items = _validate(body.items, max_items, min_responses=2)
         task = judge.compare_task(body.protocol or default_protocol, body.delta)
         _limit(limits, items, task)
-        return _records(await worker.submit(task, items))
+        prepared = await _prepare_calibration(judge, body, task)
+        return await _respond(await worker.submit(task, items), prepared)
 
     @app.post("/v1/criteria", response_model=CriteriaResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
@@ -1121,7 +1200,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         items = _validate(body.items, max_items)
         task = judge.claims_task(k=body.k, unknown=body.unknown, match=body.match, min_overlap=body.min_overlap)
         _limit(limits, items, task)
-        return _records(await worker.submit(task, items))
+        prepared = await _prepare_calibration(judge, body, task)
+        return await _respond(await worker.submit(task, items), prepared)
 
     @app.post("/v1/checklist", response_model=ChecklistResponse, response_model_exclude_unset=True,
               responses=_ERRORS, tags=["judge"])
@@ -1134,7 +1214,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         task = judge.checklist_task(suite, labels=labels, reweight=body.reweight,
                                     protocol=body.protocol or default_protocol)
         _limit(limits, items, task)
-        return _records(await worker.submit(task, items))
+        prepared = await _prepare_calibration(judge, body, task)
+        return await _respond(await worker.submit(task, items), prepared)
 
     @app.post("/v1/audit", response_model=dict[str, Any], responses=_ERRORS, tags=["judge"])
     async def audit(body: AuditRequest) -> dict[str, Any]:

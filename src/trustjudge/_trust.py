@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import _calibration as C
+from ._aggregates import reliability
 from .errors import ConfigError
 
 CALIBRATION_VERSION = 1
@@ -323,29 +324,124 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
     return out
 
 
+class Tally:
+    """Running totals of annotated records for a run's summary (constant memory: records are added one by one).
+
+    A verdict is *kept* when it has a calibrated confidence and, with a selection, is not abstained on;
+    agreement is counted on the kept verdicts whose record carries a human label.
+    """
+
+    def __init__(self, mode: str, calibration: Calibration, selection: C.Selection | None) -> None:
+        self.mode, self.calibration, self.selection = mode, calibration, selection
+        self.verdicts = self.kept = self.labelled = self.agreed = 0
+        self.abstained: dict[str, int] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Count the units of one annotated record."""
+        classes = self.calibration.map.classes
+        for unit in units(self.mode, [record], classes):
+            target: Any = record
+            for step in unit.path:
+                target = target[step]
+            block = target.get("calibrated") or {}
+            self.verdicts += 1
+            reason = block.get("abstained") if self.selection is not None else None
+            if reason is None and block.get("confidence") is None:
+                reason = UNSCORED
+            if reason is not None:
+                self.abstained[reason] = self.abstained.get(reason, 0) + 1
+                continue
+            self.kept += 1
+            if unit.human is not None:
+                self.labelled += 1
+                self.agreed += classes[unit.human] == block.get("verdict")
+
+    def result(self) -> dict[str, Any]:
+        """The summary: coverage, agreement on kept labelled verdicts, the guarantee and what it rests on."""
+        cal = self.calibration
+        out: dict[str, Any] = {
+            "mode": self.mode, "verdicts": self.verdicts, "kept": self.kept,
+            "coverage": self.kept / self.verdicts if self.verdicts else None,
+            "abstained": dict(sorted(self.abstained.items())),
+            "agreement_on_kept": self.agreed / self.labelled if self.labelled else None,
+            "labelled_kept": self.labelled,
+            "calibration": {"judge": cal.judge, "n": cal.n, "method": cal.map.method, "data_hash": cal.data_hash,
+                            "overridden": list(cal.overridden)}}
+        if self.selection is not None:
+            out["guarantee"] = self.selection.to_dict()
+        return out
+
+
 def summary(mode: str, annotated: Sequence[Mapping[str, Any]], calibration: Calibration,
             selection: C.Selection | None) -> dict[str, Any]:
     """Coverage, and agreement with humans where the records carry labels, of annotated records."""
-    total = kept = labelled = agreed = 0
-    for unit in units(mode, annotated, calibration.map.classes):
-        target: Any = annotated[unit.record]
-        for step in unit.path:
-            target = target[step]
-        block = target.get("calibrated") or {}
-        total += 1
-        if selection is not None and block.get("abstained") is not None:
-            continue
-        kept += 1
-        if unit.human is not None and block.get("verdict") is not None:
-            labelled += 1
-            agreed += calibration.map.classes[unit.human] == block["verdict"]
-    out: dict[str, Any] = {"mode": mode, "verdicts": total, "kept": kept,
-                           "coverage": kept / total if total else None,
-                           "agreement_on_kept": agreed / labelled if labelled else None, "labelled_kept": labelled,
-                           "calibration": {"judge": calibration.judge, "n": calibration.n,
-                                           "method": calibration.map.method, "data_hash": calibration.data_hash}}
+    tally = Tally(mode, calibration, selection)
+    for record in annotated:
+        tally.add(record)
+    return tally.result()
+
+
+def check_classes(mode: str, calibration: Calibration, classes: Sequence[str]) -> None:
+    """Refuse a calibration whose classes are not those the judging asks for (claims with ``--unknown``)."""
+    if tuple(classes) != tuple(calibration.map.classes):
+        raise ConfigError(f"the calibration covers the {mode} classes {', '.join(calibration.map.classes)}, but "
+                          f"this judging asks for {', '.join(classes)}: refit it on judgments with these labels")
+
+
+def _curve(confidence: np.ndarray, agree: np.ndarray, points: int = 200) -> list[dict[str, float]]:
+    """Agreement on the kept verdicts against coverage, keeping the most confident first (ties together)."""
+    order = np.argsort(-confidence, kind="stable")
+    c, a = confidence[order], agree[order].astype(np.float64)
+    n = c.size
+    ends = np.flatnonzero(np.r_[c[1:] != c[:-1], True]) + 1  # a threshold keeps every tie
+    if ends.size > points:
+        ends = np.unique(ends[np.linspace(0, ends.size - 1, points).round().astype(int)])
+    cum = np.cumsum(a)
+    return [{"coverage": float(k / n), "agreement": float(cum[k - 1] / k), "threshold": float(c[k - 1])}
+            for k in ends]
+
+
+def _side(probs: np.ndarray, human: np.ndarray) -> dict[str, Any]:
+    conf = probs.max(axis=1)
+    correct = probs.argmax(axis=1) == human
+    return {"ece": C.ece(probs, human), "brier": C.brier(probs, human),
+            "accuracy": float(correct.mean()),
+            "reliability": [{"lo": b.lo, "hi": b.hi, "count": b.count, "mean_prob": b.mean_prob,
+                             "frequency": b.frequency} for b in reliability(conf.tolist(), correct.tolist())]}
+
+
+def evaluation(mode: str, records: Sequence[Mapping[str, Any]], calibration: Calibration,
+               selection: C.Selection | None = None) -> dict[str, Any]:
+    """What the report draws of a calibration: reliability of the top class before and after calibration, and
+    the selective-risk curve (agreement with humans on the kept verdicts against coverage).
+
+    It is measured on the labelled, scored verdicts of ``records`` when there are at least two (held out
+    from the calibration, if the user kept them apart), else on the calibration set itself (``source``
+    says which; on the calibration set the calibrated side is in-sample, so optimistic).
+    """
+    labelled = [u for u in units(mode, records, calibration.map.classes) if u.probs is not None and u.human is not None]
+    if len(labelled) >= 2:
+        raw = np.asarray([u.probs for u in labelled], dtype=np.float64)
+        human = np.asarray([u.human for u in labelled], dtype=np.int64)
+        source = "records"
+    else:
+        raw = np.asarray(calibration.probs, dtype=np.float64)
+        human = np.asarray(calibration.human, dtype=np.int64)
+        source = "calibration set"
+    raw = raw / np.clip(raw.sum(axis=1, keepdims=True), 1e-12, None)
+    calibrated = calibration.calibrated(raw)
+    conf = calibrated.max(axis=1)
+    agree = calibrated.argmax(axis=1) == human
+    out: dict[str, Any] = {
+        "mode": mode, "source": source, "n": int(human.size), "classes": list(calibration.map.classes),
+        "calibration": {"judge": calibration.judge, "n": calibration.n, "method": calibration.map.method,
+                        "data_hash": calibration.data_hash, "overridden": list(calibration.overridden)},
+        "before": _side(raw, human), "after": _side(calibrated, human), "risk_curve": _curve(conf, agree),
+        "risk_curve_raw": _curve(raw.max(axis=1), raw.argmax(axis=1) == human), "selection": None}
     if selection is not None:
-        out["guarantee"] = selection.to_dict()
+        kept = selection.keep(conf)
+        out["selection"] = {**selection.to_dict(), "coverage": float(kept.mean()),
+                            "agreement": float(agree[kept].mean()) if kept.any() else None}
     return out
 
 

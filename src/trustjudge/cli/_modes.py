@@ -25,10 +25,20 @@ from .._mode_report import render_mode_report
 from .._outputs import atomic_output, readable_input, record_output, write_text
 from .._prompts import YES_NO, LabelSet
 from .._tasks import Task, check_item
+from .._trust_report import calibration_section
 from ..errors import BackendError
+from . import _calibrated as calibrated
 from ._common import err, is_utf8, print_plan, progress, records_note
 from ._inputs import changed, digest, read_items, scan, stream_items
-from ._options import Finite, JudgeOptions, input_options, judge_options, output_options
+from ._options import (
+    CalibrationOptions,
+    Finite,
+    JudgeOptions,
+    calibration_options,
+    input_options,
+    judge_options,
+    output_options,
+)
 
 SUITE = click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="A suite file (JSON or TOML) whose criteria/checklist apply to items carrying none.")
@@ -50,8 +60,12 @@ def _suite(path: Path | None) -> Suite:
 
 def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool,
          quiet: bool, judging: JudgeOptions, fmt: str, audit: Callable[[Judge, Task, list[dict[str, Any]]], Any],
-         audit_out: Path | None, report_out: Path | None = None, mode: str = "") -> None:
-    """Judge a file with a task, streaming records; then the audit, if ``--audit`` or ``--report`` asks."""
+         audit_out: Path | None, report_out: Path | None = None, mode: str = "",
+         calibrating: CalibrationOptions | None = None) -> None:
+    """Judge a file with a task, streaming records; then the audit, if ``--audit`` or ``--report`` asks. With
+    ``calibrating`` each record is annotated with its calibrated verdicts as it is written, and the report gets
+    the calibration section."""
+    loaded = calibrated.load(calibrating, mode) if calibrating is not None else None
     auditing = audit_out is not None or report_out is not None
     if dry_run:
         items = read_items(items_path, skip_invalid, 1, fmt)
@@ -79,6 +93,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
     unscored: Counter[str] = Counter()
     written = 0
     try:
+        calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
         with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 bar_task = bar.add_task(f"{task.kind} ({j.name}, {task.protocol})", total=total)
@@ -86,6 +101,8 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
                 ascii_only = not is_utf8(stream)
                 for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
                     row = record.to_dict()
+                    if calibrator is not None:
+                        row = calibrator.annotate(row)
                     stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
                     stream.flush()
                     written += 1
@@ -101,6 +118,8 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
             records_note(j, written, out, items_path)
         if unscored.get(BACKEND_ERROR) and s.last_error:
             err.print(f"[yellow]backend error:[/] {escape(s.last_error)}", highlight=False)
+        if calibrator is not None:
+            calibrator.finish(calibrating.summary if calibrating is not None else None, quiet)
         if auditing:
             report = audit(j, task, records)
             if audit_out is not None:
@@ -109,8 +128,9 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
                 if not quiet:
                     err.print(escape(f"audit written to {audit_out}"), highlight=False)
             if report_out is not None:
+                extra = [calibration_section(calibrator.evaluation(records))] if calibrator is not None else []
                 write_text(report_out, render_mode_report(report, title=f"trustjudge {mode} audit", mode=mode, details={
-                    "judge": j.name, "data": str(items_path)}), "--report")
+                    "judge": j.name, "data": str(items_path)}, extra_sections=extra), "--report")
                 if not quiet:
                     err.print(escape(f"audit report written to {report_out}"), highlight=False)
         if written and unscored.get(BACKEND_ERROR) == written:
@@ -148,6 +168,7 @@ def _all_items(path: Path, skip_invalid: bool, fmt: str) -> list[Item]:
 @AUDIT
 @REPORT
 @GROUNDING
+@calibration_options("criteria")
 def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
              dry_run: bool, suite: Path | None, reweight: bool, scale: str | None, pairwise: bool, graded: bool,
              audit_out: Path | None, report_out: Path | None, grounding_audit_: bool) -> None:
@@ -192,11 +213,14 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
 @AUDIT
 @REPORT
 @GROUNDING
+@calibration_options("checklist")
 def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
               dry_run: bool, suite: Path | None, reweight: bool, labels: str | None, audit_out: Path | None,
-              report_out: Path | None, grounding_audit_: bool) -> None:
-    """Ask every response every check: P(pass) per check, expected satisfaction, P(all), counts."""
-    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
+              report_out: Path | None, grounding_audit_: bool, calibrating: CalibrationOptions) -> None:
+    """Ask every response every check: P(pass) per check, expected satisfaction, P(all), counts; with
+    --calibration, each check's P(pass) also calibrated (and with --target-agreement, kept or abstained on)."""
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out, "--summary": calibrating.summary},
+                  inputs=(suite, calibrating.path))
     s = _suite(suite)
     spec = labels or s.labels
     label_set = LabelSet.parse(spec) if spec else YES_NO
@@ -214,7 +238,7 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit, audit_out, report_out, "checklist")
+         audit, audit_out, report_out, "checklist", calibrating)
 
 
 @click.command("claims")
@@ -237,13 +261,16 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
 @REPORT
 @click.option("--sensitivity", is_flag=True, help="With --audit: evidence order, negation and extractor stability "
                                                   "(a second extraction at temperature 0.7).")
+@calibration_options("claims")
 def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
            dry_run: bool, k: int | None, unknown: bool, match: bool, min_overlap: float, extract_tokens: int,
            max_claims: int,
-           audit_out: Path | None, report_out: Path | None, sensitivity: bool) -> None:
+           audit_out: Path | None, report_out: Path | None, sensitivity: bool, calibrating: CalibrationOptions) -> None:
     """Extract each response's claims (or take the given ones), verify each against the item's evidence, and
-    report expected precision, the distribution of supported claims and, with --match, recall."""
-    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out})
+    report expected precision, the distribution of supported claims and, with --match, recall; with
+    --calibration, each verification also calibrated (and with --target-agreement, kept or abstained on)."""
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out, "--summary": calibrating.summary},
+                  inputs=(calibrating.path,))
 
     def task_of(j: Judge) -> Task:
         return j.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap, max_new_tokens=extract_tokens,
@@ -262,4 +289,4 @@ def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit, audit_out, report_out, "claims")
+         audit, audit_out, report_out, "claims", calibrating)

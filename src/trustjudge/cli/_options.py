@@ -296,3 +296,86 @@ def audit_options(fn: Command) -> Command:
                      help="Also score every response with an appended instruction to give the top score, and "
                           "report how far the judge moves (one more pointwise judgment per response and scale)."),
     ], fn)
+
+
+# -- calibration on the judging commands --------------------------------------------------------------------
+
+CALIBRATED_MODES = ("compare", "checklist", "claims")
+"""The commands whose verdicts a calibration file applies to (the modes with calibration units)."""
+_CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary")
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    """``--calibration`` and the options that go with it, as given (``path`` None: no calibration asked)."""
+
+    path: Path | None = None
+    override: bool = False
+    target: float | None = None
+    delta: float = 0.1
+    summary: Path | None = None
+
+
+def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command], Command]:
+    """Add ``--calibration``, ``--calibration-override``, ``--target-agreement``, ``--risk-delta`` (and, with
+    ``summary``, ``--summary``); the command receives them as one ``calibrating: CalibrationOptions``.
+
+    For a mode without calibration units (score, criteria) the options are hidden and refused when given,
+    saying why, so that nobody believes a calibration was applied.
+    """
+    if mode not in CALIBRATED_MODES:
+        why = (f"--{{}} does not apply to {mode}: calibration covers {', '.join(CALIBRATED_MODES)} (no {mode} "
+               "calibration units yet)")
+
+        def refuse(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+            if param.name is not None and ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
+                name = param.name.replace("_", "-")
+                raise click.BadOptionUsage(f"--{name}", why.format(name), ctx=ctx)
+            return value
+
+        hidden: list[Callable[[Command], Command]] = [
+            click.option("--calibration", hidden=True, expose_value=False, callback=refuse),
+            click.option("--calibration-override", is_flag=True, hidden=True, expose_value=False, callback=refuse),
+            click.option("--target-agreement", hidden=True, expose_value=False, callback=refuse),
+            click.option("--risk-delta", hidden=True, expose_value=False, callback=refuse)]
+        return functools.partial(_apply, hidden)
+
+    level = Finite(min=0.0, max=1.0, min_open=True, max_open=True)
+    options: list[Callable[[Command], Command]] = [
+        click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help=f"A {mode} calibration file (`trustjudge calibrate --mode {mode}`): every verdict also gets "
+                          "its calibrated probabilities and confidence (the raw ones stay); zero extra model calls."),
+        click.option("--calibration-override", is_flag=True,
+                     help="Use the calibration although it was fitted for another judge, template, protocol or "
+                          "labels (every record says so)."),
+        click.option("--target-agreement", type=level, default=None,
+                     help="With --calibration: keep only verdicts confident enough that agreement with humans on "
+                          "the kept ones is at least this with probability >= 1 - risk delta; the rest say "
+                          "`abstained` and why."),
+        click.option("--risk-delta", type=level, default=0.1, show_default=True,
+                     help="With --target-agreement: the allowed probability that the guarantee fails."),
+    ]
+    if summary:
+        options.append(click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                                    help="With --calibration: also write the run's calibration summary (coverage, "
+                                         "guarantee, calibration set) as JSON here."))
+
+    def decorate(fn: Command) -> Command:
+        @functools.wraps(fn)
+        def command(**params: Any) -> Any:
+            values = {name: params.pop(name, None) for name in _CALIBRATION_FIELDS}
+            ctx = click.get_current_context(silent=True)
+            if values["calibration"] is None:
+                for name in ("calibration_override", "target_agreement", "risk_delta", "summary"):
+                    if ctx is not None and name in ctx.params and \
+                            ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                        raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration")
+            calibrating = CalibrationOptions(values["calibration"], bool(values["calibration_override"]),
+                                             values["target_agreement"],
+                                             0.1 if values["risk_delta"] is None else values["risk_delta"],
+                                             values["summary"])
+            return fn(calibrating=calibrating, **params)
+
+        return _apply(options, command)
+
+    return decorate

@@ -14,7 +14,17 @@ from .._outputs import readable_input, write_text
 from ._audit import plan_audit, run_audit
 from ._common import err, methods_note, write_records
 from ._inputs import read_items
-from ._options import MAX_PAIRS_OPTION, JudgeOptions, audit_options, input_options, judge_options, output_options
+from . import _calibrated as calibrated
+from ._options import (
+    MAX_PAIRS_OPTION,
+    CalibrationOptions,
+    JudgeOptions,
+    audit_options,
+    calibration_options,
+    input_options,
+    judge_options,
+    output_options,
+)
 
 
 @click.command("report")
@@ -26,21 +36,34 @@ from ._options import MAX_PAIRS_OPTION, JudgeOptions, audit_options, input_optio
               help="Write the HTML report here (one self-contained file).")
 @click.option("--title", default=None, help="Report title (default: 'trustjudge audit report').")
 @MAX_PAIRS_OPTION
+@calibration_options("compare", summary=False)
 def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
            dry_run: bool, scales: list[int], delta: float, ks: list[int], bootstrap: int, injection: bool,
-           html_out: Path, title: str | None, max_pairs: int) -> None:
-    """Audit ITEMS like `trustjudge audit` and write an HTML report: plots, audit table, ranking, conflicts."""
+           html_out: Path, title: str | None, max_pairs: int, calibrating: CalibrationOptions) -> None:
+    """Audit ITEMS like `trustjudge audit` and write an HTML report: plots, audit table, ranking, conflicts;
+    with --calibration (a compare calibration), also reliability before and after it and the selective-risk
+    curve."""
     from .._report import DEFAULT_TITLE, render_report
 
-    judging.guard(items, {"--out": out, "--html": html_out})
+    judging.guard(items, {"--out": out, "--html": html_out}, inputs=(calibrating.path,))
+    cal = calibrated.load(calibrating, "compare")
     loaded = read_items(readable_input(items), skip_invalid, 1, fmt, max_pairs=max_pairs)
     j = judging.make()
+    extra: list[tuple[str, str, str]] = []
     try:
         if dry_run:
             plan_audit(j, loaded, scales)
             return
+        calibrator = calibrated.Calibrator.start(cal, j, j.compare_task()) if cal is not None else None
         run = run_audit(j, loaded, scales=scales, delta=delta, ks=ks, bootstrap=bootstrap, injection=injection,
                         quiet=quiet)
+        if calibrator is not None:
+            from .._trust_report import calibration_section
+
+            annotated = [calibrator.annotate(r) for r in run.compare_records]
+            extra.append(calibration_section(calibrator.evaluation(annotated)))
+            if not quiet:
+                err.print(escape(calibrated.describe(calibrator.summary())), highlight=False)
         name, used_protocol, calls, from_store = j.name, j.protocol, j.stats.model_calls, j.stats.from_store
     finally:
         j.close()
@@ -62,7 +85,7 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                 err.print(escape(f"no ranking: {exc}"), highlight=False)
 
     page = render_report(run, judge=name, protocol=used_protocol, data=str(items), ranking=ranking,
-                         title=title or DEFAULT_TITLE, items=loaded)
+                         title=title or DEFAULT_TITLE, items=loaded, extra_sections=extra)
     write_text(html_out, page, "--html")
     if not quiet:
         err.print(escape(f"report: {html_out} ({len(page) / 1024:,.0f} KiB); {run.report.items} items, "

@@ -20,7 +20,18 @@ from .._scoring import AGGREGATIONS, SCORE_METHODS
 from ..errors import BackendError
 from ._common import err, is_utf8, print_plan, progress, records_note, warn_top_k
 from ._inputs import changed, digest, read_items, scan, stream_items
-from ._options import MAX_PAIRS_OPTION, SCALES, Finite, JudgeOptions, input_options, judge_options, output_options
+from . import _calibrated as calibrated
+from ._options import (
+    MAX_PAIRS_OPTION,
+    SCALES,
+    CalibrationOptions,
+    Finite,
+    JudgeOptions,
+    calibration_options,
+    input_options,
+    judge_options,
+    output_options,
+)
 
 
 class _Summary:
@@ -90,9 +101,12 @@ class _Summary:
 
 
 def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool,
-         j_factory: Callable[[], Judge], fmt: str = "auto", max_pairs: int | None = None) -> None:
+         j_factory: Callable[[], Judge], fmt: str = "auto", max_pairs: int | None = None,
+         calibrating: CalibrationOptions | None = None) -> None:
     """Judge a file, streaming: items are read, judged and written chunk by chunk (``max_pairs``: the most
-    pairs an item may have)."""
+    pairs an item may have; with ``calibrating``, each record annotated with its calibrated verdict as it is
+    written)."""
+    loaded = calibrated.load(calibrating, kind) if calibrating is not None else None
     min_responses = 2 if kind == "compare" else 1
     per_item: Callable[[Item], int] = (lambda it: len(it.responses)) if kind == "score" \
         else (lambda it: 2 * len(it.all_pairs()))
@@ -111,6 +125,7 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
     j = j_factory()
     summary = _Summary(kind)
     try:
+        calibrator = calibrated.Calibrator.start(loaded, j, j.compare_task()) if loaded is not None else None
         with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
@@ -121,12 +136,16 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
                 ascii_only = not is_utf8(stream)
                 for record in gen:
                     row = record.to_dict()
+                    if calibrator is not None:
+                        row = calibrator.annotate(row)
                     stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
                     summary.add(row)
                     stream.flush()
         if not quiet:
             summary.show(j)
             records_note(j, summary.records, out, items_path)
+        if calibrator is not None:
+            calibrator.finish(calibrating.summary if calibrating is not None else None, quiet)
         summary.check(j)
     finally:
         j.close()
@@ -139,6 +158,7 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
 @click.option("--scale", type=SCALES, default="10", show_default=True,
               help="Rating scale 1..N (10: the default judge's best trade-off, bench/results/consistency.md).")
 @click.option("--distribution", is_flag=True, help="Include each response's full label distribution.")
+@calibration_options("score")
 def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
           dry_run: bool, scale: str, distribution: bool) -> None:
     """Score every response under every method (discrete, geval, expected, trustjudge)."""
@@ -154,9 +174,11 @@ def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
 @click.option("--delta", default=0.0, show_default=True, type=Finite(min=0.0),
               help="Tie margin for likelihood and ppl aggregation.")
 @MAX_PAIRS_OPTION
+@calibration_options("compare")
 def compare(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
-            dry_run: bool, delta: float, max_pairs: int) -> None:
-    """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl)."""
-    judging.guard(items, {"--out": out})
+            dry_run: bool, delta: float, max_pairs: int, calibrating: CalibrationOptions) -> None:
+    """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl); with
+    --calibration, each verdict also calibrated (and with --target-agreement, kept or abstained on)."""
+    judging.guard(items, {"--out": out, "--summary": calibrating.summary}, inputs=(calibrating.path,))
     _run("compare", readable_input(items), out, dry_run, skip_invalid, quiet, lambda: judging.make(delta=delta), fmt,
-         max_pairs)
+         max_pairs, calibrating)

@@ -1,0 +1,127 @@
+"""``--calibration`` on compare, checklist, claims and report: calibrated verdicts added as records stream out.
+
+In two steps, so that nothing is judged in vain: :func:`load` reads the file, checks its mode and that the
+calibration set supports the target (before any item is read or judge built); :meth:`Calibrator.start`
+checks it against the judge that was built (fingerprint, template, protocol, labels). Each record is then
+annotated as it is written (:meth:`Calibrator.annotate`, zero model calls) and counted for the summary.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from .._calibration import Selection
+from .._judge import Judge
+from .._outputs import atomic_output
+from .._tasks import Task
+from .._trust import Calibration, Tally, annotate, evaluation
+from ..errors import ConfigError
+from ._common import err
+from ._options import CalibrationOptions
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A calibration file read and its selection chosen, not yet checked against a judge."""
+
+    options: CalibrationOptions
+    calibration: Calibration
+    selection: Selection | None
+
+
+def load(options: CalibrationOptions, mode: str) -> Loaded | None:
+    """The calibration file of ``--calibration`` (None without it), refused when it is of another mode or when
+    its calibration set cannot support ``--target-agreement``; call it before reading items or judging."""
+    if options.path is None:
+        return None
+    cal = Calibration.load(options.path)
+    if cal.mode != mode:
+        raise ConfigError(f"{options.path}: a calibration of {cal.mode} verdicts; `trustjudge {mode}` judges {mode} "
+                          f"verdicts (apply it with `trustjudge {cal.mode}`, or fit one with "
+                          f"`trustjudge calibrate --mode {mode}`)")
+    selection = None
+    if options.target is not None:
+        try:
+            selection = cal.selection(options.target, options.delta)
+        except ConfigError as exc:
+            raise ConfigError(f"{options.path}: {exc}") from None
+    return Loaded(options, cal, selection)
+
+
+@dataclass
+class Calibrator:
+    """Annotates the records of one run with a checked calibration and keeps the summary's totals."""
+
+    path: Path
+    mode: str
+    calibration: Calibration
+    selection: Selection | None
+    tally: Tally = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tally = Tally(self.mode, self.calibration, self.selection)
+
+    @classmethod
+    def start(cls, loaded: Loaded, judge: Judge, task: Task) -> Calibrator:
+        """Check the loaded calibration against ``judge`` judging ``task`` (a ConfigError naming the mismatch,
+        unless ``--calibration-override``)."""
+        try:
+            checked = judge.check_calibration(loaded.calibration, override=loaded.options.override, task=task)
+        except ConfigError as exc:
+            raise ConfigError(f"{loaded.options.path}: {exc}") from None
+        assert loaded.options.path is not None
+        return cls(loaded.options.path, task.kind, checked, loaded.selection)
+
+    def annotate(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` with its verdicts' ``calibrated`` blocks (the raw fields unchanged), counted."""
+        out = annotate(self.mode, [row], self.calibration, self.selection)[0]
+        self.tally.add(out)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        result = self.tally.result()
+        result["calibration"]["file"] = str(self.path)
+        return result
+
+    def evaluation(self, annotated: list[dict[str, Any]]) -> dict[str, Any]:
+        """What the report draws (reliability before/after, the selective-risk curve) on these records."""
+        return evaluation(self.mode, annotated, self.calibration, self.selection)
+
+    def finish(self, summary_out: Path | None, quiet: bool) -> dict[str, Any]:
+        """Write ``--summary`` and, unless ``quiet``, print the summary line; returns the summary."""
+        summary = self.summary()
+        if summary_out is not None:
+            with atomic_output(summary_out, "--summary") as fh:
+                fh.write(json.dumps(summary, indent=2) + "\n")
+        if not quiet:
+            err.print(escape(describe(summary)), highlight=False)
+        return summary
+
+
+def describe(summary: dict[str, Any]) -> str:
+    """The summary as one line: coverage, the guarantee and the calibration set it rests on."""
+    cal = summary["calibration"]
+    parts = [f"calibrated ({cal['method']}, {cal['n']} labelled {summary['mode']} verdicts of {cal['judge']}, "
+             f"{cal.get('file', 'calibration')} data {cal['data_hash']}"
+             + (f"; overridden: {', '.join(cal['overridden'])}" if cal.get("overridden") else "") + ")"]
+    cov = summary["coverage"]
+    parts.append(f"{summary['verdicts']} verdicts, kept {summary['kept']}"
+                 + (f" (coverage {cov:.3f})" if cov is not None else ""))
+    abstained = summary.get("abstained") or {}
+    if abstained:
+        parts.append("abstained: " + ", ".join(f"{k} {v}" for k, v in abstained.items()))
+    g = summary.get("guarantee")
+    if g:
+        parts.append(f"guaranteed agreement >= {g['target_agreement']:g} with probability >= {1 - g['delta']:g} "
+                     f"(threshold {g['threshold']:.4f}; on the calibration set {g['calibration_kept']} of "
+                     f"{g['calibration_n']} kept, agreement {g['calibration_agreement']:.3f}, lower bound "
+                     f"{g['agreement_lower_bound']:.3f})")
+    if summary.get("agreement_on_kept") is not None:
+        parts.append(f"agreement with the labels given {summary['agreement_on_kept']:.3f} on "
+                     f"{summary['labelled_kept']} kept")
+    return "; ".join(parts)
