@@ -99,6 +99,7 @@ def test_public_api_is_pinned() -> None:
         "PrerequisiteError", "Response", "ScoreRecord", "Store", "StoreError", "TransientBackendError",
         "TrustJudgeError", "compare", "default_store_path", "get_backend", "items_from_dicts", "iter_items",
         "load_items", "register_backend", "register_mock", "score", "to_pandas",
+        "MODES", "Mode", "TemplateSpec", "get_mode", "register_mode", "unregister_mode",
     ])
 
 

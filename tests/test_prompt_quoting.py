@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trustjudge._claims import ClaimsRunner, ClaimsTask
+from trustjudge._claims import ClaimsTask
 from trustjudge._items import Item, Response
 from trustjudge._prompts import DEFAULT_TAGS, Grounding, Prompts, quote, scale
-from trustjudge._protocol import Sampling
+from trustjudge._protocol import Question, Sampling
+from trustjudge.backends import GenerateRequest
 from trustjudge.backends._mock import MockBackend
 
 USER_TEMPLATE = ('Rate the answer.\n${grounding_block}<question>${question}</question>\n<answer kind="main">\n'
@@ -41,8 +42,24 @@ def structure(prompt: str, names: set[str]) -> list[tuple[bool, str]]:
     return [(m.group(1) == "/", m.group(2).lower()) for m in found]
 
 
-def _runner() -> ClaimsRunner:
-    return ClaimsRunner(None, MockBackend(), "mock", Sampling(), ClaimsTask())  # type: ignore[arg-type]
+class _Claims:
+    """A claims task's prompts, formatted by the mock backend."""
+
+    def __init__(self) -> None:
+        self.task, self.fmt = ClaimsTask(), MockBackend().format_prompt
+
+    def _extraction(self, item: Item, text: str) -> GenerateRequest:
+        return self.task.extraction(item, text, self.fmt, Sampling())
+
+    def _verify_question(self, item: Item, claim: str) -> Question:
+        return self.task.verify_question(item, claim, self.fmt)
+
+    def _match_question(self, gold: str, claim: str) -> Question:
+        return self.task.match_question(gold, claim, self.fmt)
+
+
+def _runner() -> _Claims:
+    return _Claims()
 
 
 def renders(prompts: Prompts) -> dict[str, Render]:

@@ -11,6 +11,7 @@ Public API::
 from ._frames import to_pandas
 from ._items import Check, Criterion, Item, Pair, Response, items_from_dicts, iter_items, load_items
 from ._judge import Judge, compare, score
+from ._modes import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode
 from ._prompts import LabelSet
 from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
 from ._store import Store, default_store_path
@@ -41,23 +42,29 @@ __all__ = [
     "Item",
     "Judge",
     "LabelSet",
+    "MODES",
     "MockBackend",
+    "Mode",
     "Pair",
     "PrerequisiteError",
     "Response",
     "ScoreRecord",
     "Store",
     "StoreError",
+    "TemplateSpec",
     "TransientBackendError",
     "TrustJudgeError",
     "compare",
     "default_store_path",
     "get_backend",
+    "get_mode",
     "items_from_dicts",
     "iter_items",
     "load_items",
     "register_backend",
     "register_mock",
+    "register_mode",
     "score",
     "to_pandas",
+    "unregister_mode",
 ]

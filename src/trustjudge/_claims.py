@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar
 
 from . import _aggregates as A
-from ._engine import EMPTY_RESPONSE, TRUNCATED, Engine, Outcome, ProgressFn
+from ._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
 from ._items import Item, Response
 from ._prompts import (
     ANSWER_MARKER,
@@ -41,13 +43,18 @@ from ._prompts import (
     quote,
     read_template,
 )
-from ._protocol import Question, Sampling, ask
+from ._protocol import Question, Sampling
 from ._schema import ClaimResult, ClaimsRecord
-from ._tasks import Cost, Format, Task, text_bytes
-from .backends import Backend, GenerateRequest
+from ._tasks import Asking, Cost, Format, Task, text_bytes
+from .backends import GenerateRequest
 from .errors import BackendError, InputError
 
 UNPARSEABLE = "unparseable_extraction"
+NOT_EXTRACTED = "not_extracted"
+"""The unscored reason of a response whose claims are to be extracted, in :meth:`ClaimsTask.records` (which
+sees only what is known before extraction); :meth:`ClaimsTask.run` extracts them."""
+_REFERENCE = "\x00reference"
+
 TOO_MANY = "too_many_claims"
 END = "END"
 _LINE = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+(.*\S)\s*$")
@@ -71,15 +78,43 @@ def parse_claims(text: str, finish_reason: str) -> list[str] | str:
     return UNPARSEABLE
 
 
+@cache
+def _templates() -> tuple[string.Template, string.Template, string.Template]:
+    """The packaged extraction, verification and matching templates (read once)."""
+    return (read_template(None, "extract.txt", EXTRACT_FIELDS), read_template(None, "verify.txt", VERIFY_FIELDS),
+            read_template(None, "match.txt", MATCH_FIELDS))
+
+
+_Extracted = dict[tuple[str, str], tuple[list[str] | str, str | None]]
+"""Per (item id, response id or the reference's key): the parsed claims (or why none) and the raw text."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """Where one response's verification and matching questions sit in a chunk's question list."""
+
+    item: Item
+    response: Response
+    claims: list[str] | str
+    raw: str | None
+    start: int
+    gold: list[str] | str | None
+    match_start: int
+
+
 @dataclass(frozen=True)
 class ClaimsTask(Task):
     """Claims of every response: extracted (or given), verified, optionally matched against gold claims.
 
-    It runs in stages (the claims are known only after extraction), so :meth:`Judge.run` hands it to
-    :class:`ClaimsRunner` instead of asking its questions in one go.
+    It asks in stages, since the claims are known only after extraction: :meth:`run` extracts first (stored
+    generations), then asks the verification and matching questions in one go. :meth:`questions` and
+    :meth:`records` see only what is known before extraction: the given claims (and given gold claims); a
+    response whose claims are to be extracted asks nothing there and its record is unscored
+    ``not_extracted``. So :meth:`Judge.plan` counts the label questions of given claims and no extraction.
     """
 
     kind: ClassVar[str] = "claims"
+    chunk_weight: ClassVar[int] = 8
     unknown: bool = False
     """Add UNKNOWN to the verification labels (evidence without content on the claim)."""
     k: int | None = None
@@ -141,84 +176,62 @@ class ClaimsTask(Task):
             labels += n * len(self.labels.labels) + n * gold_n * len(YES_NO.labels)
         return Cost(judgments, quoted, labels)
 
-    def questions(self, item: Item, fmt: Format) -> list[Question | str]:
-        raise TypeError("claims run in stages: use Judge.run or Judge.claims")
-
-    def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[ClaimsRecord]:
-        raise TypeError("claims run in stages: use Judge.run or Judge.claims")
-
-
-def evidence_of(item: Item) -> Grounding:
-    """What an item's claims are verified against: its passages and knowledge, else its reference."""
-    evidence = item.evidence or ((item.reference,) if item.reference and not item.knowledge else ())
-    return Grounding(None, item.knowledge, evidence)
-
-
-class ClaimsRunner:
-    """Runs a :class:`ClaimsTask` on an engine (built by :meth:`Judge.claims`)."""
-
-    def __init__(self, engine: Engine, backend: Backend, name: str, sampling: Sampling, task: ClaimsTask) -> None:
-        self.engine, self.backend, self.name, self.sampling, self.task = engine, backend, name, sampling, task
-        self.extract = read_template(None, "extract.txt", EXTRACT_FIELDS)
-        self.verify = read_template(None, "verify.txt", VERIFY_FIELDS)
-        self.matcher = read_template(None, "match.txt", MATCH_FIELDS)
-
     # -- prompts --------------------------------------------------------------------------------------
-    def _extraction(self, item: Item, text: str) -> GenerateRequest:
+    def extraction(self, item: Item, text: str, fmt: Format, sampling: Sampling) -> GenerateRequest:
+        """The generation that extracts the claims of ``text`` (a response, or the item's reference)."""
         ctx = f"\n<context>\n{quote(item.context)}\n</context>\n" if item.context else ""
-        user = self.extract.substitute(question=quote(item.question), response=quote(text), context_block=ctx)
-        prompt = self.backend.format_prompt(SYSTEM, user, "")
-        return GenerateRequest(prompt, (END,), self.task.max_new_tokens, self.sampling.temperature, self.sampling.seed)
+        user = _templates()[0].substitute(question=quote(item.question), response=quote(text), context_block=ctx)
+        return GenerateRequest(fmt(SYSTEM, user, ""), (END,), self.max_new_tokens, sampling.temperature, sampling.seed)
 
-    def _verify_question(self, item: Item, claim: str) -> Question:
-        labels = self.task.labels
+    def verify_question(self, item: Item, claim: str, fmt: Format) -> Question:
+        """The question that verifies ``claim`` against the item's evidence."""
+        labels = self.labels
         form = ", ".join(labels.labels)
         # With UNKNOWN on offer, UNSUPPORTED must not also cover "the evidence is silent": the earlier wording
         # ("does not state it or contradicts it") overlapped UNKNOWN and drew the argmax to UNSUPPORTED for 56
         # of 64 Factcheck-GPT pairs (bench/results/claims.md).
         against = ("UNSUPPORTED if it contradicts the claim, UNKNOWN if it says nothing on the claim's subject."
-                   if self.task.unknown else "UNSUPPORTED if it does not state it or contradicts it.")
+                   if self.unknown else "UNSUPPORTED if it does not state it or contradicts it.")
         task = (f'Reply with the answer only, in the form "{ANSWER_MARKER}X]" where X is one of {form}: SUPPORTED '
                 f"if the evidence states the claim, PARTIAL if it states only part of it, {against}")
-        user = self.verify.substitute(grounding_block=grounding_block(evidence_of(item)), claim=quote(claim),
-                                      task=task)
-        return Question(self.backend.format_prompt(SYSTEM, user, ANSWER_MARKER), labels.labels, ANSWER_MARKER)
+        user = _templates()[1].substitute(grounding_block=grounding_block(evidence_of(item)), claim=quote(claim),
+                                          task=task)
+        return Question(fmt(SYSTEM, user, ANSWER_MARKER), labels.labels, ANSWER_MARKER)
 
-    def _match_question(self, gold: str, claim: str) -> Question:
+    def match_question(self, gold: str, claim: str, fmt: Format) -> Question:
+        """The question whether ``claim`` states the gold claim ``gold``."""
         task = f'Reply with the answer only, in the form "{ANSWER_MARKER}YES]" or "{ANSWER_MARKER}NO]".'
-        user = self.matcher.substitute(gold=quote(gold), claim=quote(claim), task=task)
-        return Question(self.backend.format_prompt(SYSTEM, user, ANSWER_MARKER), YES_NO.labels, ANSWER_MARKER)
+        user = _templates()[2].substitute(gold=quote(gold), claim=quote(claim), task=task)
+        return Question(fmt(SYSTEM, user, ANSWER_MARKER), YES_NO.labels, ANSWER_MARKER)
 
     # -- running --------------------------------------------------------------------------------------
-    def run(self, items: Sequence[Item], progress: ProgressFn | None = None) -> Iterator[ClaimsRecord]:
-        for item in items:
-            self.task.check(item)
-        # 1. extraction: responses without given claims, and references where gold claims are needed
+    def extractions(self, items: Sequence[Item], fmt: Format, sampling: Sampling) -> dict[tuple[str, str],
+                                                                                             GenerateRequest]:
+        """The extractions ``items`` need: responses without given claims, references where gold claims are."""
         wanted: dict[tuple[str, str], GenerateRequest] = {}
         for item in items:
             for r in item.responses:
                 if r.claims is None and r.text.strip():
-                    wanted[(item.id, r.id)] = self._extraction(item, r.text)
-            if self.task.match and item.gold_claims is None and item.reference:
-                wanted[(item.id, "\x00reference")] = self._extraction(item, item.reference)
-        gens = dict(zip(wanted, self.engine.generate(list(wanted.values())))) if wanted else {}
-        extracted: dict[tuple[str, str], tuple[list[str] | str, str | None]] = {}
-        for key, gen in gens.items():
-            if isinstance(gen, BackendError):
-                extracted[key] = ("backend_error", None)
-            else:
-                extracted[key] = (parse_claims(gen.text, gen.finish_reason), gen.text)
-        # 2. verification and 3. matching questions, in one engine run
-        questions: list[Question | str] = []
-        plan: list[tuple[Item, Response, list[str] | str, str | None, int, list[str] | None, int]] = []
+                    wanted[(item.id, r.id)] = self.extraction(item, r.text, fmt, sampling)
+            if self.match and item.gold_claims is None and item.reference:
+                wanted[(item.id, _REFERENCE)] = self.extraction(item, item.reference, fmt, sampling)
+        return wanted
+
+    def _layout(self, items: Sequence[Item], extracted: _Extracted,
+                question: Any = None) -> tuple[list[_Entry], list[Any]]:
+        """Per response, its claims and where its questions sit; with ``question(kind, *texts)``, the questions too
+        (else only their count, as ``None`` placeholders)."""
+        questions: list[Any] = []
+        entries: list[_Entry] = []
         for item in items:
-            gold: list[str] | None = None
-            if self.task.match:
+            gold: list[str] | str | None = None
+            if self.match:
                 if item.gold_claims is not None:
                     gold = list(item.gold_claims)
                 else:
-                    got = extracted[(item.id, "\x00reference")][0]
-                    gold = got if isinstance(got, list) and len(got) <= self.task.max_claims else None
+                    got = extracted.get((item.id, _REFERENCE), (NOT_EXTRACTED, None))[0]
+                    gold = got if isinstance(got, list) and len(got) <= self.max_claims else (
+                        NOT_EXTRACTED if got == NOT_EXTRACTED else None)
             for r in item.responses:
                 raw: str | None = None
                 claims: list[str] | str
@@ -227,32 +240,62 @@ class ClaimsRunner:
                 elif r.claims is not None:
                     claims = [c.text for c in r.claims]
                 else:
-                    claims, raw = extracted[(item.id, r.id)]
-                    if isinstance(claims, list) and len(claims) > self.task.max_claims:
+                    claims, raw = extracted.get((item.id, r.id), (NOT_EXTRACTED, None))
+                    if isinstance(claims, list) and len(claims) > self.max_claims:
                         claims = TOO_MANY
                 start = len(questions)
                 if isinstance(claims, list):
-                    questions.extend(self._verify_question(item, c) for c in claims)
+                    questions.extend(question("verify", item, c) if question else None for c in claims)
                 match_start = len(questions)
-                if isinstance(claims, list) and gold is not None:
+                if isinstance(claims, list) and isinstance(gold, list):
                     for g in gold:
                         for c in claims:
-                            if _overlap(g, c) >= self.task.min_overlap:
-                                questions.append(self._match_question(g, c))
-                            else:
+                            if _overlap(g, c) < self.min_overlap:
                                 questions.append("prefiltered")
-                plan.append((item, r, claims, raw, start, gold, match_start))
-        outcomes = ask(self.engine, questions, Sampling("direct"), progress)
-        for item, r, claims, raw, start, gold, match_start in plan:
-            yield self._record(item, r, claims, raw, outcomes, start, gold, match_start)
+                            else:
+                                questions.append(question("match", g, c) if question else None)
+                entries.append(_Entry(item, r, claims, raw, start, gold, match_start))
+        return entries, questions
 
-    def _record(self, item: Item, r: Response, claims: list[str] | str, raw: str | None, outcomes: Sequence[Outcome],
-                start: int, gold: list[str] | None, match_start: int) -> ClaimsRecord:
+    def _questions(self, items: Sequence[Item], extracted: _Extracted,
+                   fmt: Format) -> tuple[list[_Entry], list[Question | str]]:
+        def question(kind: str, a: Any, b: str) -> Question:
+            return self.verify_question(a, b, fmt) if kind == "verify" else self.match_question(a, b, fmt)
+
+        return self._layout(items, extracted, question)
+
+    def questions(self, item: Item, fmt: Format) -> list[Question | str]:
+        """The verification and matching questions known before extraction (given claims only)."""
+        return self._questions([item], {}, fmt)[1]
+
+    def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[ClaimsRecord]:
+        """The records from the outcomes of :meth:`questions` (responses to extract are ``not_extracted``)."""
+        for entry in self._layout(items, {})[0]:
+            yield self._record(entry, outcomes, judge)
+
+    def run(self, items: Sequence[Item], ask: Asking) -> Iterator[ClaimsRecord]:
+        """Extract what ``items`` need (1), then verify (2) and match (3) in one go."""
+        wanted = self.extractions(items, ask.fmt, ask.sampling)
+        gens = dict(zip(wanted, ask.generate(list(wanted.values())))) if wanted else {}
+        extracted: _Extracted = {}
+        for key, gen in gens.items():
+            if isinstance(gen, BackendError):
+                extracted[key] = ("backend_error", None)
+            else:
+                extracted[key] = (parse_claims(gen.text, gen.finish_reason), gen.text)
+        entries, questions = self._questions(items, extracted, ask.fmt)
+        outcomes = ask.labels(questions, "direct")
+        for entry in entries:
+            yield self._record(entry, outcomes, ask.judge)
+
+    def _record(self, e: _Entry, outcomes: Sequence[Outcome], judge: str) -> ClaimsRecord:
+        item, r, claims, raw, start, gold, match_start = (e.item, e.response, e.claims, e.raw, e.start, e.gold,
+                                                          e.match_start)
         source = "given" if r.claims is not None else "extracted"
         if isinstance(claims, str):
-            return ClaimsRecord(item.id, r.id, r.system, self.name, source, [], None, None, None, None, None, None,
+            return ClaimsRecord(item.id, r.id, r.system, judge, source, [], None, None, None, None, None, None,
                                 claims, raw)
-        labels = self.task.labels.labels
+        labels = self.labels.labels
         humans = [c.human for c in r.claims] if r.claims is not None else [None] * len(claims)
         results = []
         for n, (text, human) in enumerate(zip(claims, humans)):
@@ -263,7 +306,7 @@ class ClaimsRunner:
                 continue
             total = sum(out.probs)
             probs = {lab: p / total for lab, p in zip(labels, out.probs)}
-            unknown = probs.get("UNKNOWN") if self.task.unknown else None
+            unknown = probs.get("UNKNOWN") if self.unknown else None
             decided = 1.0 - (unknown or 0.0)
             p_sup = probs["SUPPORTED"] / decided if decided > 0 else 0.0
             results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human))
@@ -275,19 +318,25 @@ class ClaimsRunner:
             precision = sum(ps) / len(ps) if ps else None
             dist = A.poisson_binomial(ps)
             expected = A.expected_count(ps)
-            if self.task.k is not None:
-                e = A.expected_f1_at_k(ps, self.task.k)
-                f1 = {"k": self.task.k, "precision": e.precision, "recall": e.recall, "f1": e.f1}
-            if self.task.unknown and scored:
+            if self.k is not None:
+                ef = A.expected_f1_at_k(ps, self.k)
+                f1 = {"k": self.k, "precision": ef.precision, "recall": ef.recall, "f1": ef.f1}
+            if self.unknown and scored:
                 unknown_mass = sum(c.unknown or 0.0 for c in scored) / len(scored)
         matching = None
-        if gold is not None and unscored is None:
+        if isinstance(gold, list) and unscored is None:
             matching = _matching(gold, claims, outcomes[match_start:match_start + len(gold) * len(claims)],
-                                 self.task.min_overlap)
-        elif self.task.match and unscored is None:
-            unscored = "unparseable_gold_extraction"
-        return ClaimsRecord(item.id, r.id, r.system, self.name, source, results, precision, dist, expected, f1,
+                                 self.min_overlap)
+        elif self.match and unscored is None:
+            unscored = NOT_EXTRACTED if gold == NOT_EXTRACTED else "unparseable_gold_extraction"
+        return ClaimsRecord(item.id, r.id, r.system, judge, source, results, precision, dist, expected, f1,
                             unknown_mass, matching, unscored, raw)
+
+
+def evidence_of(item: Item) -> Grounding:
+    """What an item's claims are verified against: its passages and knowledge, else its reference."""
+    evidence = item.evidence or ((item.reference,) if item.reference and not item.knowledge else ())
+    return Grounding(None, item.knowledge, evidence)
 
 
 def _words(text: str) -> set[str]:
@@ -335,4 +384,4 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
 
 
 
-__all__ = ["ClaimsRunner", "ClaimsTask", "parse_claims"]
+__all__ = ["ClaimsTask", "parse_claims"]

@@ -13,9 +13,10 @@ from typing import Any
 from . import _cascade
 from ._audit import AuditReport
 from ._calibration import Selection
-from ._claims import ClaimsRunner, ClaimsTask
+from . import _modes as M
+from ._claims import ClaimsTask
 from ._audit import audit as run_audit
-from ._engine import Closing, Engine, EngineStats, PlanSummary, ProgressFn
+from ._engine import Closing, Engine, EngineStats, Outcome, PlanSummary, ProgressFn
 from ._injection import INJECTION
 from ._items import Check, Criterion, Item
 from ._prompts import YES_NO, LabelSet, Prompts, Protocol
@@ -40,6 +41,7 @@ from ._tasks import (
     CriteriaTask,
     RecordedCompareTask,
     ScoreTask,
+    Asking,
     Task,
     check_item,
 )
@@ -47,6 +49,7 @@ from ._trust import Calibration, annotate, check_classes, template_hash
 from ._trust import fit as fit_calibration
 from ._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
+from ._modes import get_mode
 from .backends._recorded import RecordedBackend
 from .errors import ConfigError
 
@@ -171,52 +174,69 @@ class Judge:
         return self.engine.stats
 
     # -- tasks ----------------------------------------------------------------------------------------
+    @property
+    def closing_mark(self) -> str | None:
+        """``needed`` where labels are read without the closing bracket (records then say so), else ``None``."""
+        return self._closing_mark
+
+    def task(self, mode: str, **options: Any) -> Task:
+        """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings."""
+        return get_mode(mode).task_of(self, **options)
+
     def score_task(self, scale: int | None = None, protocol: Protocol | None = None) -> ScoreTask:
         """The pointwise task with this judge's settings (``scale``/``protocol`` override them)."""
-        return ScoreTask(self.prompts, self.scale if scale is None else make_scale(scale), protocol or self.protocol,
-                         self.keep_distribution, self._closing_mark)
+        return M.build_score(self, M.ScoreOptions(scale, protocol))
 
     def compare_task(self, protocol: Protocol | None = None, delta: float | None = None) -> CompareTask:
-        return CompareTask(self.prompts, protocol or self.protocol, self.delta if delta is None else delta,
-                           self._closing_mark)
+        return M.build_compare(self, M.CompareOptions(protocol, delta))
 
     def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int = 5,
                       protocol: Protocol | None = None) -> CriteriaTask:
         """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
         descriptions are judged on 1..``scale`` (default 5)."""
-        return CriteriaTask(self.prompts, make_scale(scale), protocol or self.protocol, tuple(criteria), reweight,
-                            self.keep_distribution)
+        return M.build_criteria(self, M.CriteriaOptions(tuple(criteria), reweight, scale, protocol))
 
     def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
                        protocol: Protocol | None = None) -> ChecklistTask:
         """Checklist judging: ``checklist`` applies to responses whose item carries none."""
-        return ChecklistTask(self.prompts, protocol or self.protocol, labels, tuple(checklist), reweight)
+        return M.build_checklist(self, M.ChecklistOptions(tuple(checklist), labels, reweight, protocol))
 
     def criteria_compare_task(self, criteria: Sequence[Criterion] = (), *, graded: bool = False,
                               reweight: bool = False, protocol: Protocol | None = None) -> CriteriaCompareTask:
         """Pairwise judging per criterion, both orders; ``graded`` asks A>>B .. B>>A with a margin."""
-        return CriteriaCompareTask(self.prompts, protocol or self.protocol, tuple(criteria), graded, reweight)
+        return M.build_criteria_compare(self, M.CriteriaCompareOptions(tuple(criteria), graded, reweight, protocol))
 
     def sampling(self, protocol: Protocol) -> Sampling:
         return Sampling(protocol, **self._sampling)  # type: ignore[arg-type]
 
     # -- running ------------------------------------------------------------------------------------
-    def _chunks(self, items: Iterable[Item], task: Task, scale: int = 1) -> Iterator[list[Item]]:
-        """Items in chunks of about ``chunk_size / scale`` questions, each checked by the task first."""
+    def _chunks(self, items: Iterable[Item], task: Task) -> Iterator[list[Item]]:
+        """Items in chunks of about ``chunk_size / task.chunk_weight`` questions, each checked by the task first."""
         chunk: list[Item] = []
         size = 0
         for item in items:
             check_item(task, item, self.source)
             chunk.append(item)
-            size += task.size(item) * scale
+            size += task.size(item) * task.chunk_weight
             if size >= self.chunk_size:
                 yield chunk
                 chunk, size = [], 0
         if chunk:
             yield chunk
 
+    def asking(self, progress: ProgressFn | None = None) -> Asking:
+        """What a task's :meth:`Task.run` may ask of this judge (labels and generations through the store)."""
+        engine = self.engine
+        samplings = {p: self.sampling(p) for p in ("direct", "cot")}
+
+        def labels(questions: Sequence[Question | str], protocol: Protocol) -> list[Outcome]:
+            return ask(engine, questions, samplings[protocol], progress)
+
+        return Asking(self.name, self.backend.format_prompt, labels, engine.generate, samplings["direct"])
+
     def run(self, task: Task, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[Record]:
-        """Run any task; records come out in input order, item by item.
+        """Run any task; records come out in input order, item by item (chunk by chunk, through the task's
+        :meth:`Task.run`).
 
         ``progress``: a callable given the number of judgments each finished batch made, or ``True`` for a
         progress bar on standard error (rendered as a widget in a Jupyter notebook, one plain line when
@@ -225,18 +245,9 @@ class Judge:
         if progress is True:
             yield from _with_bar(self, task, items)
             return
-        if progress is False:
-            progress = None
-        if isinstance(task, ClaimsTask):  # in stages: extraction first, then the label questions
-            runner = ClaimsRunner(self.engine, self.backend, self.name, self.sampling("direct"), task)
-            for chunk in self._chunks(items, task, scale=8):
-                yield from runner.run(chunk, progress)
-            return
-        fmt = self.backend.format_prompt
-        sampling = self.sampling(task.protocol)
+        asking = self.asking(progress or None)
         for chunk in self._chunks(items, task):
-            questions = [q for item in chunk for q in task.questions(item, fmt)]
-            yield from task.records(chunk, ask(self.engine, questions, sampling, progress), self.name)
+            yield from task.run(chunk, asking)
 
     def score(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[ScoreRecord]:
         """Score every response of every item; records come out in input order, item by item."""
@@ -260,13 +271,7 @@ class Judge:
 
     def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
                     min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32) -> ClaimsTask:
-        if k is not None and k < 1:
-            raise ConfigError(f"k must be 1 or more, got {k}")
-        if not 0.0 <= min_overlap <= 1.0:
-            raise ConfigError(f"min_overlap must be between 0 and 1, got {min_overlap}")
-        if max_claims < 1:
-            raise ConfigError(f"max_claims must be 1 or more, got {max_claims}")
-        return ClaimsTask(unknown, k, match, min_overlap, max_new_tokens, max_claims)
+        return M.build_claims(self, M.ClaimsOptions(k, unknown, match, min_overlap, max_new_tokens, max_claims))
 
     def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
                min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
@@ -487,14 +492,14 @@ class Judge:
                 tier.close()
 
     # -- planning ---------------------------------------------------------------------------------
-    def plan(self, items: Sequence[Item], kind: str | Task) -> PlanSummary:
-        """What a task (or ``"score"`` / ``"compare"``) would do on ``items``, without calling the model."""
-        if isinstance(kind, str) and kind not in ("score", "compare"):
-            raise ConfigError(f"no plan for {kind!r}: pass a task, \"score\" or \"compare\"")
-        task = kind if isinstance(kind, Task) else self.score_task() if kind == "score" else self.compare_task()
-        task = self._for_backend(task)
-        if isinstance(task, ClaimsTask):
-            raise ConfigError("no plan for claims: how many claims there are is known only after extraction")
+    def plan(self, items: Sequence[Item], task: Task | str) -> PlanSummary:
+        """What ``task`` would do on ``items``, without calling the model (a string names a registered mode,
+        whose task is built with this judge's settings: :meth:`task`).
+
+        The plan counts the label questions a task knows before any model call: for claims, those of the
+        given claims (and given gold claims); extractions, and the claims they would give, are not counted.
+        """
+        task = self._for_backend(self.task(task) if isinstance(task, str) else task)
         fmt = self.backend.format_prompt
         questions: list[Question | str] = []
         for chunk in self._chunks(items, task):

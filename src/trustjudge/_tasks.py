@@ -2,7 +2,8 @@
 
 A task is a small frozen object. ``questions`` turns an item into label questions (a prompt ending at a
 marker, the labels that may follow it); ``records`` turns the outcomes of one chunk of items back into
-typed records. The engine never sees a task, and :class:`~trustjudge.Judge` runs any of them.
+typed records; ``run`` does both through an :class:`Asking` (a task that asks in stages, such as claims,
+overrides it). The engine never sees a task, and :class:`~trustjudge.Judge` runs any of them the same way.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ._prompts import (
     Protocol,
     Scale,
 )
-from ._protocol import Question
+from ._protocol import Question, Sampling
 from ._schema import (
     CheckResult,
     ChecklistRecord,
@@ -43,11 +44,28 @@ from ._schema import (
     Record,
     ScoreRecord,
 )
+from .backends import GenerateRequest, Generation
 from .backends._recorded import RECORDED, RecordedBackend, recorded_prompt
-from .errors import InputError
+from .errors import BackendError, InputError
 
 Format = Callable[[str, str, str], str]
 """``backend.format_prompt(system, user, assistant_prefix)``."""
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What a task's :meth:`Task.run` may ask of the judge (built by :meth:`Judge.run` per chunk of items)."""
+
+    judge: str
+    """The judge's name, as records give it."""
+    fmt: Format
+    """The backend's ``format_prompt(system, user, assistant_prefix)``."""
+    labels: Callable[[Sequence[Question | str], Protocol], list[Outcome]]
+    """Every question's outcome under a protocol (``cot``: a critique first), from the store where it has them."""
+    generate: Callable[[Sequence[GenerateRequest]], list[Generation | BackendError]]
+    """Stored generations (free text, such as claim extractions), from the store where it has them."""
+    sampling: Sampling
+    """The judge's sampling options (temperature, seed, max_new_tokens) for generations a task asks."""
 
 
 def grounding(item: Item) -> Grounding:
@@ -130,6 +148,9 @@ class Task(ABC):
 
     kind: ClassVar[str]
     protocol: Protocol
+    chunk_weight: ClassVar[int] = 1
+    """How much one of :meth:`size`'s questions weighs when items are cut into chunks of about
+    ``Judge(chunk_size=...)`` questions (a task whose :meth:`size` is an upper bound weighs more)."""
 
     def check(self, item: Item) -> None:  # noqa: B027 (optional hook: most tasks judge any item)
         """Raise :class:`InputError` (naming the item's line) if this task cannot judge ``item``."""
@@ -161,6 +182,12 @@ class Task(ABC):
     @abstractmethod
     def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[Record]:
         """The records of ``items`` from their questions' outcomes, in the same order."""
+
+    def run(self, items: Sequence[Item], ask: Asking) -> Iterator[Record]:
+        """The records of one chunk of (checked) ``items``: by default their questions, asked in one go under
+        this task's protocol, then their records. A task that asks in stages overrides it."""
+        questions = [q for item in items for q in self.questions(item, ask.fmt)]
+        yield from self.records(items, ask.labels(questions, self.protocol), ask.judge)
 
 
 def _wmean(values: Sequence[float], weights: Sequence[float]) -> float:
