@@ -217,11 +217,11 @@ class ClaimsTask(Task):
                 wanted[(item.id, _REFERENCE)] = self.extraction(item, item.reference, fmt, sampling)
         return wanted
 
-    def _layout(self, items: Sequence[Item], extracted: _Extracted,
-                question: Any = None) -> tuple[list[_Entry], list[Any]]:
-        """Per response, its claims and where its questions sit; with ``question(kind, *texts)``, the questions too
-        (else only their count, as ``None`` placeholders)."""
-        questions: list[Any] = []
+    def _layout(self, items: Sequence[Item], extracted: _Extracted, fmt: Format | None = None
+                ) -> tuple[list[_Entry], list[Question | str | None]]:
+        """Per response, its claims and where its questions sit; with ``fmt``, the questions too (else
+        ``None`` placeholders: the records need only where they sit)."""
+        questions: list[Question | str | None] = []
         entries: list[_Entry] = []
         for item in items:
             gold: list[str] | str | None = None
@@ -245,7 +245,7 @@ class ClaimsTask(Task):
                         claims = TOO_MANY
                 start = len(questions)
                 if isinstance(claims, list):
-                    questions.extend(question("verify", item, c) if question else None for c in claims)
+                    questions.extend(self.verify_question(item, c, fmt) if fmt else None for c in claims)
                 match_start = len(questions)
                 if isinstance(claims, list) and isinstance(gold, list):
                     for g in gold:
@@ -253,16 +253,14 @@ class ClaimsTask(Task):
                             if _overlap(g, c) < self.min_overlap:
                                 questions.append("prefiltered")
                             else:
-                                questions.append(question("match", g, c) if question else None)
+                                questions.append(self.match_question(g, c, fmt) if fmt else None)
                 entries.append(_Entry(item, r, claims, raw, start, gold, match_start))
         return entries, questions
 
     def _questions(self, items: Sequence[Item], extracted: _Extracted,
                    fmt: Format) -> tuple[list[_Entry], list[Question | str]]:
-        def question(kind: str, a: Any, b: str) -> Question:
-            return self.verify_question(a, b, fmt) if kind == "verify" else self.match_question(a, b, fmt)
-
-        return self._layout(items, extracted, question)
+        entries, questions = self._layout(items, extracted, fmt)
+        return entries, [q for q in questions if q is not None]
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         """The verification and matching questions known before extraction (given claims only)."""

@@ -81,6 +81,9 @@ def _check_options(*, batch_size: int, max_new_tokens: int, temperature: float, 
         raise ConfigError(f"delta must be a finite number of 0 or more, got {delta!r}")
 
 
+_CALIBRATED = ("compare", "checklist", "claims")
+"""The modes a calibration covers (``_trust``'s units)."""
+
 ProgressArg = ProgressFn | bool | None
 """A progress callback, ``True`` for a bar, or ``None``/``False`` for none."""
 
@@ -324,13 +327,9 @@ class Judge:
     # -- calibration and selective verdicts -------------------------------------------------------------
     def calibration_task(self, mode: str) -> Task:
         """The task a calibration of ``mode`` (compare, checklist, claims) is fitted and applied under."""
-        if mode == "compare":
-            return self.compare_task()
-        if mode == "checklist":
-            return self.checklist_task()
-        if mode == "claims":
-            return self.claims_task()
-        raise ConfigError(f"calibration covers the modes compare, checklist and claims; got {mode!r}")
+        if mode not in _CALIBRATED:
+            raise ConfigError(f"calibration covers the modes compare, checklist and claims; got {mode!r}")
+        return self.task(mode)
 
     def _template_hash(self, mode: str) -> str:
         if mode == "compare":

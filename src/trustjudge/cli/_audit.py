@@ -31,7 +31,7 @@ def plan_audit(j: Judge, items: list[Item], scales: list[int]) -> None:
     """Print the plan of an audit (``--dry-run``): the pointwise judgments per scale, then the pairwise ones."""
     for points in scales:
         print_plan(j, items, j.score_task(points), f"score ({points}-point)")
-    print_plan(j, [it for it in items if len(it.responses) >= 2], "compare")
+    print_plan(j, [it for it in items if len(it.responses) >= 2], j.compare_task())
 
 
 def run_audit(j: Judge, items: list[Item], *, scales: list[int], delta: float, ks: list[int], bootstrap: int,

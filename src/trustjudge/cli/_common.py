@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .._items import Item
 from .._judge import Judge
+from .._modes import MODES
 from ..backends import DEFAULT_JUDGE
 from .._tasks import Task
 from .._outputs import is_stdio, record_output
@@ -69,19 +70,18 @@ def duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-def print_plan(j: Judge, items: list[Item], kind: str | Task, title: str | None = None) -> None:
-    """Print what judging ``items`` would take (``--dry-run``): judgments, stored, calls, tokens, time.
-
-    The table is titled ``title``, by default the task's kind."""
-    plan = j.plan(items, kind)
-    title = title or (kind if isinstance(kind, str) else kind.kind)
+def print_plan(j: Judge, items: list[Item], task: Task, title: str | None = None) -> None:
+    """Print what judging ``items`` with ``task`` would take (``--dry-run``): judgments, stored, calls, tokens,
+    time. The table is titled ``title``, by default the task's mode."""
+    plan = j.plan(items, task)
+    title = title or task.kind
     table = Table(title=escape(f"Plan: {title} with {j.name} ({plan.protocol})"))
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("judgments (prompts)", f"{plan.judgments:,}")
-    name = kind if isinstance(kind, str) else kind.kind
+    mode = MODES.get(task.kind)
     several = [it for it in items if len(it.responses) >= 2]
-    if name in ("compare", "criteria-compare") and several:
+    if mode is not None and mode.min_responses >= 2 and several:
         # Pairwise work grows with the square of the responses: say where it comes from.
         sizes = [len(it.all_pairs()) for it in several]
         top = max(range(len(several)), key=lambda k: sizes[k])

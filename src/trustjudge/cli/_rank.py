@@ -46,8 +46,8 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
     j = judging.make(scale=int(scale))
     try:
         if dry_run:
-            print_plan(j, loaded, "score")
-            print_plan(j, [it for it in loaded if len(it.responses) >= 2], "compare")
+            print_plan(j, loaded, j.score_task())
+            print_plan(j, [it for it in loaded if len(it.responses) >= 2], j.compare_task())
             return
         with progress(quiet) as bar:
             total = sum(len(it.responses) + 2 * len(it.all_pairs()) for it in loaded)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,11 @@ from rich.markup import escape
 
 from .._engine import BACKEND_ERROR
 from .._items import Item
-from .._judge import CompareRecord, Judge, ScoreRecord
+from .._judge import Judge
+from .._modes import Mode, get_mode
 from .._outputs import readable_input, record_output
 from .._scoring import AGGREGATIONS, SCORE_METHODS
+from .._tasks import Task
 from ..errors import BackendError
 from ._common import err, is_utf8, print_plan, progress, records_note, warn_top_k
 from ._inputs import changed, digest, read_items, scan, stream_items
@@ -37,13 +39,9 @@ from ._options import (
 class _Summary:
     """Running totals for the end-of-run table (constant memory, whatever the input size)."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
+    def __init__(self) -> None:
         self.records = 0
         self.unscored: Counter[str] = Counter()
-        self.sums: Counter[str] = Counter()
-        self.counts: Counter[str] = Counter()
-        self.verdicts: dict[str, Counter[str | None]] = {m: Counter() for m in AGGREGATIONS}
         self.methods: Counter[str] = Counter()
 
     def add(self, row: dict[str, Any]) -> None:
@@ -55,32 +53,16 @@ class _Summary:
             self.methods[method] += 1
         if row["unscored"]:
             self.unscored[row["unscored"]] += 1
-        if self.kind == "score":
-            for m in SCORE_METHODS:
-                value = row["scores"][m]
-                if value is not None:
-                    self.sums[m] += value
-                    self.counts[m] += 1
-        else:
-            for m in AGGREGATIONS:
-                self.verdicts[m][row["verdicts"][m]] += 1
+        self.count(row)
+
+    def count(self, row: dict[str, Any]) -> None:
+        """The mode's own totals of ``row``."""
+
+    def table(self, j: Judge) -> Table:
+        raise NotImplementedError
 
     def show(self, j: Judge) -> None:
-        if self.kind == "score":
-            table = Table(title=escape(f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})"))
-            for col in ("method", "mean", "scored", "unscored"):
-                table.add_column(col, justify="right" if col != "method" else "left")
-            for m in SCORE_METHODS:
-                n = self.counts[m]
-                table.add_row(m, f"{self.sums[m] / n:.2f}" if n else "-", str(n), str(self.records - n))
-        else:
-            table = Table(title=escape(f"Verdicts ({j.name}, protocol {j.protocol}, both orders)"))
-            for col in ("method", "first wins", "second wins", "tie", "unscored"):
-                table.add_column(col, justify="right" if col != "method" else "left")
-            for m in AGGREGATIONS:
-                c = self.verdicts[m]
-                table.add_row(m, str(c["first"]), str(c["second"]), str(c["tie"]), str(c[None]))
-        err.print(table)
+        err.print(self.table(j))
         s = j.stats
         err.print(escape(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
                          f"from store: {s.from_store}; store: {j.store.path}"), highlight=False)
@@ -100,21 +82,68 @@ class _Summary:
                                f"{cause}")
 
 
-def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool,
-         j_factory: Callable[[], Judge], fmt: str = "auto", max_pairs: int | None = None,
+class _Scores(_Summary):
+    """Mean score per method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sums: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+
+    def count(self, row: dict[str, Any]) -> None:
+        for m in SCORE_METHODS:
+            value = row["scores"][m]
+            if value is not None:
+                self.sums[m] += value
+                self.counts[m] += 1
+
+    def table(self, j: Judge) -> Table:
+        table = Table(title=escape(f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})"))
+        for col in ("method", "mean", "scored", "unscored"):
+            table.add_column(col, justify="right" if col != "method" else "left")
+        for m in SCORE_METHODS:
+            n = self.counts[m]
+            table.add_row(m, f"{self.sums[m] / n:.2f}" if n else "-", str(n), str(self.records - n))
+        return table
+
+
+class _Verdicts(_Summary):
+    """Verdict counts per aggregation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.verdicts: dict[str, Counter[str | None]] = {m: Counter() for m in AGGREGATIONS}
+
+    def count(self, row: dict[str, Any]) -> None:
+        for m in AGGREGATIONS:
+            self.verdicts[m][row["verdicts"][m]] += 1
+
+    def table(self, j: Judge) -> Table:
+        table = Table(title=escape(f"Verdicts ({j.name}, protocol {j.protocol}, both orders)"))
+        for col in ("method", "first wins", "second wins", "tie", "unscored"):
+            table.add_column(col, justify="right" if col != "method" else "left")
+        for m in AGGREGATIONS:
+            c = self.verdicts[m]
+            table.add_row(m, str(c["first"]), str(c["second"]), str(c["tie"]), str(c[None]))
+        return table
+
+
+def _run(mode: Mode, task_of: Callable[[Judge], Task], per_item: Callable[[Item], int], summary: _Summary,
+         items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
+         options: dict[str, Any], fmt: str = "auto", max_pairs: int | None = None,
          calibrating: CalibrationOptions | None = None) -> None:
-    """Judge a file, streaming: items are read, judged and written chunk by chunk (``max_pairs``: the most
-    pairs an item may have; with ``calibrating``, each record annotated with its calibrated verdict as it is
-    written)."""
-    loaded = calibrated.load(calibrating, kind) if calibrating is not None else None
-    min_responses = 2 if kind == "compare" else 1
-    per_item: Callable[[Item], int] = (lambda it: len(it.responses)) if kind == "score" \
-        else (lambda it: 2 * len(it.all_pairs()))
+    """Judge a file with ``mode``'s task (``task_of(judge)``), streaming: items are read, judged and written
+    chunk by chunk (``max_pairs``: the most pairs an item may have; with ``calibrating``, each record annotated
+    with its calibrated verdict as it is written). The judge is ``judging.make(**options)``; ``per_item`` counts
+    an item's judgments for the progress bar before it is built (the task's ``size``: no store is opened for a
+    file that fails to read)."""
+    loaded = calibrated.load(calibrating, mode.name) if calibrating is not None else None
+    min_responses = mode.min_responses
     if dry_run:
         items = read_items(items_path, skip_invalid, min_responses, fmt, max_pairs=max_pairs)
-        j = j_factory()
+        j = judging.make(**options)
         try:
-            print_plan(j, items, kind)
+            print_plan(j, items, task_of(j))
         finally:
             j.close()
         return
@@ -122,19 +151,16 @@ def _run(kind: str, items_path: Path, out: Path | None, dry_run: bool, skip_inva
     total = scan(items_path, skip_invalid, min_responses, fmt, per_item, max_pairs=max_pairs)
     if digest(items_path) != sha256:
         raise changed(items_path)
-    j = j_factory()
-    summary = _Summary(kind)
+    j = judging.make(**options)
     try:
-        calibrator = calibrated.Calibrator.start(loaded, j, j.compare_task()) if loaded is not None else None
+        task = task_of(j)
+        calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
         with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
-                task = bar.add_task(f"{kind} ({j.name}, {j.protocol})", total=total)
+                bar_task = bar.add_task(f"{mode.name} ({j.name}, {task.protocol})", total=total)
                 todo = stream_items(items_path, min_responses, fmt, skip_invalid, sha256, max_pairs=max_pairs)
-                gen: Iterator[ScoreRecord | CompareRecord] = (
-                    j.score(todo, progress=lambda n: bar.advance(task, n)) if kind == "score"
-                    else j.compare(todo, progress=lambda n: bar.advance(task, n)))
                 ascii_only = not is_utf8(stream)
-                for record in gen:
+                for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
                     row = record.to_dict()
                     if calibrator is not None:
                         row = calibrator.annotate(row)
@@ -163,8 +189,8 @@ def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
           dry_run: bool, scale: str, distribution: bool) -> None:
     """Score every response under every method (discrete, geval, expected, trustjudge)."""
     judging.guard(items, {"--out": out})
-    _run("score", readable_input(items), out, dry_run, skip_invalid, quiet,
-         lambda: judging.make(scale=int(scale), keep_distribution=distribution), fmt)
+    _run(get_mode("score"), lambda j: j.score_task(), lambda it: len(it.responses), _Scores(), readable_input(items),
+         out, dry_run, skip_invalid, quiet, judging, {"scale": int(scale), "keep_distribution": distribution}, fmt)
 
 
 @click.command("compare")
@@ -180,5 +206,6 @@ def compare(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
     """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl); with
     --calibration, each verdict also calibrated (and with --target-agreement, kept or abstained on)."""
     judging.guard(items, {"--out": out, "--summary": calibrating.summary}, inputs=(calibrating.path,))
-    _run("compare", readable_input(items), out, dry_run, skip_invalid, quiet, lambda: judging.make(delta=delta), fmt,
-         max_pairs, calibrating)
+    _run(get_mode("compare"), lambda j: j.compare_task(), lambda it: 2 * len(it.all_pairs()), _Verdicts(),
+         readable_input(items), out, dry_run, skip_invalid, quiet, judging, {"delta": delta}, fmt, max_pairs,
+         calibrating)
