@@ -1,99 +1,161 @@
 """The records judging produces, one definition each: the library returns them, the CLI writes their
-``to_dict()`` as JSON lines, and the service's schema is derived from these classes."""
+``to_dict()`` as JSON lines, and the service's schema is derived from these classes.
+
+Every record starts with the same id header (:class:`ResponseHeader` or :class:`PairHeader`, both a
+:class:`RecordBase`) and serializes through one function, :func:`to_json`: the fields in their
+declaration order (``dataclasses.fields``), a ``None`` written as ``null`` except in the fields marked
+:func:`optional` (left out when ``None``), containers copied, nested results serialized the same way. So
+the declaration order *is* the JSON key order of stored and exported records (a test pins it); a field
+that must sit elsewhere in the JSON than among the constructor's positional arguments is keyword-only.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, TypeAdapter
 
 _SCHEMA = ConfigDict(use_attribute_docstrings=True)
 
+_OMIT = "omit_none"
+
+
+def optional(*, kw_only: bool = False) -> Any:
+    """A field that defaults to ``None`` and is left out of the JSON when ``None``."""
+    return field(default=None, metadata={_OMIT: True}, kw_only=kw_only)
+
+
+_PLANS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _plan(cls: type) -> tuple[tuple[str, bool], ...]:
+    """``(name, left out when None)`` per field of a record class, in declaration order (computed once)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = tuple((f.name, bool(f.metadata.get(_OMIT))) for f in dataclasses.fields(cls))
+    return plan
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if hasattr(type(value), "__dataclass_fields__"):
+        return to_json(value)
+    return value
+
+
+def to_json(record: Any) -> dict[str, Any]:
+    """A record (or a nested result) as a JSON object: fields in declaration order, ``None`` as ``null``
+    except in :func:`optional` fields (left out), containers copied.
+
+    Built field by field rather than with ``dataclasses.asdict``, which deep-copies every value: that copy
+    dominated re-aggregation time (60% of it, pairwise)."""
+    out: dict[str, Any] = {}
+    for name, omit in _plan(type(record)):
+        value = getattr(record, name)
+        if value is None:
+            if not omit:
+                out[name] = None
+        elif isinstance(value, (dict, list)) or hasattr(type(value), "__dataclass_fields__"):
+            out[name] = _copy(value)
+        else:
+            out[name] = value
+    return out
+
+
+R = TypeVar("R", bound="RecordBase")
+
+
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
+
 
 @dataclass
-class ScoreRecord:
-    """One response's scores under every method (all ``None`` when unscored)."""
+class RecordBase:
+    """What every record shares: the judged item's id first, and one serializer both ways."""
 
     __pydantic_config__ = _SCHEMA
 
     item_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON (:func:`to_json`): what the CLI writes, the service returns and the store exports."""
+        return to_json(self)
+
+    @classmethod
+    def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+        """The record from its :meth:`to_dict` (or a written JSON line), validated against its fields."""
+        record: R = _adapter(cls).validate_python(data)
+        return record
+
+
+@dataclass
+class ResponseHeader(RecordBase):
+    """The id header of a record about one response."""
+
     response_id: str
     system: str | None
     judge: str
+
+
+@dataclass
+class PairHeader(RecordBase):
+    """The id header of a record about one pair of responses (first as given, second as given)."""
+
+    first_id: str
+    second_id: str
+    judge: str
+
+
+@dataclass
+class ScoreRecord(ResponseHeader):
+    """One response's scores under every method (all ``None`` when unscored)."""
+
     protocol: str
     scale: int
     scores: dict[str, float | None]
     entropy: float | None
     label_mass: float | None
-    unscored: str | None
-    human_score: float | None = None
-    critique: str | None = None
-    distribution: dict[str, float] | None = None
-    closing: str | None = None
-    """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
-    method: str | None = None
+    method: str | None = field(default=None, kw_only=True)
     """How the label distribution was read: ``exact`` (every label teacher-forced) or ``top_k`` (from the
     server's top-k log-probabilities: labels outside them count 0); ``None`` when there was none."""
-
-    def to_dict(self) -> dict[str, Any]:
-        # Built by hand: dataclasses.asdict deep-copies every value, which dominated re-aggregation time.
-        out = {f: getattr(self, f) for f in _SCORE_FIELDS}
-        out["scores"] = dict(self.scores)
-        if self.critique is not None:
-            out["critique"] = self.critique
-        if self.distribution is not None:
-            out["distribution"] = dict(self.distribution)
-        if self.closing is not None:
-            out["closing"] = self.closing
-        return out
-
-
-_SCORE_FIELDS = ("item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
-                 "method", "unscored", "human_score")
+    unscored: str | None
+    human_score: float | None = None
+    critique: str | None = optional()
+    distribution: dict[str, float] | None = optional()
+    closing: str | None = optional()
+    """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
 
 
 @dataclass
-class CompareRecord:
+class CompareRecord(PairHeader):
     """One pair's verdict under every aggregation method, from both presentation orders."""
 
-    __pydantic_config__ = _SCHEMA
-
-    item_id: str
-    first_id: str
-    second_id: str
-    judge: str
     protocol: str
     verdicts: dict[str, str | None]
     probabilities: dict[str, float] | None
     """Likelihood aggregation's combined probabilities, renormalised: first wins / second wins / tie."""
     orders: list[dict[str, Any]]
+    method: str | None = field(default=None, kw_only=True)
+    """``exact`` when both orders' labels were read exactly, ``top_k`` when either came from the top-k
+    (each order says which), ``None`` when neither was read."""
     unscored: str | None
     ppl_source: str
     human: str | None = None
     annotators: list[str] = field(default_factory=list)
     first_system: str | None = None
     second_system: str | None = None
-    closing: str | None = None
+    closing: str | None = optional()
     """As :attr:`ScoreRecord.closing`."""
-    method: str | None = None
-    """``exact`` when both orders' labels were read exactly, ``top_k`` when either came from the top-k
-    (each order says which), ``None`` when neither was read."""
-
-    def to_dict(self) -> dict[str, Any]:
-        # By hand, like ScoreRecord.to_dict: asdict's deep copy was 60% of pairwise re-aggregation.
-        out = {f: getattr(self, f) for f in _COMPARE_FIELDS}
-        out["verdicts"] = dict(self.verdicts)
-        out["probabilities"] = dict(self.probabilities) if self.probabilities is not None else None
-        out["orders"] = [dict(order) for order in self.orders]
-        out["annotators"] = list(self.annotators)
-        if self.closing is not None:
-            out["closing"] = self.closing
-        return out
-
-
-_COMPARE_FIELDS = ("item_id", "first_id", "second_id", "judge", "protocol", "verdicts", "probabilities", "orders",
-                   "method", "unscored", "ppl_source", "human", "annotators", "first_system", "second_system")
 
 
 @dataclass
@@ -114,20 +176,14 @@ class CriterionResult:
     label_mass: float | None
     unscored: str | None
     human: float | None = None
-    critique: str | None = None
-    distribution: dict[str, float] | None = None
+    critique: str | None = optional()
+    distribution: dict[str, float] | None = optional()
 
 
 @dataclass
-class CriteriaRecord:
+class CriteriaRecord(ResponseHeader):
     """One response judged on every criterion, with the weighted aggregate."""
 
-    __pydantic_config__ = _SCHEMA
-
-    item_id: str
-    response_id: str
-    system: str | None
-    judge: str
     protocol: str
     criteria: list[CriterionResult]
     aggregate: dict[str, float | None]
@@ -145,14 +201,6 @@ class CriteriaRecord:
     """The weighted mean of the human per-criterion scores, where every criterion has one."""
     human_score: float | None = None
     """The response's holistic human score, where given."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("item_id", "response_id", "system", "judge", "protocol")}
-        out["criteria"] = [_compact(vars(c)) for c in self.criteria]
-        out.update(aggregate=dict(self.aggregate), spread=self.spread, scale=list(self.scale),
-                   unscored=self.unscored, reweighted=list(self.reweighted), human=self.human,
-                   human_score=self.human_score)
-        return out
 
 
 @dataclass
@@ -174,19 +222,13 @@ class CheckResult:
     unscored: str | None
     human: float | None = None
     """The human label's value, where given."""
-    critique: str | None = None
+    critique: str | None = optional()
 
 
 @dataclass
-class ChecklistRecord:
+class ChecklistRecord(ResponseHeader):
     """One response judged on every check of its checklist."""
 
-    __pydantic_config__ = _SCHEMA
-
-    item_id: str
-    response_id: str
-    system: str | None
-    judge: str
     protocol: str
     labels: list[str]
     checks: list[CheckResult]
@@ -201,26 +243,6 @@ class ChecklistRecord:
     unscored: str | None
     reweighted: list[str] = field(default_factory=list)
     """Checks left out (unscored) when reweighting was asked."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("item_id", "response_id", "system", "judge", "protocol")}
-        out["labels"] = list(self.labels)
-        out["checks"] = [_compact(vars(c)) for c in self.checks]
-        out.update(satisfaction=self.satisfaction, p_all=self.p_all,
-                   passed=list(self.passed) if self.passed is not None else None,
-                   expected_passed=self.expected_passed, unscored=self.unscored, reweighted=list(self.reweighted))
-        return out
-
-
-def _compact(d: dict[str, Any]) -> dict[str, Any]:
-    """A nested result as JSON: optional texts left out when absent, containers copied."""
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items() if not k.startswith("__")}
-    for optional in ("critique", "distribution", "graded"):
-        if out.get(optional) is None:
-            out.pop(optional, None)
-    return out
-
-
 
 
 @dataclass
@@ -241,20 +263,14 @@ class CriterionVerdict:
     orders: list[dict[str, Any]]
     """Each order's raw label probabilities (labels as shown in that order) and unscored reason."""
     unscored: str | None
-    graded: dict[str, float] | None = None
+    graded: dict[str, float] | None = optional()
     """Graded verdicts only: the combined 5-way distribution, first's view (``first>>second`` .. ``second>>first``)."""
 
 
 @dataclass
-class CriteriaCompareRecord:
+class CriteriaCompareRecord(PairHeader):
     """One pair judged on every criterion in both orders, with the weighted aggregate."""
 
-    __pydantic_config__ = _SCHEMA
-
-    item_id: str
-    first_id: str
-    second_id: str
-    judge: str
     protocol: str
     criteria: list[CriterionVerdict]
     aggregate: dict[str, float] | None
@@ -268,15 +284,6 @@ class CriteriaCompareRecord:
     first_system: str | None = None
     second_system: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("item_id", "first_id", "second_id", "judge", "protocol")}
-        out["criteria"] = [_compact(vars(c)) for c in self.criteria]
-        out.update(aggregate=dict(self.aggregate) if self.aggregate is not None else None, margin=self.margin,
-                   verdict=self.verdict, unscored=self.unscored, reweighted=list(self.reweighted), human=self.human,
-                   first_system=self.first_system, second_system=self.second_system)
-        return out
-
-
 
 @dataclass
 class ClaimResult:
@@ -289,23 +296,17 @@ class ClaimResult:
     """Each verification label's probability, renormalised over the labels; null when unscored."""
     p_supported: float | None
     """P(SUPPORTED), renormalised over the labels other than UNKNOWN (when UNKNOWN is asked)."""
-    unknown: float | None = None
+    unknown: float | None = optional()
     """P(UNKNOWN): the evidence says nothing about the claim (only when UNKNOWN is asked)."""
     label_mass: float | None = None
     unscored: str | None = None
-    human: str | None = None
+    human: str | None = optional()
 
 
 @dataclass
-class ClaimsRecord:
+class ClaimsRecord(ResponseHeader):
     """One response's claims: extraction, verification, and (against gold claims) matching."""
 
-    __pydantic_config__ = _SCHEMA
-
-    item_id: str
-    response_id: str
-    system: str | None
-    judge: str
     source: str
     """Where the claims came from: ``given`` (the input) or ``extracted`` (a stored judge generation)."""
     claims: list[ClaimResult]
@@ -323,19 +324,8 @@ class ClaimsRecord:
     """Against gold claims: P(match) per pair, noisy-OR coverage per gold claim, expected recall and precision,
     the one-to-one assignment's expected F1, and the greedy prediction-order rule for comparison."""
     unscored: str | None
-    extraction: str | None = None
+    extraction: str | None = optional()
     """The judge's raw extraction text (when the claims were extracted)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("item_id", "response_id", "system", "judge", "source")}
-        out["claims"] = [{k: v for k, v in vars(c).items() if not k.startswith("__") and not (
-            k in ("unknown", "human") and v is None)} for c in self.claims]
-        out.update(precision=self.precision, supported=self.supported, expected_supported=self.expected_supported,
-                   f1_at_k=self.f1_at_k, unknown_mass=self.unknown_mass, matching=self.matching,
-                   unscored=self.unscored)
-        if self.extraction is not None:
-            out["extraction"] = self.extraction
-        return out
 
 
 Record = ScoreRecord | CompareRecord | CriteriaRecord | ChecklistRecord | CriteriaCompareRecord | ClaimsRecord

@@ -261,7 +261,7 @@ class ScoreTask(Task):
             dist = {lab: p for lab, p in zip(self.scale.labels, out.probs)}
         return ScoreRecord(item.id, r.id, r.system, judge, self.protocol, self.scale.points, scores, entropy,
                            out.mass if out.probs is not None else None, out.unscored, r.human_score, out.critique,
-                           dist, self.closing_mark, out.method if out.probs is not None else None)
+                           dist, self.closing_mark, method=out.method if out.probs is not None else None)
 
 
 # -- pairwise ----------------------------------------------------------------------------------------
@@ -339,7 +339,7 @@ class CompareTask(Task):
         method = None if not methods else "exact" if methods == {"exact"} else "top_k"
         return CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
                              orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
-                             self.closing_mark, method)
+                             self.closing_mark, method=method)
 
 
 # -- criteria (rubrics) ------------------------------------------------------------------------------
