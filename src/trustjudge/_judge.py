@@ -32,21 +32,13 @@ from ._schema import (
     ScoreRecord,
 )
 from ._store import Store
-from ._tasks import (
-    ChecklistTask,
-    CompareTask,
-    CriteriaCompareTask,
-    CriteriaTask,
-    RecordedCompareTask,
-    ScoreTask,
-    Task,
-    check_item,
-)
+from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task, check_item
 from ._trust import Calibration, annotate, template_hash
 from ._trust import fit as fit_calibration
 from ._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
 from .backends._recorded import RecordedBackend
+from ._tasks import RecordedCompareTask
 from .errors import ConfigError
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
