@@ -339,3 +339,14 @@ def test_dry_run_says_how_many_pairs(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "pairs (each judged in both orders)" in out and "70" in out  # 3 + 1 + 66
     assert "most pairs in one item" in out and "66 (wide, 12 responses)" in out
 
+
+
+def test_criteria_pairwise_is_bounded_by_max_pairs_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wide = {**_wide_item(60), "criteria": [{"name": "accuracy", "description": "Is it right?"}]}
+    path = write_jsonl(tmp_path / "items.jsonl", [wide])
+    store = tmp_path / "s.sqlite"
+    code, _, err = main(capsys, "criteria", path, "--pairwise", "-j", "mock/hash", "-q", "--store", store)
+    assert code == 2 and "item 'wide' has 1,770 pairs" in err, err
+    # Scoring each response on the criterion judges no pair: no bound applies.
+    code, out, err = main(capsys, "criteria", path, "-j", "mock/hash", "-q", "--store", store)
+    assert code == 0 and len(records(out)) == 60, err

@@ -31,6 +31,7 @@ from . import _calibrated as calibrated
 from ._common import err, is_utf8, print_plan, progress, records_note
 from ._inputs import changed, digest, read_items, scan, stream_items
 from ._options import (
+    MAX_PAIRS_OPTION,
     CalibrationOptions,
     Finite,
     JudgeOptions,
@@ -61,14 +62,14 @@ def _suite(path: Path | None) -> Suite:
 def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool,
          quiet: bool, judging: JudgeOptions, fmt: str, audit: Callable[[Judge, Task, list[dict[str, Any]]], Any],
          audit_out: Path | None, report_out: Path | None = None, mode: str = "",
-         calibrating: CalibrationOptions | None = None) -> None:
+         calibrating: CalibrationOptions | None = None, max_pairs: int | None = None) -> None:
     """Judge a file with a task, streaming records; then the audit, if ``--audit`` or ``--report`` asks. With
     ``calibrating`` each record is annotated with its calibrated verdicts as it is written, and the report gets
-    the calibration section."""
+    the calibration section (``max_pairs``: the most pairs an item may have, where pairs are judged)."""
     loaded = calibrated.load(calibrating, mode) if calibrating is not None else None
     auditing = audit_out is not None or report_out is not None
     if dry_run:
-        items = read_items(items_path, skip_invalid, 1, fmt)
+        items = read_items(items_path, skip_invalid, 1, fmt, max_pairs=max_pairs)
         j = judging.make()
         try:
             print_plan(j, items, task_of(j))
@@ -81,7 +82,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
     probe = dataclasses.replace(judging, store=Path(":memory:"), ray_address=None).make()
     try:
         task = task_of(probe)
-        total = scan(items_path, skip_invalid, 1, fmt, _checked(task, items_path))
+        total = scan(items_path, skip_invalid, 1, fmt, _checked(task, items_path), max_pairs=max_pairs)
     finally:
         probe.close()
     if digest(items_path) != sha256:
@@ -97,7 +98,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
         with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 bar_task = bar.add_task(f"{task.kind} ({j.name}, {task.protocol})", total=total)
-                todo = stream_items(items_path, 1, fmt, skip_invalid, sha256)
+                todo = stream_items(items_path, 1, fmt, skip_invalid, sha256, max_pairs=max_pairs)
                 ascii_only = not is_utf8(stream)
                 for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
                     row = record.to_dict()
@@ -150,8 +151,8 @@ def _checked(task: Task, path: Path) -> Callable[[Item], int]:
     return count
 
 
-def _all_items(path: Path, skip_invalid: bool, fmt: str) -> list[Item]:
-    return read_items(path, skip_invalid, 1, fmt)
+def _all_items(path: Path, skip_invalid: bool, fmt: str, max_pairs: int | None = None) -> list[Item]:
+    return read_items(path, skip_invalid, 1, fmt, max_pairs=max_pairs)
 
 
 @click.command("criteria")
@@ -169,12 +170,15 @@ def _all_items(path: Path, skip_invalid: bool, fmt: str) -> list[Item]:
 @REPORT
 @GROUNDING
 @calibration_options("criteria")
+@MAX_PAIRS_OPTION
 def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
              dry_run: bool, suite: Path | None, reweight: bool, scale: str | None, pairwise: bool, graded: bool,
-             audit_out: Path | None, report_out: Path | None, grounding_audit_: bool) -> None:
+             audit_out: Path | None, report_out: Path | None, grounding_audit_: bool, max_pairs: int) -> None:
     """Judge every response on every criterion (rubric), with the weighted aggregate and its spread."""
     if graded and not pairwise:
         raise click.UsageError("--graded needs --pairwise")
+    # Pairs are judged with --pairwise, and by the audit (per criterion, both orders) without it.
+    bound = max_pairs if pairwise or audit_out is not None or report_out is not None else None
     judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
     s = _suite(suite)
     points = int(scale) if scale else (s.scale or 5)
@@ -185,7 +189,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
         return j.criteria_task(s.criteria, reweight=reweight, scale=points)
 
     def audit(j: Judge, task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
-        listed = _all_items(items, skip_invalid, fmt)
+        listed = _all_items(items, skip_invalid, fmt, bound)
         several = [it for it in listed if len(it.responses) >= 2]
         if pairwise:
             scores = [r.to_dict() for r in j.run(j.criteria_task(s.criteria, reweight=reweight, scale=points), listed)]
@@ -199,7 +203,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit, audit_out, report_out, "criteria")
+         audit, audit_out, report_out, "criteria", max_pairs=bound)
 
 
 @click.command("checklist")
