@@ -36,6 +36,7 @@ from .._adapters import iter_dataset
 from .._engine import Job
 from .._items import Item, Suite, load_suite
 from .._judge import Judge
+from .._modes import MODES, Mode, get_mode
 from .._frames import is_parquet, require_parquet
 from .._outputs import check_outputs, readable_input, record_output, replacing
 from .._prompts import YES_NO, LabelSet
@@ -223,15 +224,22 @@ def search(store: Path | None, text: str, judge: str | None, backend: str | None
                    err=True)
 
 
+def _mode_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--kind``: ``all`` or a registered mode's name (checked when the command runs: plug-ins load lazily)."""
+    if value != "all" and value not in MODES:
+        raise click.BadParameter(f"{value!r} is not a mode; the modes are {', '.join(MODES)} (or all)")
+    return value
+
+
 @store.command("show")
 @input_options
 @click.argument("item_id")
 @judge_options("score", "compare")
 @click.option("--scale", type=SCALES, default="10", show_default=True, help="The pointwise scale to look up.")
-@click.option("--kind", "judgment", type=click.Choice(["score", "compare", "criteria", "checklist", "all"]),
-              default="all", show_default=True,
-              help="Which judgments of the item to show (all: criteria and checklist where the item or suite "
-                   "has them).")
+@click.option("--kind", "judgment", default="all", show_default=True, callback=_mode_name,
+              help="Which judgments of the item to show: a mode (score, compare, criteria, checklist, "
+                   "criteria-compare, claims, or a plug-in's), or all (score and compare, and criteria and checklist "
+                   "where the item or suite has them).")
 @click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The suite file the criteria/checklist run used (for items carrying no criteria/checklist).")
 @click.option("--criteria-scale", type=click.Choice(["5", "10"]), default=None,
@@ -246,7 +254,9 @@ def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, j
 
     The item's prompts are rebuilt as `score`, `compare`, `criteria` and `checklist` build them (same --judge,
     --scale, --protocol, --closing, templates, sampling options, suite and labels; criteria and checklist
-    prompts with the bundled templates) and looked up by their store keys; nothing is judged.
+    prompts with the bundled templates) and looked up by their store keys; nothing is judged. Any other mode
+    (--kind) lists its task's questions with its default options (the suite's criteria, checklist and labels
+    where it takes them); claims list the questions of given claims (extractions are not shown).
     """
     s = load_suite(suite) if suite is not None else Suite()
     spec = labels or s.labels
@@ -259,7 +269,7 @@ def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, j
         j = dataclasses.replace(judging, store=Path(tmp) / "keys.sqlite").make(scale=int(scale))
         try:
             for entry in _judgments(j, item, judgment, modes):
-                entry["outputs"] = _stored(db, j, entry.pop("question"))
+                entry["outputs"] = _stored(db, j, entry.pop("question"), entry["protocol"])
                 click.echo(json.dumps(entry) if as_json else _describe_judgment(entry, show_prompt))
         finally:
             j.close()
@@ -314,6 +324,8 @@ def _judgments(j: Judge, item: Item, judgment: str, modes: _Modes) -> Iterator[d
         for (r, c), question in zip(asked, criteria_task.questions(item, fmt)):
             yield {"judgment": "criteria", "item_id": item.id, "response_id": r.id, "criterion": c.name,
                    "scale": criteria_task.points(c), "protocol": criteria_task.protocol, "question": question}
+    if judgment not in ("score", "compare", "criteria", "checklist", "all"):
+        yield from _mode_judgments(j, item, get_mode(judgment), modes)
     if judgment in ("checklist", "all"):
         checklist_task = j.checklist_task(modes.suite.checklist, labels=modes.labels)
         if judgment == "checklist":
@@ -324,20 +336,32 @@ def _judgments(j: Judge, item: Item, judgment: str, modes: _Modes) -> Iterator[d
                    "labels": list(modes.labels.labels), "protocol": checklist_task.protocol, "question": question}
 
 
+def _mode_judgments(j: Judge, item: Item, mode: Mode, modes: _Modes) -> Iterator[dict[str, Any]]:
+    """Every question of ``item`` under ``mode``'s task (default options, the suite's where the mode takes them)."""
+    given = {"criteria": modes.suite.criteria, "checklist": modes.suite.checklist, "labels": modes.labels}
+    names = {f.name for f in dataclasses.fields(mode.options)}
+    task = mode.task_of(j, **{k: v for k, v in given.items() if k in names})
+    task.check(item)
+    for n, question in enumerate(task.questions(item, j.backend.format_prompt)):
+        yield {"judgment": mode.name, "item_id": item.id, "index": n, "protocol": task.protocol,
+               "question": question}
+
+
 def _get(db: sqlite3.Connection, key: str) -> dict[str, Any] | None:
     row = db.execute(f"SELECT {_COLUMNS} FROM outputs WHERE key = ?", (key,)).fetchone()
     return _output(row) if row is not None else None
 
 
-def _stored(db: sqlite3.Connection, j: Judge, question: Question | str) -> list[dict[str, Any]]:
-    """The stored outputs of one question: its label distribution, after its critique with ``cot``; a question
-    with none stored is a ``{"key", "stored": false}`` entry, and one judged without a call its reason."""
+def _stored(db: sqlite3.Connection, j: Judge, question: Question | str, protocol: str) -> list[dict[str, Any]]:
+    """The stored outputs of one question asked under ``protocol``: its label distribution, after its critique
+    with ``cot``; a question with none stored is a ``{"key", "stored": false}`` entry, and one judged without a
+    call its reason."""
     if isinstance(question, str):
         return [{"unscored": question, "stored": False}]
     engine = j.engine
     prompt = question.prompt
     found: list[dict[str, Any]] = []
-    if j.protocol == "cot":
+    if protocol == "cot":
         key = engine.generate_key(j.sampling("cot").request(question))
         generation = _get(db, key)
         found.append(generation or {"key": key, "kind": "generate", "stored": False})
@@ -387,7 +411,9 @@ def _describe_judgment(entry: dict[str, Any], show_prompt: bool) -> str:
     elif entry["judgment"] == "checklist":
         head = (f"checklist {entry['item_id']} / {entry['response_id']}: check {entry['check']} "
                 f"({'/'.join(entry['labels'])}, {entry['protocol']})")
-    else:
+    elif entry["judgment"] == "compare":
         head = (f"compare {entry['item_id']} / {entry['first_id']} vs {entry['second_id']}, order {entry['order']} "
                 f"({entry['shown_first']} shown first, {entry['protocol']})")
+    else:
+        head = f"{entry['judgment']} {entry['item_id']}: question {entry['index'] + 1} ({entry['protocol']})"
     return "\n".join([head, *(_describe(o, show_prompt, "  ") for o in entry["outputs"])]) + "\n"
