@@ -285,3 +285,25 @@ def test_a_broken_plugin_mode_names_itself(tmp_path: Path, monkeypatch: pytest.M
     """)
     with pytest.raises(ConfigError, match="gives a int, not a trustjudge Mode"):
         MODES["verdict"]
+
+
+def test_claims_plan_counts_what_is_known_before_extraction(tmp_path: Path) -> None:
+    """Judge.plan no longer refuses claims: it plans the given claims' questions and says what it leaves out."""
+    extracted = {**ITEM, "id": "x", "responses": [{"id": "r", "text": "Use 80 C water."}]}
+    items = items_from_dicts([ITEM, extracted])
+    with Judge("mock/hash", store=tmp_path / "s.sqlite") as j:
+        task = j.claims_task()
+        plan = j.plan(items, task)
+        assert plan.judgments == 5 == plan.model_calls  # 2 + 1 + 2 given claims; the extracted response: none
+        ran = [r.to_dict() for r in j.run(task, items)]
+        assert j.plan(items, "claims").model_calls == 0  # the given claims' verifications are stored now
+        # questions -> records (the Task contract) gives the same records where the claims are given
+        asked = [q for it in items for q in task.questions(it, j.backend.format_prompt)]
+        known = [r.to_dict() for r in task.records(items, j.asking().labels(asked, "direct"), j.name)]
+    assert known[:3] == ran[:3] and ran[3]["source"] == "extracted" and ran[3]["extraction"] is not None
+    assert known[3]["unscored"] == "not_extracted" and known[3]["claims"] == []
+    written = write_jsonl(tmp_path / "items.jsonl", [ITEM, extracted])
+    result = CliRunner().invoke(cli, ["claims", str(written), "-j", "mock/hash", "--store", str(tmp_path / "d.sqlite"),
+                                      "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "not counted" in result.output and "claim extractions" in result.output

@@ -114,6 +114,8 @@ class ClaimsTask(Task):
     """
 
     kind: ClassVar[str] = "claims"
+    plan_note: ClassVar[str] = ("claim extractions, and the questions of the claims they give: only given claims "
+                                "(and given gold claims) are planned")
     chunk_weight: ClassVar[int] = 8
     unknown: bool = False
     """Add UNKNOWN to the verification labels (evidence without content on the claim)."""

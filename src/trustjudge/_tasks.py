@@ -148,6 +148,8 @@ class Task(ABC):
 
     kind: ClassVar[str]
     protocol: Protocol
+    plan_note: ClassVar[str] = ""
+    """What a plan (:meth:`Judge.plan`, ``--dry-run``) of this task leaves out, if anything."""
     chunk_weight: ClassVar[int] = 1
     """How much one of :meth:`size`'s questions weighs when items are cut into chunks of about
     ``Judge(chunk_size=...)`` questions (a task whose :meth:`size` is an upper bound weighs more)."""

@@ -101,6 +101,8 @@ def print_plan(j: Judge, items: list[Item], task: Task, title: str | None = None
     eta = plan.estimated_seconds
     extra = " (critiques at max-new-tokens: an upper bound)" if plan.protocol == "cot" and plan.model_calls else ""
     table.add_row("estimated time", f"{duration(eta)}{extra}" if math.isfinite(eta) else "unknown")
+    if task.plan_note:
+        table.add_row("not counted", escape(task.plan_note))
     Console().print(table)
 
 
