@@ -127,3 +127,26 @@ def test_a_whole_record_serializes_to_fixed_bytes() -> None:
         '"trustjudge": 3.85}, "sd": 0.5, "entropy": 1.0, "label_mass": 0.9, "unscored": null, "human": null}], '
         '"aggregate": {"discrete": 4.0, "geval": 3.9, "expected": 3.8, "trustjudge": 3.85}, "spread": 0.2, '
         '"scale": [1.0, 5.0], "unscored": null, "reweighted": [], "human": null, "human_score": null}')
+
+
+def test_declaration_order_holds_around_optional_fields_and_unresolved_types() -> None:
+    from dataclasses import dataclass, field
+
+    from trustjudge._schema import ResponseHeader, optional
+
+    @dataclass
+    class Local:  # defined in a function: its annotations do not resolve at module level
+        x: float
+
+    @dataclass
+    class Plugin(ResponseHeader):
+        note: str | None = optional()
+        parts: list[Local] = field(default_factory=list)
+        value: dict[str, float] | None = None
+
+    rec = Plugin("q", "a", None, "mock", parts=[Local(1.0)], value={"k": 1.0})
+    assert rec.to_dict() == {"item_id": "q", "response_id": "a", "system": None, "judge": "mock",
+                             "parts": [{"x": 1.0}], "value": {"k": 1.0}}
+    rec.note = "n"
+    assert list(rec.to_dict()) == ["item_id", "response_id", "system", "judge", "note", "parts", "value"]
+    assert rec.to_dict()["value"] is not rec.value
