@@ -37,7 +37,7 @@ import numpy as np
 from . import _calibration as C
 from ._engine import EngineStats, ProgressFn
 from ._items import Item
-from ._schema import Record
+from ._schema import RecordBase
 from ._tasks import Task
 from ._trust import Calibration, abstained_items, annotate
 from .errors import ConfigError
@@ -62,7 +62,7 @@ class TierJudge(Protocol):
     def check_calibration(self, calibration: Calibration, *, override: bool = False) -> Calibration: ...
 
     def run(self, task: Task, items: Iterable[Item], *,
-            progress: ProgressFn | bool | None = None) -> Iterator[Record]: ...
+            progress: ProgressFn | bool | None = None) -> Iterator[RecordBase]: ...
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ._schema import (
     CompareRecord,
     CriteriaCompareRecord,
     CriteriaRecord,
-    Record,
+    RecordBase,
     ScoreRecord,
 )
 from ._store import Store
@@ -88,7 +88,7 @@ ProgressArg = ProgressFn | bool | None
 """A progress callback, ``True`` for a bar, or ``None``/``False`` for none."""
 
 
-def _with_bar(judge: Judge, task: Task, items: Iterable[Item]) -> Iterator[Record]:
+def _with_bar(judge: Judge, task: Task, items: Iterable[Item]) -> Iterator[RecordBase]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -237,7 +237,7 @@ class Judge:
 
         return Asking(self.name, self.backend.format_prompt, labels, engine.generate, samplings["direct"])
 
-    def run(self, task: Task, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[Record]:
+    def run(self, task: Task, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[RecordBase]:
         """Run any task; records come out in input order, item by item (chunk by chunk, through the task's
         :meth:`Task.run`).
 
@@ -395,7 +395,7 @@ class Judge:
         selection = calibration.selection(target, delta) if target is not None else None
         return self.check_calibration(calibration, override=override, task=task), selection
 
-    def apply_calibration(self, records: Iterable[Record | dict[str, Any]], calibration: Calibration, *,
+    def apply_calibration(self, records: Iterable[RecordBase | dict[str, Any]], calibration: Calibration, *,
                           target: float | None = None, delta: float = 0.1, override: bool = False,
                           task: Task | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Add ``calibration``'s probabilities, verdict and confidence to every verdict of ``records`` (and,

@@ -41,7 +41,7 @@ from ._schema import (
     CriteriaRecord,
     CriterionResult,
     CriterionVerdict,
-    Record,
+    RecordBase,
     ScoreRecord,
 )
 from .backends import GenerateRequest, Generation
@@ -182,10 +182,10 @@ class Task(ABC):
         """The item's questions in order; a ``str`` is an unscored reason (an empty response)."""
 
     @abstractmethod
-    def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[Record]:
+    def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[RecordBase]:
         """The records of ``items`` from their questions' outcomes, in the same order."""
 
-    def run(self, items: Sequence[Item], ask: Asking) -> Iterator[Record]:
+    def run(self, items: Sequence[Item], ask: Asking) -> Iterator[RecordBase]:
         """The records of one chunk of (checked) ``items``: by default their questions, asked in one go under
         this task's protocol, then their records. A task that asks in stages overrides it."""
         questions = [q for item in items for q in self.questions(item, ask.fmt)]

@@ -41,7 +41,7 @@ from ._integrations import check_method, fmt_number, top_labels
 from ._items import Check, Criterion, Item, Response, parse_checklist, parse_criteria
 from ._judge import Judge
 from ._prompts import Protocol
-from ._schema import ChecklistRecord, CriteriaRecord, Record, ScoreRecord
+from ._schema import ChecklistRecord, CriteriaRecord, RecordBase, ScoreRecord
 from ._tasks import Task
 from .backends import DEFAULT_JUDGE
 from .errors import ConfigError, InputError, pip_dependency_error
@@ -101,7 +101,7 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
     else:
         task = the_judge.checklist_task(suite_checks, reweight=reweight)
     batcher = _Batcher(the_judge, task)
-    read: Callable[[Record], Score] = {
+    read: Callable[[RecordBase], Score] = {
         "score": lambda r: _score_value(r, the_judge, method),
         "criteria": lambda r: _criteria_value(r, the_judge, method),
         "checklist": lambda r: _checklist_value(r, the_judge),
@@ -162,10 +162,10 @@ class _Batcher:
         self.task = task
         self._run = threading.Lock()
         self._queue = threading.Lock()
-        self._pending: list[tuple[Item, Future[Record]]] = []
+        self._pending: list[tuple[Item, Future[RecordBase]]] = []
 
-    def judge(self, item: Item) -> Record:
-        future: Future[Record] = Future()
+    def judge(self, item: Item) -> RecordBase:
+        future: Future[RecordBase] = Future()
         with self._queue:
             self._pending.append((item, future))
         with self._run:
@@ -205,7 +205,7 @@ def _how(judge: Judge, method: str, scale: str, label_method: str | None) -> str
     return f"{method} on {scale} by judge {judge.name}, protocol {judge.protocol}{read}"
 
 
-def _score_value(record: Record, judge: Judge, method: str) -> Score:
+def _score_value(record: RecordBase, judge: Judge, method: str) -> Score:
     assert isinstance(record, ScoreRecord)
     value = record.scores.get(method)
     meta: dict[str, Any] = {
@@ -219,7 +219,7 @@ def _score_value(record: Record, judge: Judge, method: str) -> Score:
     return _result(value, record.unscored, meta, what)
 
 
-def _criteria_value(record: Record, judge: Judge, method: str) -> Score:
+def _criteria_value(record: RecordBase, judge: Judge, method: str) -> Score:
     assert isinstance(record, CriteriaRecord)
     value = record.aggregate.get(method)
     per = {c.name: {"score": c.scores.get(method), "scores": dict(c.scores), "weight": c.weight, "points": c.points,
@@ -241,7 +241,7 @@ def _criteria_value(record: Record, judge: Judge, method: str) -> Score:
     return _result(value, record.unscored, meta, what)
 
 
-def _checklist_value(record: Record, judge: Judge) -> Score:
+def _checklist_value(record: RecordBase, judge: Judge) -> Score:
     assert isinstance(record, ChecklistRecord)
     per = {c.id: {"text": c.text, "p_pass": c.p_pass, "value": c.value, "weight": c.weight,
                   "distribution": c.probabilities, "label_mass": c.label_mass, "unscored": c.unscored}
