@@ -307,3 +307,24 @@ def test_claims_plan_counts_what_is_known_before_extraction(tmp_path: Path) -> N
                                       "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "not counted" in result.output and "claim extractions" in result.output
+
+
+@pytest.mark.model
+def test_every_mode_on_the_bundled_judge_round_trips_and_reruns_free(tmp_path: Path) -> None:
+    """The real SmolLM2 judge through every registered mode's Task.run: records of the mode's type with
+    label mass read, byte-identical through the serializer, and a rerun from the store with zero calls."""
+    store = tmp_path / "s.sqlite"
+    first: dict[str, list[dict[str, Any]]] = {}
+    with Judge("hf/smollm2-135m", store=store) as j:
+        for name in BUILTIN:
+            mode = MODES[name]
+            records = list(j.run(mode.task_of(j), _items()))
+            assert records and all(type(r) is mode.record for r in records)
+            assert any(r.to_dict()["unscored"] is None for r in records), name
+            first[name] = [r.to_dict() for r in records]
+            assert [mode.record.from_dict(row).to_dict() for row in first[name]] == first[name]
+        assert j.stats.model_calls > 0
+    with Judge("hf/smollm2-135m", store=store) as j:
+        for name in BUILTIN:
+            assert [r.to_dict() for r in j.run(MODES[name].task_of(j), _items())] == first[name]
+        assert j.stats.model_calls == 0
