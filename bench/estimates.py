@@ -11,8 +11,9 @@ Two phases per judge, each in its own child process (one model in memory at a ti
   (``Judge.plan``, what ``--dry-run`` prints) from the shipped figure, then the real wall time of the run.
   A second estimate from the store's own measurement (what a user's next command sees) is kept beside it.
 
-Model loading is excluded from both sides (each child loads the judge first, with one warm-up judgment
-in a throwaway store): the estimate is of judging time.
+Model loading is excluded from both sides (each child loads the judge first and warms it on a few batches
+in a throwaway store): the estimate is of judging time. Each timed run is repeated (``REPEATS``) and the
+fastest counts, on both sides.
 
     .venv/bin/python bench/estimates.py                 # all six bundled judges (~20 min here)
     .venv/bin/python bench/estimates.py --judges llamacpp/smollm2-135m,hf/smollm2-135m
@@ -43,6 +44,9 @@ JUDGES = ("llamacpp/qwen2.5-coder-1.5b", "hf/qwen2.5-coder-1.5b", "llamacpp/smol
 FIT = (("short", 2, 3, 20), ("medium", 2, 2, 150), ("long", 1, 3, 450))
 """(name, questions, responses per question, words per response) of the synthetic fit workloads."""
 TARGET = 1.5
+REPEATS = 2
+"""Each timed workload runs this many times (each in an empty store); the fastest counts: this machine is
+shared, and a burst of other work inflates one run, never all of them."""
 
 
 def _items(rows: list[dict[str, Any]]) -> list[Any]:
@@ -52,13 +56,28 @@ def _items(rows: list[dict[str, Any]]) -> list[Any]:
 
 
 def _warm(judge_name: str) -> tuple[Any, float]:
-    """The backend, loaded, with one judgment made in a throwaway store; and the seconds that took."""
+    """The backend, loaded and warmed on batches like the timed ones (scores and pairs, short and long) in a
+    throwaway store: a fresh process's first batches run slower (buffers sized, shapes seen), which would
+    otherwise count against whichever workload runs first. Also the seconds that took."""
     from trustjudge import Judge
 
     t0 = time.perf_counter()
     j = Judge(judge_name, store=":memory:")
-    list(j.score(_items(synthetic_items(1, 1, 5, seed=99))))
+    for words in (10, 200):
+        items = _items(synthetic_items(1, 3, words, seed=99 + words))
+        list(j.score(items))
+        list(j.compare(items[:1]))
     return j.backend, time.perf_counter() - t0
+
+
+def _evict(backend: Any) -> None:
+    """One judgment of an unrelated text in a throwaway store (see :func:`_timed`)."""
+    from trustjudge import Judge
+
+    j = Judge(backend, store=":memory:")
+    list(j.score(_items([{"id": "evict", "question": "Name a colour of the sky at noon.",
+                          "responses": [{"id": "e", "text": "Blue, mostly, on a clear day."}]}])))
+    j.store.close()
 
 
 def _timed(judge_name: str, backend: Any, store: Path, task_of: Any, items: list[Any]) -> dict[str, Any]:
@@ -66,18 +85,25 @@ def _timed(judge_name: str, backend: Any, store: Path, task_of: Any, items: list
     from trustjudge import Judge
     from trustjudge.backends._speeds import shipped
 
-    j = Judge(backend, store=store)
-    j.engine.speed_hint = shipped(judge_name)
-    task = task_of(j)
-    plan = j.plan(items, task)
-    t0 = time.perf_counter()
-    n = sum(1 for _ in j.run(task, items))
-    real = time.perf_counter() - t0
-    stats = j.stats
+    reals = []
+    for repeat in range(REPEATS):
+        # The backend keeps the last prompt's KV cache: a repeat would reuse what the run before it left
+        # there (a whole article, for QAGS). An unrelated judgment first puts the cache where a fresh
+        # command's would be: holding nothing of these prompts.
+        _evict(backend)
+        # Each repeat in an empty store of its own (the first one's is ``store``): the same calls each time.
+        j = Judge(backend, store=store if repeat == 0 else store.with_name(f"{store.stem}-{repeat}.sqlite"))
+        j.engine.speed_hint = shipped(judge_name)
+        task = task_of(j)
+        plan = j.plan(items, task)
+        t0 = time.perf_counter()
+        n = sum(1 for _ in j.run(task, items))
+        reals.append(time.perf_counter() - t0)
+        stats = j.stats
+        j.store.close()  # not j.close(): that would close the shared backend
     out = {"records": n, "model_calls": stats.model_calls, "plan_calls": plan.model_calls,
-           "tokens_read": plan.tokens_read_to_run, "estimate_s": plan.estimated_seconds, "real_s": real,
-           "speed_from": plan.speed.source, "load_avg": os.getloadavg()[0]}
-    j.store.close()  # not j.close(): that would close the shared backend
+           "tokens_read": plan.tokens_read_to_run, "estimate_s": plan.estimated_seconds, "real_s": min(reals),
+           "real_runs_s": reals, "speed_from": plan.speed.source, "load_avg": os.getloadavg()[0]}
     return out
 
 
@@ -216,7 +242,8 @@ def main() -> None:
           "`bench/estimates.py`: for each bundled judge, the `--dry-run` estimate (`Judge.plan`) from the shipped "
           "figure (fitted on synthetic prompts of three lengths, in an empty store) against the real wall time "
           "of the README's examples and a long-prompt dataset, each in an empty store; model loading excluded "
-          "on both sides. `measured` is the estimate from the speed the store measured on the previous workload "
+          f"on both sides; each run repeated {REPEATS} times, the fastest counted (fit and check alike). "
+          "`measured` is the estimate from the speed the store measured on the previous workload "
           "(what a user's next command sees). Target: real / estimate within 1/1.5 .. 1.5.", "",
           f"Machine: {machine()['cpu']}, {os.cpu_count()} cores; {when}. All within target: **{within}** "
           f"(ratios {min(ratios):.2f}-{max(ratios):.2f}).", "",
