@@ -13,6 +13,7 @@ from trustjudge import Judge, MockBackend
 from trustjudge._items import parse_record
 from trustjudge._store import Store
 from trustjudge.backends import _speeds
+from trustjudge.backends._models import BUNDLED
 from trustjudge.backends._speeds import MIN_MEASURED_TOKENS, Speed
 from trustjudge.cli._common import duration
 
@@ -39,9 +40,17 @@ def test_plan_uses_the_shipped_figure_then_the_stores_measurement(tmp_path: Path
     assert plan.estimated_seconds == pytest.approx(6 * 1.0 + plan.tokens_read_to_run / 200.0)
     # Responses to one question share the prompt's head: the backend evaluates it once (its KV cache).
     assert 0 < plan.tokens_read_to_run < plan.prompt_tokens_to_run
-    # Too few tokens timed in the store: still the shipped figure.
-    j.store.record_speed(j.backend.fingerprint, MIN_MEASURED_TOKENS - 1, 1.0)
+    # A shipped figure wins over the store's measurement (it models per-call costs too).
+    j.store.record_speed(j.backend.fingerprint, 5000, 1.0)
     assert j.plan(ITEMS, "score").speed == hint
+    j.close()
+
+
+def test_without_a_shipped_figure_the_stores_measurement_is_used_once_it_is_enough(tmp_path: Path) -> None:
+    j = Judge(MockBackend("est1"), store=tmp_path / "s.sqlite")
+    # Too few tokens timed in the store: the backend's default.
+    j.store.record_speed(j.backend.fingerprint, MIN_MEASURED_TOKENS - 1, 1.0)
+    assert "default estimate" in j.plan(ITEMS, "score").speed.source
     # Enough: the store's own rate, named as such.
     j.store.record_speed(j.backend.fingerprint, 1, 9.0)  # now 1000 tokens in 10 s
     measured = j.plan(ITEMS, "score")
@@ -100,3 +109,25 @@ def test_dry_run_says_where_the_speed_comes_from(tmp_path: Path, items_file: Pat
     assert plan.returncode == 0, plan.stderr
     assert "speed from" in plan.stdout and "default estimate for MockBackend" in plan.stdout
     assert "estimated time" in plan.stdout
+
+
+def test_the_store_measures_speed_in_the_unit_the_estimates_use(tmp_path: Path) -> None:
+    # Tokens a prompt shares with the one run before it are in the backend's KV cache: neither the plan nor
+    # the measurement counts them, so a measured rate applies to the plan's tokens as they are.
+    j = Judge(MockBackend("est5"), store=tmp_path / "s.sqlite")
+    planned = j.plan(ITEMS, "score")
+    list(j.score(ITEMS))
+    measured = j.store.measured_speed(j.backend.fingerprint)
+    assert measured is not None
+    assert measured[0] == planned.tokens_read_to_run < j.stats.prompt_tokens
+    j.close()
+
+
+def test_every_bundled_judge_has_a_shipped_figure() -> None:
+    # bench/estimates.py writes the table; a bundled judge without a row would fall back to a guess.
+    names = {f"{prefix}/{name}" for name in BUNDLED for prefix in ("llamacpp", "hf")}
+    missing = names - set(_speeds.MEASURED)
+    assert not missing, f"run bench/estimates.py for {sorted(missing)}"
+    assert all(s.prompt_tokens_per_s > 0 and s.seconds_per_call >= 0 for s in _speeds.MEASURED.values())
+
+

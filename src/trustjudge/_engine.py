@@ -195,6 +195,8 @@ class Engine:
         self.lease_s = 60.0
         """How long a claim holds without renewal (a running engine renews its claims every quarter)."""
         self._next_wait_note = 0.0
+        self._last_prompt = ""
+        """The last prompt a label batch ran (the backend's KV cache starts with it), for measured speeds."""
 
     # -- keys -------------------------------------------------------------------------------------
     def _label_request(self, req: LabelRequest) -> dict[str, Any]:
@@ -417,13 +419,27 @@ class Engine:
             self.store.release(failed, self._owner)
         if kind == "labels":
             self.stats.label_calls += len(batch)
-            self.store.record_speed(self.backend.fingerprint, tokens, elapsed)
+            self.store.record_speed(self.backend.fingerprint, self._evaluated(batch, outputs), elapsed)
         else:
             self.stats.generate_calls += len(batch)
         self.stats.prompt_tokens += tokens
         self.stats.seconds += elapsed
         if progress is not None and kind == "labels":
             progress(len(batch))
+
+    def _evaluated(self, batch: Sequence[tuple[str, Any, LabelRequest | GenerateRequest]],
+                   outputs: Sequence[Any]) -> int:
+        """The batch's prompt tokens not shared with the prompt run before each (what the backend had to
+        evaluate, its KV cache holding the rest), counted as :meth:`plan` counts them: the store's measured
+        speed is then in the unit the estimates use."""
+        evaluated = 0
+        for (_, _, req), out in zip(batch, outputs):
+            if isinstance(out, BackendError):
+                continue
+            shared = len(os.path.commonprefix([self._last_prompt, req.prompt]))
+            evaluated += round(out.prompt_tokens * (1 - shared / len(req.prompt))) if req.prompt else out.prompt_tokens
+            self._last_prompt = req.prompt
+        return evaluated
 
     @staticmethod
     def _from_row(kind: str, row: StoredOutput) -> LabelResult | Generation:
@@ -516,14 +532,19 @@ class Engine:
         return self._unscored(reason)
 
     def speed(self) -> Speed:
-        """The speed estimates use: this store's measurement for the backend once it has timed at least
-        :data:`MIN_MEASURED_TOKENS` prompt tokens, else the shipped figure, else the backend's default."""
+        """The speed estimates use: the shipped figure of a bundled judge (``speed_hint``), else this store's
+        measurement for the backend once it has timed at least :data:`MIN_MEASURED_TOKENS` prompt tokens,
+        else the backend's default.
+
+        The shipped figure comes first because it models seconds per call as well as per token: measured
+        here (bench/results/estimates.md), a store's single tokens-per-second rate taken from one command
+        missed the next one's time by more than 1.5x, the shipped figures never did."""
+        if self.speed_hint is not None:
+            return self.speed_hint
         measured = self.store.measured_speed(self.backend.fingerprint)
         if measured is not None and measured[0] >= MIN_MEASURED_TOKENS and measured[1] > 0:
             tokens, seconds = measured
             return Speed(tokens / seconds, source=f"measured in this store ({tokens:,} prompt tokens)")
-        if self.speed_hint is not None:
-            return self.speed_hint
         return Speed(self.backend.default_tokens_per_s,
                      source=f"default estimate for {type(self.backend).__name__} (not measured)")
 
