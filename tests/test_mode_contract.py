@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 import trustjudge
 import trustjudge._modes as modes_module
+import trustjudge._plugins as plugins_module
 from tests.conftest import write_jsonl
 from trustjudge import MODES, ConfigError, Judge, Mode, get_mode, items_from_dicts, register_mode, unregister_mode
 from trustjudge._engine import EMPTY_RESPONSE, Outcome
@@ -252,7 +253,7 @@ def _plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, source:
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "verdict_plugin", raising=False)
     ep = EntryPoint(name="verdict", value=value, group=modes_module.PLUGIN_GROUP)
-    monkeypatch.setattr(modes_module, "entry_points", lambda group: [ep] if group == modes_module.PLUGIN_GROUP
+    monkeypatch.setattr(plugins_module, "entry_points", lambda group: [ep] if group == modes_module.PLUGIN_GROUP
                         else [])
 
 

@@ -22,10 +22,9 @@ breaks only that name, with an error naming the entry point; built-in and regist
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
 from ._claims import ClaimsTask
@@ -55,6 +54,7 @@ from ._schema import (
     ScoreRecord,
 )
 from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task
+from ._plugins import describe, installed
 from .errors import ConfigError
 
 __all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "get_mode", "mode_plugins",
@@ -177,21 +177,11 @@ def unregister_mode(name: str) -> None:
 def mode_plugins() -> dict[str, list[EntryPoint]]:
     """The installed mode plug-ins by name (nothing is imported), as ``TRUSTJUDGE_MODE_PLUGINS`` allows; names
     already registered are left out (they never reach a plug-in)."""
-    allowed = os.environ.get(PLUGINS_ENV)
-    pinned = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
-    found: dict[str, list[EntryPoint]] = {}
-    for ep in entry_points(group=PLUGIN_GROUP):
-        if ep.name in _MODES or (pinned is not None and ep.name not in pinned):
-            continue
-        if all(other.value != ep.value for other in found.get(ep.name, [])):  # one package seen on two paths
-            found.setdefault(ep.name, []).append(ep)
-    return found
+    return installed(PLUGIN_GROUP, PLUGINS_ENV, _MODES)
 
 
 def _describe(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    where = f" from {dist.name} {dist.version}" if dist is not None else ""
-    return f"mode plug-in {ep.name!r} ({ep.value}{where})"
+    return describe(ep, "mode plug-in")
 
 
 def _from_plugin(ep: EntryPoint) -> Mode:

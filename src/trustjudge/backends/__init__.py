@@ -27,10 +27,10 @@ installed plugin; otherwise a comma-separated list of the entry point names allo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 
+from .._plugins import describe, installed
 from ..errors import ConfigError
 from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from ._mock import MockBackend
@@ -114,21 +114,11 @@ def backend_plugins() -> dict[str, list[EntryPoint]]:
 
     Prefixes of built-in or registered backends are left out: those names never reach a plugin.
     """
-    allowed = os.environ.get(PLUGINS_ENV)
-    pinned = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
-    found: dict[str, list[EntryPoint]] = {}
-    for ep in entry_points(group=PLUGIN_GROUP):
-        if ep.name in _FACTORIES or (pinned is not None and ep.name not in pinned):
-            continue
-        if all(other.value != ep.value for other in found.get(ep.name, [])):  # one package seen on two paths
-            found.setdefault(ep.name, []).append(ep)
-    return found
+    return installed(PLUGIN_GROUP, PLUGINS_ENV, _FACTORIES)
 
 
 def _describe(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    where = f" from {dist.name} {dist.version}" if dist is not None else ""
-    return f"backend plugin {ep.name!r} ({ep.value}{where})"
+    return describe(ep, "backend plugin")
 
 
 def _from_plugin(ep: EntryPoint, name: str, rest: str) -> Backend:
