@@ -168,6 +168,14 @@ class PlanSummary:
         return self.speed.seconds(self.model_calls, read, self.generated_tokens_to_run)
 
 
+def _unshared(previous: str, prompt: str, tokens: int) -> int:
+    """The share of ``prompt``'s ``tokens`` after what it has in common with ``previous`` (by characters):
+    what a backend holding ``previous`` in its KV cache still evaluates."""
+    if not prompt:
+        return tokens
+    return round(tokens * (1 - len(os.path.commonprefix([previous, prompt])) / len(prompt)))
+
+
 class Engine:
     """Reads label distributions and generations through the store: looks up, claims, batches, calls the
     backend and stores. It knows nothing of judging protocols (``_protocol.ask`` builds on it)."""
@@ -436,8 +444,7 @@ class Engine:
         for (_, _, req), out in zip(batch, outputs):
             if isinstance(out, BackendError):
                 continue
-            shared = len(os.path.commonprefix([self._last_prompt, req.prompt]))
-            evaluated += round(out.prompt_tokens * (1 - shared / len(req.prompt))) if req.prompt else out.prompt_tokens
+            evaluated += _unshared(self._last_prompt, req.prompt, out.prompt_tokens)
             self._last_prompt = req.prompt
         return evaluated
 
@@ -570,8 +577,7 @@ class Engine:
             new = sum(per_key[k] for k in missing if k not in by_key)
             previous = ""
             for prompt, count in todo:
-                shared = len(os.path.commonprefix([previous, prompt]))
-                new += round(count * (1 - shared / len(prompt))) if prompt else count
+                new += _unshared(previous, prompt, count)
                 previous = prompt
         generated = generated_per_key * len(missing)
         return PlanSummary(
