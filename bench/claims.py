@@ -54,11 +54,11 @@ import numpy as np
 from _common import RESULTS, corr, fmt, machine, write_results
 
 from trustjudge import InputError, Item, Judge, items_from_dicts
-from trustjudge import _aggregates as A
-from trustjudge._stats import jsonable
-from trustjudge._adapters import iter_dataset, summhay_published
-from trustjudge._claims import _overlap
-from trustjudge._mode_audit import claims_audit
+from trustjudge.engine import _aggregates as A
+from trustjudge.audit._stats import jsonable
+from trustjudge.io._adapters import iter_dataset, summhay_published
+from trustjudge.modes.claims import _overlap
+from trustjudge.modes._audits import claims_audit
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
 STANCE3 = "factcheck-gpt/subtask3_claim_evidence_stance.jsonl"

@@ -26,8 +26,8 @@ from typing import Any
 
 from _common import RESULTS, machine
 from trustjudge import InputError, Item, Judge
-from trustjudge._adapters import _short_hash, budget_subset, iter_dataset
-from trustjudge._prompts import scale as make_scale
+from trustjudge.io._adapters import _short_hash, budget_subset, iter_dataset
+from trustjudge.modes._prompts import scale as make_scale
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def published_on_the_same_pairs(data: Path, subset: list[Item], pairs: list[dict
     """The published gpt-3.5-turbo and PandaLM-7B verdicts on exactly the PandaLM pairs we judged: accuracy
     against the human majority (ties included, as ours) and Cohen's kappa; unparsed ("garbage") verdicts
     are counted apart and scored as wrong, as they would be in use."""
-    from trustjudge._audit import cohen_kappa
+    from trustjudge.audit._audit import cohen_kappa
 
     rows = json.loads((data / "pandalm-testset" / "testset-v1.json").read_text())
     wanted = {it.id for it in subset}

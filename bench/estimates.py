@@ -50,7 +50,7 @@ shared, and a burst of other work inflates one run, never all of them."""
 
 
 def _items(rows: list[dict[str, Any]]) -> list[Any]:
-    from trustjudge._items import parse_record
+    from trustjudge.io._items import parse_record
 
     return [parse_record(r, "synthetic", i + 1) for i, r in enumerate(rows)]
 
@@ -132,7 +132,7 @@ def child_fit(judge_name: str) -> dict[str, Any]:
 
 def _qags_items(articles: int) -> list[Any]:
     from trustjudge import InputError
-    from trustjudge._adapters import iter_dataset
+    from trustjudge.io._adapters import iter_dataset
 
     out = []
     for v in iter_dataset(DATA / "qags-cnndm" / "mturk_cnndm.jsonl", "qags"):
@@ -171,7 +171,7 @@ def child_check(judge_name: str) -> dict[str, Any]:
                 run["measured_from"] = plan.speed.source
                 j.store.close()
             # Copy this workload's timing into the shared store (as the user's earlier command would leave it).
-            from trustjudge._store import Store
+            from trustjudge.engine._store import Store
 
             src, dst = Store(Path(tmp) / f"w{i}.sqlite"), Store(shared)
             got = src.measured_speed(backend.fingerprint)

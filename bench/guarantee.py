@@ -39,11 +39,11 @@ from _common import RESULTS
 from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
 
 from trustjudge import ConfigError, Item, Judge
-from trustjudge import _calibration as C
-from trustjudge import _scoring as S
-from trustjudge._adapters import _short_hash
-from trustjudge._store import Store
-from trustjudge._store_io import import_file
+from trustjudge.audit import _calibration as C
+from trustjudge.engine import _scoring as S
+from trustjudge.io._adapters import _short_hash
+from trustjudge.engine._store import Store
+from trustjudge.engine._store_io import import_file
 from trustjudge.backends import Backend, get_backend
 from trustjudge.errors import BackendError
 

@@ -46,9 +46,9 @@ from _common import RESULTS
 from claims import stance_items
 
 from trustjudge import InputError, Item, Judge
-from trustjudge._adapters import _short_hash, iter_dataset
-from trustjudge._store import Store
-from trustjudge._store_io import import_file, write_export
+from trustjudge.io._adapters import _short_hash, iter_dataset
+from trustjudge.engine._store import Store
+from trustjudge.engine._store_io import import_file, write_export
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
 PANDALM = "pandalm-testset/testset-v1.json"

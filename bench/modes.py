@@ -44,9 +44,9 @@ import numpy as np
 from _common import RESULTS, corr, fmt, machine, write_results
 
 from trustjudge import InputError, Item, Judge, LabelSet
-from trustjudge import _aggregates as A
-from trustjudge._stats import jsonable
-from trustjudge._adapters import USR_RANGES, budget_subset, iter_dataset, summhay_published
+from trustjudge.engine import _aggregates as A
+from trustjudge.audit._stats import jsonable
+from trustjudge.io._adapters import USR_RANGES, budget_subset, iter_dataset, summhay_published
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
 TOPICAL = "topical-chat-usr/topical_chat.json"

@@ -33,8 +33,8 @@ from _common import RESULTS, machine, peak_rss_mb, synthetic_items, write_result
 from scipy.stats import spearmanr
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge._audit import audit
-from trustjudge._protocol import Question
+from trustjudge.audit._audit import audit
+from trustjudge.engine._asking import Question
 
 
 def trie_tokens(backend: Any, labels: tuple[str, ...]) -> list[int]:
@@ -277,7 +277,7 @@ def is_big(judge: str) -> bool:
 
 def topical(n: int, responses: int = 6) -> list[dict[str, Any]]:
     """The first ``n`` Topical-Chat USR dialogues with their first responses (from ../shared/data)."""
-    from trustjudge._adapters import iter_dataset
+    from trustjudge.io._adapters import iter_dataset
 
     items = [v for v in iter_dataset(TOPICAL) if not isinstance(v, Exception)][:n]
     return [{"id": i.id, "question": i.question, "context": i.context,

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from trustjudge._adapters import (
+from trustjudge.io._adapters import (
     FORMATS,
     budget_subset,
     detect_format,
     iter_dataset,
     stratified_subset,
 )
-from trustjudge._items import Item, Pair, Response
+from trustjudge.io._items import Item, Pair, Response
 from trustjudge.errors import ConfigError, InputError
 
 

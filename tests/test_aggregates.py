@@ -1,4 +1,4 @@
-"""Tests of trustjudge._aggregates: hand-computed values (arithmetic in comments) plus brute-force properties."""
+"""Tests of trustjudge.engine._aggregates: hand-computed values (arithmetic in comments) plus brute-force properties."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trustjudge._aggregates import (
+from trustjudge.engine._aggregates import (
     Aggregate,
     Bin,
     assignment,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats  # type: ignore[import-untyped, unused-ignore]
 
-from trustjudge import _audit as A
+from trustjudge.audit import _audit as A
 
 AGGS = ("single", "two_pass", "likelihood", "ppl")
 METHODS = ("discrete", "geval", "expected", "trustjudge")

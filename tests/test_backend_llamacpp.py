@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 from trustjudge.backends import GenerateRequest, LabelRequest, get_backend
 from trustjudge.errors import PrerequisiteError
 

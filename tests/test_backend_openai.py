@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 from trustjudge.backends import GenerateRequest, LabelRequest, get_backend
 from trustjudge.backends._openai import PRESETS, OpenAICompatibleBackend, split_name
 from trustjudge.errors import (

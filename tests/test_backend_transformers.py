@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from trustjudge._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 from trustjudge.backends import LabelRequest
 from trustjudge.backends._transformers import _EMPTY, TransformersBackend, build_trie
 

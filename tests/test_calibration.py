@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from trustjudge._calibration import (
+from trustjudge.audit._calibration import (
     ece,
     brier,
     choose_cascade,

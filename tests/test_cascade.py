@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import write_jsonl
 from trustjudge import Calibration, ConfigError, InputError, Judge, MockBackend, load_items
-from trustjudge._calibration import choose_cascade, choose_threshold, run_cascade
+from trustjudge.audit._calibration import choose_cascade, choose_threshold, run_cascade
 from trustjudge.backends import LabelRequest, get_backend
 from trustjudge.backends._recorded import RecordedBackend
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from trustjudge import Judge, MockBackend, Store, items_from_dicts
-from trustjudge._claims import parse_claims
+from trustjudge.modes.claims import parse_claims
 from trustjudge.backends import GenerateRequest, Generation, LabelRequest
 from trustjudge.errors import InputError
 
@@ -211,7 +211,7 @@ def test_claims_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
 def test_service_claims_equal_the_library(tmp_path: Path) -> None:
     import httpx
 
-    from trustjudge._server import create_app
+    from trustjudge.serve._server import create_app
 
     from .test_server import serving
 
@@ -229,7 +229,7 @@ def test_service_claims_equal_the_library(tmp_path: Path) -> None:
 
 
 def test_claims_audit_by_hand() -> None:
-    from trustjudge._mode_audit import claims_audit
+    from trustjudge.modes._audits import claims_audit
 
     # P(supported) .9 (human SUPPORTED), .3 (UNSUPPORTED), .6 (PARTIAL -> not supported), .2 (SUPPORTED)
     # Brier (.01 + .09 + .36 + .64) / 4 = .275; accuracy (p > .5): right, right, wrong, wrong = .5
@@ -250,7 +250,7 @@ def test_claims_audit_by_hand() -> None:
 
 
 def test_claims_sensitivity_sees_evidence_order_and_negation(tmp_path: Path) -> None:
-    from trustjudge._mode_audit import claims_sensitivity
+    from trustjudge.modes._audits import claims_sensitivity
 
     # The judge supports a claim only when the passage "A." comes first (an order-biased judge), and it
     # supports every negated claim too: evidence-order shift 1.0 for the claim, negation "both supported" 1/1.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from trustjudge._prompts import SCORE_MARKER, SYSTEM
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM
 from trustjudge.backends import get_backend
 from trustjudge.backends._base import WORD_JOINER, neutralise
 

@@ -188,8 +188,8 @@ from hypothesis import strategies as st
 
 @given(prompt=st.text(), labels=st.lists(st.text(max_size=5), min_size=1, max_size=6).map(tuple))
 def test_fast_store_key_equals_the_canonical_key(prompt: str, labels: tuple[str, ...]) -> None:
-    from trustjudge._engine import Engine
-    from trustjudge._store import Store, content_key
+    from trustjudge.engine._engine import Engine
+    from trustjudge.engine._store import Store, content_key
 
     engine = Engine(MockBackend(), Store(":memory:"))
     assert engine._label_key(prompt, labels) == content_key(engine._label_request(LabelRequest(prompt, labels)))
@@ -199,7 +199,7 @@ def test_fast_store_key_equals_the_canonical_key(prompt: str, labels: tuple[str,
        reference=st.none() | st.text(min_size=1))
 def test_compiled_templates_render_like_string_template(question: str, response: str, context: str | None,
                                                         reference: str | None) -> None:
-    from trustjudge._prompts import Prompts, _blocks, quote, scale
+    from trustjudge.modes._prompts import Prompts, _blocks, quote, scale
 
     prompts = Prompts.load()
     sc = scale(10)
@@ -214,7 +214,7 @@ def test_compiled_templates_render_like_string_template(question: str, response:
 
 
 def test_compiled_user_template_keeps_dollar_escapes(tmp_path: Path) -> None:
-    from trustjudge._prompts import Prompts, scale
+    from trustjudge.modes._prompts import Prompts, scale
 
     tpl = tmp_path / "t.txt"
     tpl.write_text("Costs $$5. Q: ${question} R: $response $task")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from trustjudge import Judge, MockBackend
-from trustjudge._items import parse_record
-from trustjudge._store import Store
+from trustjudge.io._items import parse_record
+from trustjudge.engine._store import Store
 from trustjudge.backends import _speeds
 from trustjudge.backends._models import BUNDLED
 from trustjudge.backends._speeds import MIN_MEASURED_TOKENS, Speed

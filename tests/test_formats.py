@@ -21,9 +21,9 @@ import pytest
 from tests.conftest import small_items, write_jsonl
 from trustjudge import Check, ConfigError, Criterion, InputError, Item, Judge, PrerequisiteError, items_from_dicts
 from trustjudge import to_pandas
-from trustjudge._adapters import detect_format, iter_dataset
-from trustjudge._frames import flatten, parse_mapping
-from trustjudge._outputs import record_output
+from trustjudge.io._adapters import detect_format, iter_dataset
+from trustjudge.io._frames import flatten, parse_mapping
+from trustjudge.io._outputs import record_output
 
 MAPPING = "question=prompt,response=output,id=uid,system=model,human_score=rating"
 
@@ -203,7 +203,7 @@ def test_datasets_saved_on_disk_and_local_files(tmp_path: Path, monkeypatch: pyt
 
 def test_datasets_is_imported_offline(tmp_path: Path) -> None:
     """Before importing datasets, trustjudge tells it and the hub client never to go online."""
-    code = ("import os, sys; from trustjudge._adapters import iter_dataset\n"
+    code = ("import os, sys; from trustjudge.io._adapters import iter_dataset\n"
             "assert len(list(iter_dataset(sys.argv[1], 'datasets', mapping='question=p,response=o'))) == 1\n"
             "import datasets\n"
             "print(os.environ['HF_DATASETS_OFFLINE'], os.environ['HF_HUB_OFFLINE'], datasets.config.HF_HUB_OFFLINE)")
@@ -219,7 +219,7 @@ def test_datasets_is_imported_offline(tmp_path: Path) -> None:
 def test_a_missing_extra_names_it(tmp_path: Path, theirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
-    from trustjudge import _frames
+    from trustjudge.io import _frames
 
     real = importlib.import_module
 

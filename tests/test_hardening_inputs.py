@@ -238,7 +238,8 @@ def test_skip_invalid_reports_every_row_an_item_of_several_rows_loses(tmp_path: 
 def test_parquet_export_is_written_in_row_groups_with_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from trustjudge import Store, _store_io
+    from trustjudge import Store
+    from trustjudge.engine import _store_io
 
     store = tmp_path / "s.sqlite"
     with Store(store) as s:

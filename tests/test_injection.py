@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge._injection import INJECTION, injection_effect
-from trustjudge._prompts import Prompts, quote, scale
+from trustjudge.audit._injection import INJECTION, injection_effect
+from trustjudge.modes._prompts import Prompts, quote, scale
 from trustjudge.backends import LabelRequest
 from trustjudge.backends._mock import MockBackend
 

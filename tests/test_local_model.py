@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge._prompts import SCORE_MARKER, SYSTEM
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM
 from trustjudge.backends import LabelRequest, get_backend
 from trustjudge.backends._transformers import TransformersBackend
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trustjudge._adapters import (
+from trustjudge.io._adapters import (
     FORMATS,
     QAGS_QUESTION,
     TOPICAL_CHAT_PROMPT,
@@ -20,7 +20,7 @@ from trustjudge._adapters import (
     iter_dataset,
     summhay_published,
 )
-from trustjudge._items import Check, Item, Response
+from trustjudge.io._items import Check, Item, Response
 from trustjudge.errors import InputError
 
 

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from trustjudge import Judge, LabelSet, items_from_dicts
-from trustjudge._items import load_suite
+from trustjudge.io._items import load_suite
 from trustjudge.errors import ConfigError
 
 from .conftest import small_items, write_jsonl
@@ -137,7 +137,7 @@ def test_toml_suite_without_tomllib_reads_with_tomli(tmp_path: Path, monkeypatch
 @pytest.mark.parametrize("text", ["plain", "$x and ${y} and $x", "$$ dollars", "cost $5", "a $ b", "${ok} $",
                                   "${bad-name}", "$$x $y"])
 def test_template_fields_match_the_311_methods(text: str) -> None:
-    from trustjudge._prompts import _identifiers
+    from trustjudge.modes._prompts import _identifiers
 
     template = string.Template(text)
     assert _identifiers(template) == (set(template.get_identifiers()), template.is_valid())
@@ -145,7 +145,7 @@ def test_template_fields_match_the_311_methods(text: str) -> None:
 
 def test_templates_read_without_the_311_template_methods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Template.is_valid and get_identifiers are Python 3.11+: templates are checked without them."""
-    from trustjudge._prompts import CHECK_FIELDS, Prompts, read_template
+    from trustjudge.modes._prompts import CHECK_FIELDS, Prompts, read_template
 
     monkeypatch.delattr(string.Template, "is_valid")
     monkeypatch.delattr(string.Template, "get_identifiers")
@@ -181,7 +181,7 @@ def _checklist_item() -> dict[str, Any]:
 
 @pytest.mark.parametrize("spec", ["A=0,B=1,C=2", "A=0,B=0.5,C=1", "C,B,A"])
 def test_checklist_audit_passes_on_the_top_label(spec: str, tmp_path: Path) -> None:
-    from trustjudge._mode_audit import checklist_audit
+    from trustjudge.modes._audits import checklist_audit
 
     labels = LabelSet.parse(spec)
     j = Judge("mock/hash", store=tmp_path / "s.sqlite")
@@ -217,8 +217,8 @@ def test_service_item_schema_documents_every_item_field() -> None:
     import dataclasses
 
     pytest.importorskip("fastapi")
-    from trustjudge._items import Item, Response
-    from trustjudge._server import openapi_json
+    from trustjudge.io._items import Item, Response
+    from trustjudge.serve._server import openapi_json
 
     schemas = json.loads(openapi_json())["components"]["schemas"]
     assert {f.name for f in dataclasses.fields(Response)} <= set(schemas["ResponseIn"]["properties"])
@@ -228,7 +228,7 @@ def test_service_item_schema_documents_every_item_field() -> None:
 
 def test_service_claims_takes_given_and_gold_claims(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
-    from trustjudge._server import create_app
+    from trustjudge.serve._server import create_app
 
     from .test_server import serving
 

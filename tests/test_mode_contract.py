@@ -19,17 +19,17 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 import trustjudge
-import trustjudge._modes as modes_module
+import trustjudge.modes._registry as modes_module
 import trustjudge._plugins as plugins_module
 from tests.conftest import write_jsonl
 from trustjudge import MODES, ConfigError, Judge, Mode, get_mode, items_from_dicts, register_mode, unregister_mode
-from trustjudge._engine import EMPTY_RESPONSE, Outcome
-from trustjudge._items import Item
-from trustjudge._prompts import ANSWER_MARKER, SYSTEM, quote
-from trustjudge._protocol import Question
-from trustjudge._schema import ResponseHeader
-from trustjudge._server import create_app
-from trustjudge._tasks import Format, Task
+from trustjudge.engine._engine import EMPTY_RESPONSE, Outcome
+from trustjudge.io._items import Item
+from trustjudge.modes._prompts import ANSWER_MARKER, SYSTEM, quote
+from trustjudge.engine._asking import Question
+from trustjudge.modes._records import ResponseHeader
+from trustjudge.serve._server import create_app
+from trustjudge.modes._base import Format, Task
 from trustjudge.cli import cli
 
 # One item every built-in mode can judge with its default options: criteria, a checklist, evidence and given

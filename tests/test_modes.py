@@ -254,7 +254,7 @@ def _mode_items() -> list[dict[str, Any]]:
 def test_service_criteria_and_checklist_equal_the_library(tmp_path: Path) -> None:
     import httpx
 
-    from trustjudge._server import create_app
+    from trustjudge.serve._server import create_app
 
     from .test_server import serving
 
@@ -292,9 +292,9 @@ def test_openapi_records_are_the_library_records() -> None:
     """The service's record schemas come from the library's record classes: no field can drift."""
     import dataclasses
 
-    from trustjudge._schema import (ChecklistRecord, ClaimsRecord, CompareRecord, CriteriaCompareRecord,
+    from trustjudge.modes._records import (ChecklistRecord, ClaimsRecord, CompareRecord, CriteriaCompareRecord,
                                     CriteriaRecord, ScoreRecord)
-    from trustjudge._server import openapi_json
+    from trustjudge.serve._server import openapi_json
 
     schemas = json.loads(openapi_json())["components"]["schemas"]
     for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord, CriteriaCompareRecord, ClaimsRecord):
@@ -368,7 +368,7 @@ def _check_record(rid: str, checks: list[tuple[float, float | None]]) -> dict[st
 
 
 def test_checklist_audit_by_hand() -> None:
-    from trustjudge._mode_audit import checklist_audit
+    from trustjudge.modes._audits import checklist_audit
 
     # p = .9 .2 .6 .4 against humans 1 0 0 1:
     # Brier (.01 + .04 + .36 + .36) / 4 = .1925; accuracy (p > .5: 1 0 1 0) 2/4;
@@ -396,7 +396,7 @@ def _crit_pair(first: str, second: str, verdicts: dict[str, str], overall: str) 
 
 
 def test_criteria_audit_by_hand() -> None:
-    from trustjudge._mode_audit import criteria_audit
+    from trustjudge.modes._audits import criteria_audit
 
     # acc: x 3, y 2, z 1; pairwise x>y, y>z, but z>x: CR = 1/3 (x scores above z), NTR_3 = 1/1 (a cycle).
     # x wins (x, y) on both criteria, yet its pointwise aggregate (2.0) is below y's (2.5): lost 1 of 1 sweeps.
@@ -417,7 +417,7 @@ def test_criteria_audit_by_hand() -> None:
 
 
 def test_grounding_audit_shift_and_wrong_profile(tmp_path: Path) -> None:
-    from trustjudge._mode_audit import grounding_audit
+    from trustjudge.modes._audits import grounding_audit
 
     # Score 5 with the knowledge block, 3 without: shift +2 on every response. The profile "expert" gets 5,
     # any other profile 4: with each item's profile swapped, the first item's scores drop (5 -> 4).

@@ -48,7 +48,7 @@ def test_a_mode_says_where_its_records_went(tmp_path: Path) -> None:
 
 def test_the_library_draws_a_progress_bar_on_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from trustjudge import Judge, MockBackend
-    from trustjudge._items import parse_record
+    from trustjudge.io._items import parse_record
 
     items = [parse_record({"id": f"q{i}", "question": f"why {i}?", "responses": [{"id": "a", "text": "because"},
                                                                           {"id": "b", "text": "no"}]}, "t", i + 1)

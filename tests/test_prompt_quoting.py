@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trustjudge._claims import ClaimsTask
-from trustjudge._items import Item, Response
-from trustjudge._prompts import DEFAULT_TAGS, Grounding, Prompts, quote, scale
-from trustjudge._protocol import Question, Sampling
+from trustjudge.modes.claims import ClaimsTask
+from trustjudge.io._items import Item, Response
+from trustjudge.modes._prompts import DEFAULT_TAGS, Grounding, Prompts, quote, scale
+from trustjudge.engine._asking import Question, Sampling
 from trustjudge.backends import GenerateRequest
 from trustjudge.backends._mock import MockBackend
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import optimize  # type: ignore[import-untyped, unused-ignore]
 
-from trustjudge._ranking import (
+from trustjudge.audit._ranking import (
     Outcome,
     Ranking,
     _design,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trustjudge._schema import (
+from trustjudge.modes._records import (
     CheckResult,
     ChecklistRecord,
     ClaimResult,
@@ -132,7 +132,7 @@ def test_a_whole_record_serializes_to_fixed_bytes() -> None:
 def test_declaration_order_holds_around_optional_fields_and_unresolved_types() -> None:
     from dataclasses import dataclass, field
 
-    from trustjudge._schema import ResponseHeader, optional
+    from trustjudge.modes._records import ResponseHeader, optional
 
     @dataclass
     class Local:  # defined in a function: its annotations do not resolve at module level

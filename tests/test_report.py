@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from trustjudge import Judge, load_items
 from trustjudge.cli._report import report as command
-from trustjudge._report import (
+from trustjudge.report._report import (
     PLOT_IDS,
     _conflicts_html,
     _plot_ranking,
@@ -183,7 +183,7 @@ def test_cli_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(command, args)
     assert result.exit_code == 0, result.output
     page = out.read_text(encoding="utf-8")
-    has_ranking = find_spec("trustjudge._ranking") is not None
+    has_ranking = find_spec("trustjudge.audit._ranking") is not None
     assert count_figures(page) == (5 if has_ranking else 4)
     assert "<script" not in page.lower() and "Put &lt;script&gt;" in page
     missing = CliRunner().invoke(command, [str(items), "--judge", "mock/hash"])

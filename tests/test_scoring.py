@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trustjudge import _scoring as S
+from trustjudge.engine import _scoring as S
 
 V5 = [1, 2, 3, 4, 5]
 

@@ -29,7 +29,7 @@ from trustjudge import (
     register_mock,
 )
 from trustjudge.cli._serve import serve as serve_command
-from trustjudge._server import create_app, openapi_json
+from trustjudge.serve._server import create_app, openapi_json
 
 from .conftest import small_items
 
@@ -140,7 +140,7 @@ def test_audit_equals_library(client: httpx.Client, tmp_path: Path) -> None:
 
 
 def test_rank(client: httpx.Client, tmp_path: Path) -> None:
-    ranking = pytest.importorskip("trustjudge._ranking")
+    ranking = pytest.importorskip("trustjudge.audit._ranking")
     r = client.post("/v1/rank", json={"items": ranked_items(), "bootstrap": 5, "scale": 10})
     assert r.status_code == 200, r.text
     items = items_from_dicts(ranked_items())
@@ -156,7 +156,7 @@ def test_rank(client: httpx.Client, tmp_path: Path) -> None:
 
 
 def test_rank_without_ranking_module_is_501(client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "trustjudge._ranking", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "trustjudge.audit._ranking", None)  # makes the import fail
     r = client.post("/v1/rank", json={"items": ranked_items()})
     assert r.status_code == 501
     assert "ranking is not available" in r.json()["detail"]
@@ -239,7 +239,7 @@ def test_api_keys(keyed_server: str) -> None:
 
 
 def test_cli_defaults_match_the_server() -> None:
-    from trustjudge import _server
+    from trustjudge.serve import _server
     from trustjudge.cli import _serve as _cli_serve
 
     names = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "DEFAULT_MAX_PROMPT_BYTES",
@@ -350,7 +350,7 @@ def test_openapi_is_up_to_date() -> None:
     committed = OPENAPI.read_text(encoding="utf-8") if OPENAPI.exists() else ""
     assert current == committed, (
         "docs/openapi.json is out of date with the API: regenerate it with "
-        "`python -m trustjudge._server --write-openapi docs/openapi.json` and commit it")
+        "`python -m trustjudge.serve._server --write-openapi docs/openapi.json` and commit it")
     paths = json.loads(current)["paths"]
     assert {"/healthz", "/v1/score", "/v1/compare", "/v1/audit", "/v1/rank", "/v1/stats"} <= set(paths)
 

@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from trustjudge import MockBackend
-from trustjudge._server import DEFAULT_MAX_PROMPT_BYTES, create_app, uvicorn_options
+from trustjudge.serve._server import DEFAULT_MAX_PROMPT_BYTES, create_app, uvicorn_options
 from trustjudge.backends._mock import hashed_probs
 from trustjudge.cli._serve import serve as serve_command
 
@@ -474,7 +474,7 @@ def test_the_real_judge_serves_a_request_at_the_limits_and_refuses_one_just_over
 @pytest.mark.parametrize("kind", ["score", "compare", "criteria", "checklist", "criteria-compare"])
 def test_an_item_taken_in_parts_gives_the_items_records_and_cost(tmp_path: Path, kind: str) -> None:
     from trustjudge import Judge, items_from_dicts
-    from trustjudge._tasks import Cost
+    from trustjudge.modes._base import Cost
 
     row = grounded_item(3, checklist=CHECKS, criteria=[CRITERION, {"name": "brevity", "description": "Short."}])
     row["responses"] += [{"id": f"x{i}", "text": f"more {i}", "checklist": ["Own check?"] * (i % 2)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from trustjudge._store import MIGRATIONS, Store, canonical_json, content_key
+from trustjudge.engine._store import MIGRATIONS, Store, canonical_json, content_key
 
 
 def test_migrate_blank_db_gives_expected_schema(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import small_items
 from trustjudge import InputError, Judge, items_from_dicts
-from trustjudge._store import Store
-from trustjudge._store_io import import_file, read_export
+from trustjudge.engine._store import Store
+from trustjudge.engine._store_io import import_file, read_export
 
 COLUMNS = "key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s, created_at"
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import write_jsonl
 from trustjudge import Judge, MockBackend, load_items
-from trustjudge._trust import Calibration
+from trustjudge.audit._trust import Calibration
 from trustjudge.errors import ConfigError
 
 CLI = [sys.executable, "-m", "trustjudge.cli"]
@@ -171,7 +171,7 @@ def test_selective_checklist_on_the_real_small_judge_and_the_abstained_file_roun
 
 
 def test_the_abstained_pairs_file_loads_as_items_and_its_labels_read_back(tmp_path: Path) -> None:
-    from trustjudge._trust import abstained_items
+    from trustjudge.audit._trust import abstained_items
 
     rows = _pair_items(3)
     annotated = [{"item_id": f"q{i}", "first_id": "a", "second_id": "b",

@@ -8,14 +8,14 @@ Public API::
         print(record.scores["trustjudge"])
 """
 
-from ._frames import to_pandas
-from ._items import Check, Criterion, Item, Pair, Response, items_from_dicts, iter_items, load_items
+from .io._frames import to_pandas
+from .io._items import Check, Criterion, Item, Pair, Response, items_from_dicts, iter_items, load_items
 from ._judge import Judge, compare, score
-from ._modes import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode
-from ._prompts import LabelSet
-from ._schema import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
-from ._store import Store, default_store_path
-from ._trust import Calibration
+from .modes._registry import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode
+from .modes._prompts import LabelSet
+from .modes._records import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
+from .engine._store import Store, default_store_path
+from .audit._trust import Calibration
 from .backends import DEFAULT_JUDGE, Backend, MockBackend, get_backend, register_backend, register_mock
 from .errors import (
     BackendError,

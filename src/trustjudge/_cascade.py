@@ -6,10 +6,10 @@ is final, and only the rest go to tier 2, and so on. What no model tier keeps is
 ``human`` tier: written in the items format for labelling) or, without one, reported as abstained.
 
 **Thresholds.** They are chosen together, on one calibration set: the units of the tiers' calibration
-files, lined up by :func:`~trustjudge._trust.unit_key` (so every tier should be calibrated on the same
+files, lined up by :func:`~trustjudge.audit._trust.unit_key` (so every tier should be calibrated on the same
 labelled items). Tier t's threshold is chosen by fixed-sequence testing on the calibration units that
 tiers 1..t-1 abstained on, at level ``delta / T`` for T model tiers
-(:func:`~trustjudge._calibration.choose_cascade`); a tier that cannot support the target on what reaches
+(:func:`~trustjudge.audit._calibration.choose_cascade`); a tier that cannot support the target on what reaches
 it keeps nothing and passes everything on.
 
 **What is guaranteed.** If the calibration units and the judged pairs come from the same distribution:
@@ -34,12 +34,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import _calibration as C
-from ._engine import EngineStats, ProgressFn
-from ._items import Item
-from ._schema import RecordBase
-from ._tasks import Task
-from ._trust import Calibration, abstained_items, annotate
+from .audit import _calibration as C
+from .engine._engine import EngineStats, ProgressFn
+from .io._items import Item
+from .modes._records import RecordBase
+from .modes._base import Task
+from .audit._trust import Calibration, abstained_items, annotate
 from .errors import ConfigError
 
 HUMAN = "human"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ._items import Item, Pair, Response, _text_arg
-from ._scoring import SCORE_METHODS
+from .io._items import Item, Pair, Response, _text_arg
+from .engine._scoring import SCORE_METHODS
 from .errors import ConfigError
 
 

@@ -6,25 +6,25 @@ import copy
 import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import _cascade
-from ._audit import AuditReport
-from ._calibration import Selection
-from . import _modes as M
-from ._claims import ClaimsTask
-from ._audit import audit as run_audit
-from ._engine import Closing, Engine, EngineStats, Outcome, PlanSummary, ProgressFn
-from ._injection import INJECTION
-from ._items import Check, Criterion, Item
-from ._prompts import YES_NO, LabelSet, Prompts, Protocol
-from ._prompts import scale as make_scale
-from ._protocol import Question, Sampling, ask
-from ._protocol import plan as plan_questions
+from .audit._audit import AuditRun
+from .audit._calibration import Selection
+from .modes import _registry as M
+from .modes.claims import ClaimsTask
+from .audit._audit import audit as run_audit
+from .engine._engine import Closing, Engine, EngineStats, Outcome, PlanSummary, ProgressFn
+from .audit._injection import INJECTION
+from .io._items import Check, Criterion, Item
+from .modes._prompts import YES_NO, LabelSet, Prompts, Protocol
+from .modes._prompts import scale as make_scale
+from .engine._asking import Question, Sampling, ask
+from .engine._asking import plan as plan_questions
 from .backends._speeds import shipped as shipped_speed
-from ._schema import (
+from .modes._records import (
     ChecklistRecord,
     ClaimsRecord,
     CompareRecord,
@@ -33,8 +33,8 @@ from ._schema import (
     RecordBase,
     ScoreRecord,
 )
-from ._store import Store
-from ._tasks import (
+from .engine._store import Store
+from .modes._base import (
     ChecklistTask,
     CompareTask,
     CriteriaCompareTask,
@@ -45,25 +45,16 @@ from ._tasks import (
     Task,
     check_item,
 )
-from ._trust import Calibration, annotate, check_classes, template_hash
-from ._trust import fit as fit_calibration
-from ._trust import summary as trust_summary
+from .audit._trust import Calibration, annotate, check_classes, template_hash
+from .audit._trust import fit as fit_calibration
+from .audit._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
-from ._modes import get_mode
+from .modes._registry import get_mode
 from .backends._recorded import RecordedBackend
 from .errors import ConfigError
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
            "score"]
-
-
-@dataclass
-class AuditRun:
-    """An audit report with the records it was computed from."""
-
-    report: AuditReport
-    score_records: dict[int, list[dict[str, Any]]]
-    compare_records: list[dict[str, Any]]
 
 
 def _check_options(*, batch_size: int, max_new_tokens: int, temperature: float, min_label_mass: float,
@@ -280,7 +271,7 @@ class Judge:
                min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
                progress: ProgressArg = None) -> Iterator[ClaimsRecord]:
         """Extract (or take) each response's claims, verify each against the item's evidence, and with
-        ``match`` match them against gold claims (see :mod:`trustjudge._claims`)."""
+        ``match`` match them against gold claims (see :mod:`trustjudge.modes.claims`)."""
         task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
                                 max_new_tokens=max_new_tokens, max_claims=max_claims)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
@@ -300,7 +291,7 @@ class Judge:
 
         Items with one response are scored but not compared. Everything already stored is reused, so
         re-running with another delta, k or method makes no model call. With ``injection``, every
-        response is also scored with :data:`~trustjudge._injection.INJECTION` appended (an instruction to
+        response is also scored with :data:`~trustjudge.audit._injection.INJECTION` appended (an instruction to
         give the top label), and the report says how far the judge moved.
         """
         by_scale: dict[int, list[dict[str, Any]]] = {}
@@ -336,7 +327,7 @@ class Judge:
             return template_hash(self.prompts.pairwise.template)
         if mode == "checklist":
             return template_hash(self.prompts.check.template)
-        from ._prompts import VERIFY_FIELDS, read_template
+        from .modes._prompts import VERIFY_FIELDS, read_template
         return template_hash(read_template(None, "verify.txt", VERIFY_FIELDS).template)
 
     def _protocol_of(self, task: Task) -> str:

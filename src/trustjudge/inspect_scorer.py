@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ._integrations import check_method, fmt_number, top_labels
-from ._items import Check, Criterion, Item, Response, parse_checklist, parse_criteria
+from .io._items import Check, Criterion, Item, Response, parse_checklist, parse_criteria
 from ._judge import Judge
-from ._prompts import Protocol
-from ._schema import ChecklistRecord, CriteriaRecord, RecordBase, ScoreRecord
-from ._tasks import Task
+from .modes._prompts import Protocol
+from .modes._records import ChecklistRecord, CriteriaRecord, RecordBase, ScoreRecord
+from .modes._base import Task
 from .backends import DEFAULT_JUDGE
 from .errors import ConfigError, InputError, pip_dependency_error
 

@@ -28,11 +28,11 @@ from typing import overload
 
 import pytest
 
-from . import _scoring as S
+from .engine import _scoring as S
 from ._integrations import check_method, clip, fmt_number, fmt_scores, one_item, top_labels
-from ._items import Criterion
+from .io._items import Criterion
 from ._judge import Judge
-from ._schema import CompareRecord, CriteriaRecord, CriterionResult, ScoreRecord
+from .modes._records import CompareRecord, CriteriaRecord, CriterionResult, ScoreRecord
 from .backends import DEFAULT_JUDGE
 from .errors import ConfigError
 

@@ -14,7 +14,7 @@ the recording has no usable verdict) or as ``probabilities`` (``{"A": .., "B": .
 with A and B swapped; each order may have its own row (published one-order verdicts often do).
 
 The judge is honest about what it is: it cannot score, check or verify, only return the recorded verdict
-of a pair. :class:`~trustjudge.Judge` asks it through a :class:`~trustjudge._tasks.RecordedCompareTask`
+of a pair. :class:`~trustjudge.Judge` asks it through a :class:`~trustjudge.modes._base.RecordedCompareTask`
 (both presentation orders, like any pairwise judge, so the records, the store and calibration work
 unchanged); a pair the file lacks is unscored ``not_recorded``, a row without a usable verdict
 ``no_recorded_verdict``. Every record says where it came from (protocol and label method ``recorded``,

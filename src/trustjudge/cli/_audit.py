@@ -10,10 +10,10 @@ import click
 from rich.table import Table
 from rich.markup import escape
 
-from .. import _audit
-from .._items import Item
+from ..audit import _audit
+from ..io._items import Item
 from .._judge import AuditRun, Judge
-from .._outputs import readable_input, write_text
+from ..io._outputs import readable_input, write_text
 from ._common import err, fmt_rate, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
 from ._options import (

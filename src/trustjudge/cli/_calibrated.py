@@ -15,11 +15,11 @@ from typing import Any
 
 from rich.markup import escape
 
-from .._calibration import Selection
+from ..audit._calibration import Selection
 from .._judge import Judge
-from .._outputs import atomic_output
-from .._tasks import Task
-from .._trust import Calibration, Tally, annotate, evaluation
+from ..io._outputs import atomic_output
+from ..modes._base import Task
+from ..audit._trust import Calibration, Tally, annotate, evaluation
 from ..errors import ConfigError
 from ._common import err
 from ._options import CalibrationOptions

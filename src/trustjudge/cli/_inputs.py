@@ -12,15 +12,15 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from .._adapters import iter_dataset
-from .._items import Item
+from ..io._adapters import iter_dataset
+from ..io._items import Item
 from ..errors import InputError
 from ._common import err, fail
 
 
 class InputFormat(str):
     """An input format (``--format``) carrying its column mapping (``--map``): a ``str``, so that every command
-    hands it on as its format, and the mapping reaches :func:`~trustjudge._adapters.iter_dataset` with it."""
+    hands it on as its format, and the mapping reaches :func:`~trustjudge.io._adapters.iter_dataset` with it."""
 
     mapping: dict[str, str] | None
 

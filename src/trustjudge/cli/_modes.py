@@ -17,15 +17,15 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from .._engine import BACKEND_ERROR
-from .._items import Item, Suite, load_suite
+from ..engine._engine import BACKEND_ERROR
+from ..io._items import Item, Suite, load_suite
 from .._judge import Judge
-from .._mode_audit import checklist_audit, claims_audit, claims_sensitivity, criteria_audit, grounding_audit
-from .._mode_report import render_mode_report
-from .._outputs import atomic_output, readable_input, record_output, write_text
-from .._prompts import YES_NO, LabelSet
-from .._tasks import Task, check_item
-from .._trust_report import calibration_section
+from ..modes._audits import checklist_audit, claims_audit, claims_sensitivity, criteria_audit, grounding_audit
+from ..report._modes import render_mode_report
+from ..io._outputs import atomic_output, readable_input, record_output, write_text
+from ..modes._prompts import YES_NO, LabelSet
+from ..modes._base import Task, check_item
+from ..report._trust import calibration_section
 from ..errors import BackendError
 from . import _calibrated as calibrated
 from ._common import err, is_utf8, print_plan, progress, records_note

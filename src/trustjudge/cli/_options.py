@@ -19,11 +19,11 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from .._adapters import FORMATS
-from .._frames import parse_mapping
+from ..io._adapters import FORMATS
+from ..io._frames import parse_mapping
 from .._judge import Judge
-from .._outputs import check_outputs
-from .._store import default_store_path
+from ..io._outputs import check_outputs
+from ..engine._store import default_store_path
 from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
 from ._inputs import MAX_PAIRS, InputFormat

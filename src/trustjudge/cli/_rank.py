@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 from rich.markup import escape
 
-from .._outputs import readable_input, write_text
+from ..io._outputs import readable_input, write_text
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
 from ._options import MAX_PAIRS_OPTION, SCALES, JudgeOptions, input_options, judge_options, output_options
@@ -39,7 +39,7 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
     bootstrap intervals over questions, Elo, win rates and mean pointwise scores, and Kendall tau
     between these rankings. The same seed gives the same numbers.
     """
-    from .._ranking import rank as fit
+    from ..audit._ranking import rank as fit
 
     judging.guard(items, {"--out": out, "--json": json_out})
     loaded = read_items(readable_input(items), skip_invalid, 1, fmt, max_pairs=max_pairs)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from .._outputs import readable_input, write_text
+from ..io._outputs import readable_input, write_text
 from ._audit import plan_audit, run_audit
 from ._common import err, methods_note, write_records
 from ._inputs import read_items
@@ -43,7 +43,7 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     """Audit ITEMS like `trustjudge audit` and write an HTML report: plots, audit table, ranking, conflicts;
     with --calibration (a compare calibration), also reliability before and after it and the selective-risk
     curve."""
-    from .._report import DEFAULT_TITLE, render_report
+    from ..report._report import DEFAULT_TITLE, render_report
 
     judging.guard(items, {"--out": out, "--html": html_out}, inputs=(calibrating.path,))
     cal = calibrated.load(calibrating, "compare")
@@ -58,7 +58,7 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         run = run_audit(j, loaded, scales=scales, delta=delta, ks=ks, bootstrap=bootstrap, injection=injection,
                         quiet=quiet)
         if calibrator is not None:
-            from .._trust_report import calibration_section
+            from ..report._trust import calibration_section
 
             annotated = [calibrator.annotate(r) for r in run.compare_records]
             extra.append(calibration_section(calibrator.evaluation(annotated)))
@@ -73,7 +73,7 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
 
     ranking = None
     try:
-        from .._ranking import rank
+        from ..audit._ranking import rank
     except ImportError:  # the ranking module is optional: no ranking section then
         pass
     else:

@@ -12,13 +12,13 @@ import click
 from rich.table import Table
 from rich.markup import escape
 
-from .._engine import BACKEND_ERROR
-from .._items import Item
+from ..engine._engine import BACKEND_ERROR
+from ..io._items import Item
 from .._judge import Judge
-from .._modes import Mode, get_mode
-from .._outputs import readable_input, record_output
-from .._scoring import AGGREGATIONS, SCORE_METHODS
-from .._tasks import Task
+from ..modes._registry import Mode, get_mode
+from ..io._outputs import readable_input, record_output
+from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
+from ..modes._base import Task
 from ..errors import BackendError
 from ._common import err, is_utf8, print_plan, progress, records_note, warn_top_k
 from ._inputs import changed, digest, read_items, scan, stream_items

@@ -32,17 +32,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._adapters import iter_dataset
-from .._engine import Job
-from .._items import Item, Suite, load_suite
+from ..io._adapters import iter_dataset
+from ..engine._engine import Job
+from ..io._items import Item, Suite, load_suite
 from .._judge import Judge
-from .._modes import MODES, Mode, get_mode
-from .._frames import is_parquet, require_parquet
-from .._outputs import check_outputs, readable_input, record_output, replacing
-from .._prompts import YES_NO, LabelSet
-from .._protocol import Question
-from .._store import Store, default_store_path
-from .._store_io import (
+from ..modes._registry import MODES, Mode, get_mode
+from ..io._frames import is_parquet, require_parquet
+from ..io._outputs import check_outputs, readable_input, record_output, replacing
+from ..modes._prompts import YES_NO, LabelSet
+from ..engine._asking import Question
+from ..engine._store import Store, default_store_path
+from ..engine._store_io import (
     COLUMNS,
     import_file,
     is_gzip,

@@ -4,7 +4,7 @@
 naming the judge, template and protocol it is valid for. ``select`` judges items in that file's mode, adds
 each verdict's calibrated probabilities and confidence, and with ``--target-agreement`` keeps only the
 verdicts whose confidence passes the threshold that guarantees the agreement (see
-:mod:`trustjudge._calibration`); ``--abstained-out`` writes the items behind the rest, ready for labels.
+:mod:`trustjudge.audit._calibration`); ``--abstained-out`` writes the items behind the rest, ready for labels.
 ``select --cascade J1,J2[,human]`` judges pairs with a cascade (:mod:`trustjudge._cascade`): one
 ``--calibration`` per model tier, each tier judging only what the ones before it abstained on.
 """
@@ -21,9 +21,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cascade import HUMAN, human_items, thresholds
-from .._items import Item
-from .._outputs import atomic_output, check_outputs, record_output
-from .._trust import MODES, Calibration, abstained_items
+from ..io._items import Item
+from ..io._outputs import atomic_output, check_outputs, record_output
+from ..audit._trust import MODES, Calibration, abstained_items
 from ..backends import DEFAULT_JUDGE
 from ._common import err, progress
 from ._inputs import read_items

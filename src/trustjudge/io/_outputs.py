@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 STDIO = "-"
 
@@ -201,7 +201,7 @@ def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
 def record_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
     """Where a command writes its records, one JSON object per line: :func:`atomic_output`, except that a
     path ending in ``.parquet`` (or ``.pq``) gets the same records as one Parquet table, one column per
-    method, criterion and check (:func:`trustjudge._frames.flatten`), written when the block ends without an
+    method, criterion and check (:func:`trustjudge.io._frames.flatten`), written when the block ends without an
     exception (the lines are kept in memory until then), and replacing ``path`` atomically.
 
     Raises:

@@ -22,15 +22,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from . import _aggregates as A
-from ._audit import conflict_ratio, ntr, score_agreement
-from ._items import Claim, Item
+from ..engine import _aggregates as A
+from ..audit._audit import conflict_ratio, ntr, score_agreement
+from ..io._items import Claim, Item
 from ._prompts import YES_NO, LabelSet
-from ._schema import ChecklistRecord, CriteriaRecord, ScoreRecord
-from ._tasks import Task
-from ._scoring import SCORE_METHODS
-from ._stats import jsonable
-from .errors import ConfigError
+from ._records import ChecklistRecord, CriteriaRecord, ScoreRecord
+from ._base import Task
+from ..engine._scoring import SCORE_METHODS
+from ..audit._stats import jsonable
+from ..errors import ConfigError
 
 Record = Mapping[str, Any]
 

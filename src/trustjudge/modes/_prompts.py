@@ -18,18 +18,17 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Literal
 
-from .errors import ConfigError
+from ..engine._asking import Protocol as Protocol
+from ..engine._engine import CLOSE as CLOSE
+from ..errors import ConfigError
 
-Protocol = Literal["direct", "cot"]
 SCALES = (5, 10, 100)
 
 SYSTEM = "You are a strict, impartial evaluator of answers written by AI assistants."
 SCORE_MARKER = "Score: ["
 VERDICT_MARKER = "Verdict: ["
 ANSWER_MARKER = "Answer: ["
-CLOSE = "]"
 VERDICT_LABELS = ("A", "B", "C")
 
 POINTWISE_FIELDS = {"question", "response"}

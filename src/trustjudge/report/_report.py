@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ._audit import AuditReport, _dedupe_pairs, _dedupe_scores
-from ._scoring import AGGREGATIONS, SCORE_METHODS
+from ..audit._audit import AuditReport, _dedupe_pairs, _dedupe_scores
+from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ._items import Item
-    from ._judge import AuditRun
+    from ..io._items import Item
+    from ..audit._audit import AuditRun
 
 Record = Mapping[str, Any]
 
@@ -612,7 +612,7 @@ def render_report(run: AuditRun, *, judge: str, protocol: str, data: str, rankin
         judge: The judge's name, as shown.
         protocol: ``direct`` or ``cot``.
         data: The input file (shown as given).
-        ranking: A ranking dict (``trustjudge._ranking.Ranking.to_dict()``, or any
+        ranking: A ranking dict (``trustjudge.audit._ranking.Ranking.to_dict()``, or any
             ``{"systems": [{"system", "strength", "ci_low", "ci_high"}, ...]}``; missing keys are tolerated),
             or ``None`` for no ranking section.
         title: The page title.
@@ -621,7 +621,7 @@ def render_report(run: AuditRun, *, judge: str, protocol: str, data: str, rankin
         max_conflict_items: How many items (most conflicts first) the per-question table shows; each
             shows its largest contradictions (up to ``MAX_CONFLICTS_PER_ITEM`` pairs) and counts the rest.
         extra_sections: Further sections, ``(id, title, html)``, placed after the plots (the calibration
-            section of :func:`trustjudge._trust_report.calibration_section`); their HTML is used as given.
+            section of :func:`trustjudge.report._trust.calibration_section`); their HTML is used as given.
     """
     import matplotlib
 

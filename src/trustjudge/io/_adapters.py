@@ -2,7 +2,7 @@
 
 Supported formats (``FORMATS``):
 
-* ``items``: trustjudge's own JSONL / CSV (see :mod:`trustjudge._items`).
+* ``items``: trustjudge's own JSONL / CSV (see :mod:`trustjudge.io._items`).
 * ``pandalm``: PandaLM ``testset-v1.json``; rows are grouped into one item per prompt, responses are
   keyed by text, each row becomes one pair with its three annotators' labels.
 * ``llmbar``: LLMBar ``dataset.json``; one item per row with responses ``"1"`` and ``"2"``.
@@ -23,7 +23,7 @@ Supported formats (``FORMATS``):
   predictions: :func:`summhay_published`.
 * ``trustjudge-demo``: TrustJudge answers JSONL; one item per question, two responses per score level.
 * ``parquet``: a Parquet table (read by pyarrow, the ``data`` extra), in trustjudge's fields or another
-  schema through a column mapping (:mod:`trustjudge._frames`).
+  schema through a column mapping (:mod:`trustjudge.io._frames`).
 * ``datasets``: a Hugging Face ``datasets`` dataset saved on disk (``save_to_disk`` folder), or a local
   .parquet/.json/.jsonl/.csv/.arrow file read by ``datasets`` (the ``datasets`` extra; never the hub).
 
@@ -60,7 +60,7 @@ from ._items import (
     shown,
     unicode_problem,
 )
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
 
 FORMATS = ("items", "pandalm", "llmbar", "topical-chat", "topical-chat-criteria", "qags", "summhay",
            "trustjudge-demo", "parquet", "datasets")
@@ -689,7 +689,7 @@ def iter_dataset(path: str | Path, fmt: str = "auto", *, min_responses: int = 1,
         warnings: If given, notes about rows that loaded with a caveat are appended to it (e.g. a
             PandaLM row comparing two identical texts, whose pair is skipped).
         mapping: A column mapping for a table in another schema, ``{field: column}`` or
-            ``"question=prompt,response=output"`` (see :mod:`trustjudge._frames`): with it an ``items``
+            ``"question=prompt,response=output"`` (see :mod:`trustjudge.io._frames`): with it an ``items``
             file is read as such a table; ``parquet`` and ``datasets`` tables are read through it (or
             through their columns named like trustjudge's fields) anyway.
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
-from ._claims import ClaimsTask
-from ._items import Check, Criterion
+from .claims import ClaimsTask
+from ..io._items import Check, Criterion
 from ._prompts import (
     CHECK_FIELDS,
     CRITERION_FIELDS,
@@ -45,7 +45,7 @@ from ._prompts import (
 )
 from ._prompts import Protocol as JudgeProtocol
 from ._prompts import scale as make_scale
-from ._schema import (
+from ._records import (
     ChecklistRecord,
     ClaimsRecord,
     CompareRecord,
@@ -53,9 +53,9 @@ from ._schema import (
     CriteriaRecord,
     ScoreRecord,
 )
-from ._tasks import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task
-from ._plugins import describe, installed
-from .errors import ConfigError
+from ._base import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task
+from .._plugins import describe, installed
+from ..errors import ConfigError
 
 __all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "get_mode", "mode_plugins",
            "option", "register_mode", "unregister_mode"]

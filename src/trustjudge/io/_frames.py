@@ -13,7 +13,7 @@ Each row is one of:
 Columns already named like a field (:data:`TARGETS`) are used as they are; mapping a field to nothing
 (``context=``) ignores such a column. A column may be a dotted path into a nested one (``meta.prompt``),
 and a float NaN (pandas' missing value) counts as missing. The built rows go through the same validation
-as a JSON line (:func:`~trustjudge._items.parse_record`); every problem names the file, the row
+as a JSON line (:func:`~trustjudge.io._items.parse_record`); every problem names the file, the row
 (1-based; the line of a JSON-lines or CSV file) and the column.
 
 Out: :func:`flatten` turns a record (or its ``to_dict()``) into one flat row, with one column per method,
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._items import Item, _csv_rows, _jsonl_records, decode_json, left_out, parse_record
-from .errors import ConfigError, InputError, pip_dependency_error
+from ..errors import ConfigError, InputError, pip_dependency_error
 
 ITEM_TARGETS = ("id", "question", "context", "reference", "profile", "knowledge", "evidence", "criteria",
                 "checklist")

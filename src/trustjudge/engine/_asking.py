@@ -11,11 +11,14 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from ._engine import BACKEND_ERROR, TRUNCATED, Engine, Job, Outcome, PlanSummary, ProgressFn
-from ._prompts import Protocol
-from .backends import GenerateRequest
-from .errors import BackendError
+from ..backends import GenerateRequest
+from ..errors import BackendError
+
+Protocol = Literal["direct", "cot"]
+"""How a judgment is asked: ``direct`` (labels read right after the question) or ``cot`` (critique first)."""
 
 
 @dataclass(frozen=True)

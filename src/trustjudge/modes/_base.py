@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from . import _aggregates as A
-from . import _scoring as S
-from ._engine import EMPTY_RESPONSE, Outcome
-from ._items import Check, Criterion, Item, Pair, Response
+from ..engine import _aggregates as A
+from ..engine import _scoring as S
+from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..io._items import Check, Criterion, Item, Pair, Response
 from ._prompts import (
     ANSWER_MARKER,
     GRADED_LABELS,
@@ -32,8 +32,8 @@ from ._prompts import (
     Protocol,
     Scale,
 )
-from ._protocol import Question, Sampling
-from ._schema import (
+from ..engine._asking import Question, Sampling
+from ._records import (
     CheckResult,
     ChecklistRecord,
     CompareRecord,
@@ -44,9 +44,9 @@ from ._schema import (
     RecordBase,
     ScoreRecord,
 )
-from .backends import GenerateRequest, Generation
-from .backends._recorded import RECORDED, RecordedBackend, recorded_prompt
-from .errors import BackendError, InputError
+from ..backends import GenerateRequest, Generation
+from ..backends._recorded import RECORDED, RecordedBackend, recorded_prompt
+from ..errors import BackendError, InputError
 
 Format = Callable[[str, str, str], str]
 """``backend.format_prompt(system, user, assistant_prefix)``."""

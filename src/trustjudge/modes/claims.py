@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
-from . import _aggregates as A
-from ._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
-from ._items import Item, Response
+from ..engine import _aggregates as A
+from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
+from ..io._items import Item, Response
 from ._prompts import (
     ANSWER_MARKER,
     EXTRACT_FIELDS,
@@ -43,11 +43,11 @@ from ._prompts import (
     quote,
     read_template,
 )
-from ._protocol import Question, Sampling
-from ._schema import ClaimResult, ClaimsRecord
-from ._tasks import Asking, Cost, Format, Task, text_bytes
-from .backends import GenerateRequest
-from .errors import BackendError, InputError
+from ..engine._asking import Question, Sampling
+from ._records import ClaimResult, ClaimsRecord
+from ._base import Asking, Cost, Format, Task, text_bytes
+from ..backends import GenerateRequest
+from ..errors import BackendError, InputError
 
 UNPARSEABLE = "unparseable_extraction"
 NOT_EXTRACTED = "not_extracted"

@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from ._items import shown
+from ..io._items import shown
 from ._store import Store, canonical_json
-from .errors import InputError, StoreError
+from ..errors import InputError, StoreError
 
 COLUMNS = "key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s, created_at"
 KINDS = ("labels", "generate")
@@ -159,7 +159,7 @@ def _kind(value: Any) -> str:
 
 def _arrow_type(pa: Any, kinds: set[str]) -> tuple[Any, bool]:
     """The Arrow type of a column whose values have ``kinds``, and whether it is written as JSON text (mixed
-    kinds, as :func:`trustjudge._frames.to_arrow` does)."""
+    kinds, as :func:`trustjudge.io._frames.to_arrow` does)."""
     kinds = kinds - {"null"}
     simple = {frozenset(): pa.null(), frozenset({"bool"}): pa.bool_(), frozenset({"int"}): pa.int64(),
               frozenset({"float"}): pa.float64(), frozenset({"int", "float"}): pa.float64(),
@@ -181,7 +181,7 @@ def write_parquet_export(store: Path, fh: IO[bytes], where: str = "", params: Se
     """Write the store's outputs matching ``where`` to ``fh`` as one Parquet table, in row groups of
     :data:`PARQUET_BATCH` rows; returns the number of rows.
 
-    The columns are :func:`trustjudge._frames.flatten`'s of each exported row (``request.prompt``,
+    The columns are :func:`trustjudge.io._frames.flatten`'s of each exported row (``request.prompt``,
     ``result.logprobs``...). Two passes over one read snapshot of the store: the first finds every column
     and its type, the second writes the rows, so memory holds one row group, not the store (a 192 MB store
     took 986 MB written in one piece).
@@ -190,7 +190,7 @@ def write_parquet_export(store: Path, fh: IO[bytes], where: str = "", params: Se
         StoreError: the store cannot be read.
         PrerequisiteError: pyarrow is missing (the ``data`` extra).
     """
-    from . import _frames
+    from ..io import _frames
 
     pa, pq = _frames._pyarrow("Writing Parquet files")
     db = open_read_only(store)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 Floats = npt.NDArray[np.float64]
 BinaryMethod = Literal["platt", "temperature", "isotonic"]

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import orjson
 import platformdirs
 
-from .errors import StoreError
+from ..errors import StoreError
 
 HASH_PREFIX = "s256:"
 

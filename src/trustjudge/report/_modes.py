@@ -1,9 +1,9 @@
 """A self-contained HTML report of a judging-mode audit (what ``--audit`` writes for criteria, checklist, claims).
 
-:func:`render_mode_report` reads the audit dict of :mod:`trustjudge._mode_audit` (``criteria_audit``,
+:func:`render_mode_report` reads the audit dict of :mod:`trustjudge.modes._audits` (``criteria_audit``,
 ``checklist_audit`` or ``claims_audit``, with ``grounding`` / ``sensitivity`` inside when they were run;
 missing keys and null numbers are tolerated) and returns one HTML string in the style of the holistic
-report (:mod:`trustjudge._report`, whose helpers it uses): inline CSS, plots as inline SVG drawn by
+report (:mod:`trustjudge.report._report`, whose helpers it uses): inline CSS, plots as inline SVG drawn by
 matplotlib on an Agg canvas, a Content-Security-Policy that forbids every load and script, and every piece
 of text (criterion names, reasons, keys) HTML-escaped.
 
@@ -36,7 +36,7 @@ from ._report import (
     _short,
     _version,
 )
-from ._scoring import AGGREGATIONS, SCORE_METHODS
+from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -430,14 +430,14 @@ def render_mode_report(audit: Mapping[str, Any], *, title: str, mode: str,
 
     Args:
         audit: What ``criteria_audit``, ``checklist_audit`` or ``claims_audit`` returned (or its JSON), with
-            ``grounding`` (:func:`~trustjudge._mode_audit.grounding_audit`) and, for claims, ``sensitivity``
-            (:func:`~trustjudge._mode_audit.claims_sensitivity`) inside where they were run.
+            ``grounding`` (:func:`~trustjudge.modes._audits.grounding_audit`) and, for claims, ``sensitivity``
+            (:func:`~trustjudge.modes._audits.claims_sensitivity`) inside where they were run.
         title: The page title.
         mode: ``criteria``, ``checklist`` or ``claims``.
         details: Extra facts for the summary (e.g. judge and data file), shown as given.
         generated: The report's date (default: now, UTC).
         extra_sections: Further sections, ``(id, title, html)``, placed after the mode's own (the calibration
-            section of :func:`trustjudge._trust_report.calibration_section`); their HTML is used as given.
+            section of :func:`trustjudge.report._trust.calibration_section`); their HTML is used as given.
 
     Raises:
         ValueError: an unknown mode.

@@ -4,7 +4,7 @@ Pure maths over the judgment records the CLI writes (plain dicts, one per JSONL 
 calls a model. Definitions: ../shared/TRUSTJUDGE.md sections 1, 3 and 6. Unscored judgments never
 enter a denominator; they are counted and reported instead. The conventions shared with the injection
 measure and the report (the newest of repeated records wins, nan for an empty rate, seeded percentile
-bootstraps over items) live in :mod:`trustjudge._stats`.
+bootstraps over items) live in :mod:`trustjudge.audit._stats`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ._stats import (
     score_value,
 )
 from ._stats import bootstrap_ratio as bootstrap_ratio
-from ._scoring import AGGREGATIONS, SCORE_METHODS, argmax_verdict
+from ..engine._scoring import AGGREGATIONS, SCORE_METHODS, argmax_verdict
 
 # The names other modules and tests import from here (defined in _stats since the injection measure
 # needs them too).
@@ -700,7 +700,7 @@ def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_record
         bootstrap: Resamples over items for the 95% intervals (0: none).
         seed: Bootstrap seed.
         injected_by_scale: Score records of the same responses with
-            :data:`~trustjudge._injection.INJECTION` appended, keyed
+            :data:`~trustjudge.audit._injection.INJECTION` appended, keyed
             by scale: the report then says how far the judge moves
             (:class:`~trustjudge.InjectionEffect`).
     """
@@ -733,3 +733,12 @@ def audit(score_records_by_scale: Mapping[int, Sequence[Record]], compare_record
         injection={s: injection_effect(by_scale.get(s, []), recs, s, **boot)
                    for s, recs in sorted((injected_by_scale or {}).items())},
     )
+
+
+@dataclass
+class AuditRun:
+    """An audit report with the records it was computed from."""
+
+    report: AuditReport
+    score_records: dict[int, list[dict[str, Any]]]
+    compare_records: list[dict[str, Any]]

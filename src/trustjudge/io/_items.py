@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 MAX_FIELD_CHARS = 1_000_000
 MAX_WEIGHT = 1e6

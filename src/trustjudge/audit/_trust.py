@@ -4,7 +4,7 @@ A *unit* is one probabilistic verdict a record holds: a pair's likelihood-aggreg
 (``compare``), one check of a checklist (``checklist``), one claim's verification (``claims``). This
 module reads units and their human labels from record dicts, fits a :class:`Calibration` (saved as JSON
 naming what it is valid for), and writes the calibrated probabilities, a confidence and, with a
-:class:`~trustjudge._calibration.Selection`, whether each verdict is kept or abstained on, back into the
+:class:`~trustjudge.audit._calibration.Selection`, whether each verdict is kept or abstained on, back into the
 records beside the raw ones (which stay as they were).
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from . import _calibration as C
-from ._aggregates import reliability
-from .errors import ConfigError
+from ..engine._aggregates import reliability
+from ..errors import ConfigError
 
 CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")
@@ -180,7 +180,7 @@ class Calibration:
                                     **({"keys": self.keys} if self.keys is not None else {})}}
 
     def save(self, path: str | Path) -> None:
-        from ._outputs import atomic_output
+        from ..io._outputs import atomic_output
 
         with atomic_output(Path(path)) as f:
             json.dump(self.to_dict(), f, indent=1)

@@ -1,9 +1,9 @@
 """The calibration section of the HTML reports: reliability before and after calibration, and the selective-risk
 curve.
 
-:func:`calibration_section` reads what :func:`trustjudge._trust.evaluation` returns (or its JSON; missing keys
-and null numbers are tolerated) and returns the section's HTML, which :func:`~trustjudge._report.render_report`
-and :func:`~trustjudge._mode_report.render_mode_report` place among their own (``sections=``). Plots, drawn
+:func:`calibration_section` reads what :func:`trustjudge.audit._trust.evaluation` returns (or its JSON; missing keys
+and null numbers are tolerated) and returns the section's HTML, which :func:`~trustjudge.report._report.render_report`
+and :func:`~trustjudge.report._modes.render_mode_report` place among their own (``sections=``). Plots, drawn
 like the reports' others (inline SVG from matplotlib on an Agg canvas, every text escaped):
 
 - ``plot-calibration-reliability``: the top class's confidence (binned) against how often it agrees with
@@ -117,7 +117,7 @@ def _rows(rows: Sequence[tuple[str, str, str]]) -> str:
 
 
 def calibration_section(data: Mapping[str, Any]) -> tuple[str, str, str]:
-    """``(id, title, html)`` of the calibration section for an :func:`~trustjudge._trust.evaluation` dict."""
+    """``(id, title, html)`` of the calibration section for an :func:`~trustjudge.audit._trust.evaluation` dict."""
     import matplotlib
 
     before, after = _map(data.get("before")), _map(data.get("after"))

@@ -34,7 +34,7 @@ unexpected (the traceback goes to the server log only).
 
 What one request may cost is checked before anything is judged: its items, its judgments (prompts), the
 bytes of text quoted into those prompts (a text counts once per prompt it is in) and the labels they read
-(:meth:`trustjudge._tasks.Task.cost`).
+(:meth:`trustjudge.modes._base.Task.cost`).
 
 Batching: the judge runs in one worker thread (torch models are not thread-safe). Requests wait in
 a queue; the worker takes every request waiting (after an optional ``batch_wait_s`` pause when it was
@@ -44,7 +44,7 @@ judge emits records in input order), so concurrent requests may reuse item ids f
 turns, one chunk of about ``chunk_size`` judgments each (:class:`JudgeWorker`), so a small request is
 not held behind a long one.
 
-Run ``python -m trustjudge._server --write-openapi docs/openapi.json`` to regenerate the committed
+Run ``python -m trustjudge.serve._server --write-openapi docs/openapi.json`` to regenerate the committed
 OpenAPI schema.
 """
 
@@ -79,11 +79,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._items import Item, items_from_dicts, parse_checklist, parse_criteria
-from ._calibration import Selection
-from ._judge import Judge
-from ._prompts import YES_NO, LabelSet, Protocol
-from ._schema import (
+from ..io._items import Item, items_from_dicts, parse_checklist, parse_criteria
+from ..audit._calibration import Selection
+from .._judge import Judge
+from ..modes._prompts import YES_NO, LabelSet, Protocol
+from ..modes._records import (
     ChecklistRecord,
     ClaimsRecord,
     CompareRecord,
@@ -91,12 +91,12 @@ from ._schema import (
     CriteriaRecord,
     ScoreRecord,
 )
-from ._tasks import Cost, Task
-from ._trust import Calibration, annotate
-from ._trust import summary as trust_summary
-from ._store import Store
-from .backends import Backend
-from .errors import (
+from ..modes._base import Cost, Task
+from ..audit._trust import Calibration, annotate
+from ..audit._trust import summary as trust_summary
+from ..engine._store import Store
+from ..backends import Backend
+from ..errors import (
     BackendError,
     BackendUnavailable,
     ConfigError,
@@ -1074,7 +1074,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         max_judgments: Most judgments (prompts) one request may need (413 above): a pair counts two,
             an audit counts every scale.
         max_prompt_bytes: Most bytes of quoted text one request may send the judge, summed over its
-            judgments (413 above; :class:`~trustjudge._tasks.Cost`): a passage quoted into 300 prompts
+            judgments (413 above; :class:`~trustjudge.modes._base.Cost`): a passage quoted into 300 prompts
             counts 300 times.
         max_labels: Most labels one request's judgments may read in total (413 above): a 1-100 score
             reads 100, a pair 6.
@@ -1237,7 +1237,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     async def rank(body: RankRequest) -> dict[str, Any]:
         """Rank the systems behind the responses (Bradley-Terry, Elo, win rate, mean score)."""
         try:
-            ranking = importlib.import_module("trustjudge._ranking")
+            ranking = importlib.import_module("trustjudge.audit._ranking")
         except ImportError as exc:
             raise HTTPException(501, f"ranking is not available in this trustjudge build ({exc})") from None
         items = _validate(body.items, max_items, min_responses=2)
@@ -1346,8 +1346,8 @@ def openapi_json() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m trustjudge._server --write-openapi PATH``: write (or print) the OpenAPI schema."""
-    parser = argparse.ArgumentParser(prog="python -m trustjudge._server", description=main.__doc__)
+    """``python -m trustjudge.serve._server --write-openapi PATH``: write (or print) the OpenAPI schema."""
+    parser = argparse.ArgumentParser(prog="python -m trustjudge.serve._server", description=main.__doc__)
     parser.add_argument("--write-openapi", metavar="PATH", help="write the schema here (default: print it)")
     args = parser.parse_args(argv)
     text = openapi_json()

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from scipy import optimize, sparse, stats  # type: ignore[import-untyped, unused-ignore]
 from scipy.sparse import csgraph  # type: ignore[import-untyped, unused-ignore]
 
-from ._scoring import AGGREGATIONS, SCORE_METHODS
+from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 
 Record = Mapping[str, Any]
 Floats = NDArray[np.float64]
