@@ -21,6 +21,7 @@ from ._report import report
 from ._score import compare, score
 from ._serve import serve
 from ._store import store
+from ._summary import summary
 from ._trust import calibrate, select
 
 __all__ = ["cli", "main"]
@@ -38,7 +39,8 @@ def cli(ctx: click.Context) -> None:
     ctx.meta[JUDGE_FACTORY] = _make_judge
 
 
-for _command in (score, compare, criteria, checklist, claims, audit, rank, report, serve, store, calibrate, select):
+for _command in (score, compare, criteria, checklist, claims, audit, rank, report, serve, store, calibrate, select,
+                 summary):
     cli.add_command(_command)
 
 
