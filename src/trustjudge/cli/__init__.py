@@ -17,6 +17,7 @@ from ._common import err, fail, is_utf8
 from ._options import JUDGE_FACTORY, make_judge
 from ._modes import checklist, claims, criteria
 from ._rank import rank
+from ._recipes import recipes, run
 from ._report import report
 from ._score import compare, score
 from ._serve import serve
@@ -40,7 +41,7 @@ def cli(ctx: click.Context) -> None:
 
 
 for _command in (score, compare, criteria, checklist, claims, audit, rank, report, serve, store, calibrate, select,
-                 summary):
+                 summary, recipes, run):
     cli.add_command(_command)
 
 
