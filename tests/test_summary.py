@@ -121,3 +121,27 @@ def test_the_summary_command_reads_records(tmp_path: Path) -> None:
     assert data["systems"][1]["unscored"] == 1 and data["systems"][1]["value"] is None
     bad = CliRunner().invoke(cli, ["summary", str(path), "--metric", "nope"])
     assert bad.exit_code == 2 and "score summaries give" in bad.output
+
+
+def test_rank_by_any_mode_gives_the_per_system_means_of_its_records(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    rows = [{"id": f"q{i}", "question": f"Question {i}?", "checklist": [{"id": "c", "text": "Is it right?"}],
+             "responses": [{"id": f"a{i}", "text": f"Answer {i}.", "system": "alpha"},
+                           {"id": f"b{i}", "text": f"Other {i}.", "system": "beta"}]} for i in range(3)]
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for mode, field in (("checklist", "satisfaction"), ("score", "scores")):
+        out, js = tmp_path / f"{mode}.jsonl", tmp_path / f"{mode}.json"
+        result = CliRunner().invoke(cli, ["rank", str(items), "-j", "mock/hash", "--store", str(tmp_path / "s.sqlite"),
+                                          "--mode", mode, "--out", str(out), "--json", str(js), "--bootstrap", "50",
+                                          "-q"])
+        assert result.exit_code == 0, result.output
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        data = {s["system"]: s for s in json.loads(js.read_text())["systems"]}
+        for system in ("alpha", "beta"):
+            values = [r[field] if mode == "checklist" else r[field]["expected"] for r in records
+                      if r["system"] == system]
+            assert data[system]["value"] == pytest.approx(sum(values) / 3) and data[system]["n"] == 3
+            low, high = data[system]["ci"]
+            assert low <= data[system]["value"] <= high
+    bad = CliRunner().invoke(cli, ["rank", str(items), "-j", "mock/hash", "--metric", "expected"])
+    assert bad.exit_code == 2 and "need --mode" in bad.output
