@@ -145,3 +145,28 @@ def test_rank_by_any_mode_gives_the_per_system_means_of_its_records(tmp_path: Pa
             assert low <= data[system]["value"] <= high
     bad = CliRunner().invoke(cli, ["rank", str(items), "-j", "mock/hash", "--metric", "expected"])
     assert bad.exit_code == 2 and "need --mode" in bad.output
+
+
+def test_summary_on_the_judging_commands_with_and_without_calibration(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    rows = [{"id": f"q{i}", "question": f"Question {i}?", "checklist": [{"id": "c", "text": "Is it right?"}],
+             "criteria": [{"name": "acc", "description": "Right?"}],
+             "responses": [{"id": "a", "text": f"Answer {i}."}, {"id": "b", "text": f"Other {i}."}]}
+            for i in range(3)]
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = str(tmp_path / "s.sqlite")
+    for command, value in (("score", lambda r: r["scores"]["expected"]), ("checklist", lambda r: r["satisfaction"]),
+                           ("criteria", lambda r: r["aggregate"]["expected"]), ("compare", None)):
+        out, summary = tmp_path / f"{command}.jsonl", tmp_path / f"{command}.summary.json"
+        result = CliRunner().invoke(cli, [command, str(items), "-j", "mock/hash", "--store", store, "--out", str(out),
+                                          "--summary", str(summary)])
+        assert result.exit_code == 0, result.output
+        data = json.loads(summary.read_text())
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        systems = {s["system"]: s for s in data["systems"]}
+        assert set(systems) == {"a", "b"}, command
+        if value is not None:
+            mean = sum(value(r) for r in records if r["response_id"] == "a") / 3
+            assert systems["a"]["value"] == pytest.approx(mean)
+        else:
+            assert systems["a"]["value"] + systems["b"]["value"] == pytest.approx(1.0) and "bt" in systems["a"]

@@ -173,7 +173,7 @@ def _one(system: str, per_item: Mapping[str, list[float]], unscored: int, bootst
 
 
 def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str | None = None,
-              method: str = "likelihood", bootstrap: int = 1000, seed: int = 0) -> Summary:
+              method: str = "likelihood", bootstrap: int = 1000, seed: int = 0, bt_bootstrap: int = 200) -> Summary:
     """Each system's headline value with a 95% bootstrap interval over items, and its unscored count.
 
     Args:
@@ -182,6 +182,7 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
         metric: One of ``METRICS[mode]`` (default: :data:`DEFAULT_METRIC`; claims with matching: ``f1``).
         method: Pairwise ``verdict`` metric: the aggregation whose verdict counts (compare records).
         bootstrap: Resamples over items (0: no interval).
+        bt_bootstrap: Resamples of the Bradley-Terry refit (pairwise modes; each is a fit), at most ``bootstrap``.
         seed: Bootstrap seed.
 
     Raises:
@@ -222,7 +223,7 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
             values[second][item].append(w[1] + w[2] / 2)
             outcomes.append(Outcome(item, first, second, probabilities=w))
         if len({s for o in outcomes for s in (o.first, o.second)}) >= 2:
-            fit = bootstrap_bt(outcomes, samples=max(bootstrap, 1), seed=seed)
+            fit = bootstrap_bt(outcomes, samples=max(min(bootstrap, bt_bootstrap), 1), seed=seed)
             for name, strength, ci in zip(fit.fit.systems, fit.fit.strengths, fit.strength_ci):
                 bt[name] = (strength, ci if bootstrap else (NAN, NAN))
     else:

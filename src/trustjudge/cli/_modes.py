@@ -29,6 +29,7 @@ from ..report._trust import calibration_section
 from ..errors import BackendError
 from . import _calibrated as calibrated
 from ._common import err, is_utf8, print_plan, progress, records_note
+from ._summary import SystemTally
 from ._inputs import changed, digest, read_items, scan, stream_items
 from ._options import (
     MAX_PAIRS_OPTION,
@@ -62,7 +63,8 @@ def _suite(path: Path | None) -> Suite:
 def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool,
          quiet: bool, judging: JudgeOptions, fmt: str, audit: Callable[[Judge, Task, list[dict[str, Any]]], Any],
          audit_out: Path | None, report_out: Path | None = None, mode: str = "",
-         calibrating: CalibrationOptions | None = None, max_pairs: int | None = None) -> None:
+         calibrating: CalibrationOptions | None = None, max_pairs: int | None = None,
+         summary_out: Path | None = None) -> None:
     """Judge a file with a task, streaming records; then the audit, if ``--audit`` or ``--report`` asks. With
     ``calibrating`` each record is annotated with its calibrated verdicts as it is written, and the report gets
     the calibration section (``max_pairs``: the most pairs an item may have, where pairs are judged)."""
@@ -95,6 +97,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
     written = 0
     try:
         calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
+        tally = SystemTally(summary_out or (calibrating.summary if calibrating is not None else None), task.kind)
         with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 bar_task = bar.add_task(f"{task.kind} ({j.name}, {task.protocol})", total=total)
@@ -107,6 +110,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
                     stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
                     stream.flush()
                     written += 1
+                    tally.add(row)
                     if row["unscored"]:
                         unscored[row["unscored"]] += 1
                     if auditing:
@@ -119,8 +123,7 @@ def _run(task_of: Callable[[Judge], Task], items_path: Path, out: Path | None, d
             records_note(j, written, out, items_path)
         if unscored.get(BACKEND_ERROR) and s.last_error:
             err.print(f"[yellow]backend error:[/] {escape(s.last_error)}", highlight=False)
-        if calibrator is not None:
-            calibrator.finish(calibrating.summary if calibrating is not None else None, quiet)
+        tally.finish(quiet, calibrator.finish(None, quiet) if calibrator is not None else None)
         if auditing:
             report = audit(j, task, records)
             if audit_out is not None:
@@ -173,13 +176,15 @@ def _all_items(path: Path, skip_invalid: bool, fmt: str, max_pairs: int | None =
 @MAX_PAIRS_OPTION
 def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
              dry_run: bool, suite: Path | None, reweight: bool, scale: str | None, pairwise: bool, graded: bool,
-             audit_out: Path | None, report_out: Path | None, grounding_audit_: bool, max_pairs: int) -> None:
+             audit_out: Path | None, report_out: Path | None, grounding_audit_: bool, max_pairs: int,
+             summary: Path | None) -> None:
     """Judge every response on every criterion (rubric), with the weighted aggregate and its spread."""
     if graded and not pairwise:
         raise click.UsageError("--graded needs --pairwise")
     # Pairs are judged with --pairwise, and by the audit (per criterion, both orders) without it.
     bound = max_pairs if pairwise or audit_out is not None or report_out is not None else None
-    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
+    judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out, "--summary": summary},
+                  inputs=(suite,))
     s = _suite(suite)
     points = int(scale) if scale else (s.scale or 5)
 
@@ -203,7 +208,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
         return report
 
     _run(task_of, readable_input(items), out, dry_run, skip_invalid, quiet, judging, fmt,
-         audit, audit_out, report_out, "criteria", max_pairs=bound)
+         audit, audit_out, report_out, "criteria", max_pairs=bound, summary_out=summary)
 
 
 @click.command("checklist")

@@ -305,6 +305,11 @@ CALIBRATED_MODES = ("compare", "checklist", "claims")
 _CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary")
 
 
+SUMMARY_HELP = ("Also write each system's headline value (mean score, aggregate, satisfaction, claims F1 or "
+                "precision, win rate) with a 95% bootstrap interval over items and its unscored count, as JSON "
+                "here (and print it).")
+
+
 @dataclass(frozen=True)
 class CalibrationOptions:
     """``--calibration`` and the options that go with it, as given (``path`` None: no calibration asked)."""
@@ -334,6 +339,8 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             return value
 
         hidden: list[Callable[[Command], Command]] = [
+            click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                         help=SUMMARY_HELP),
             click.option("--calibration", hidden=True, expose_value=False, callback=refuse),
             click.option("--calibration-override", is_flag=True, hidden=True, expose_value=False, callback=refuse),
             click.option("--target-agreement", hidden=True, expose_value=False, callback=refuse),
@@ -357,8 +364,9 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
     ]
     if summary:
         options.append(click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                                    help="With --calibration: also write the run's calibration summary (coverage, "
-                                         "guarantee, calibration set) as JSON here."))
+                                    help=SUMMARY_HELP + " With --calibration, the run's calibration summary "
+                                         "(coverage, guarantee, calibration set) too, the systems under "
+                                         "per_system."))
 
     def decorate(fn: Command) -> Command:
         @functools.wraps(fn)
@@ -366,7 +374,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             values = {name: params.pop(name, None) for name in _CALIBRATION_FIELDS}
             ctx = click.get_current_context(silent=True)
             if values["calibration"] is None:
-                for name in ("calibration_override", "target_agreement", "risk_delta", "summary"):
+                for name in ("calibration_override", "target_agreement", "risk_delta"):
                     if ctx is not None and name in ctx.params and \
                             ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
                         raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration")

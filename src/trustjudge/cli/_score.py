@@ -21,6 +21,7 @@ from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 from ..modes._base import Task
 from ..errors import BackendError
 from ._common import err, is_utf8, print_plan, progress, records_note, warn_top_k
+from ._summary import SystemTally
 from ._inputs import changed, digest, read_items, scan, stream_items
 from . import _calibrated as calibrated
 from ._options import (
@@ -131,7 +132,7 @@ class _Verdicts(_Summary):
 def _run(mode: Mode, task_of: Callable[[Judge], Task], per_item: Callable[[Item], int], summary: _Summary,
          items_path: Path, out: Path | None, dry_run: bool, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
          options: dict[str, Any], fmt: str = "auto", max_pairs: int | None = None,
-         calibrating: CalibrationOptions | None = None) -> None:
+         calibrating: CalibrationOptions | None = None, summary_out: Path | None = None) -> None:
     """Judge a file with ``mode``'s task (``task_of(judge)``), streaming: items are read, judged and written
     chunk by chunk (``max_pairs``: the most pairs an item may have; with ``calibrating``, each record annotated
     with its calibrated verdict as it is written). The judge is ``judging.make(**options)``; ``per_item`` counts
@@ -155,6 +156,7 @@ def _run(mode: Mode, task_of: Callable[[Judge], Task], per_item: Callable[[Item]
     try:
         task = task_of(j)
         calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
+        tally = SystemTally(summary_out, mode.name)
         with record_output(out, "--out") as stream:
             with progress(quiet) as bar:
                 bar_task = bar.add_task(f"{mode.name} ({j.name}, {task.protocol})", total=total)
@@ -166,12 +168,13 @@ def _run(mode: Mode, task_of: Callable[[Judge], Task], per_item: Callable[[Item]
                         row = calibrator.annotate(row)
                     stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
                     summary.add(row)
+                    tally.add(row)
                     stream.flush()
         if not quiet:
             summary.show(j)
             records_note(j, summary.records, out, items_path)
-        if calibrator is not None:
-            calibrator.finish(calibrating.summary if calibrating is not None else None, quiet)
+        calibration = calibrator.finish(None, quiet) if calibrator is not None else None
+        tally.finish(quiet, calibration)
         summary.check(j)
     finally:
         j.close()
@@ -186,11 +189,12 @@ def _run(mode: Mode, task_of: Callable[[Judge], Task], per_item: Callable[[Item]
 @click.option("--distribution", is_flag=True, help="Include each response's full label distribution.")
 @calibration_options("score")
 def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
-          dry_run: bool, scale: str, distribution: bool) -> None:
+          dry_run: bool, scale: str, distribution: bool, summary: Path | None) -> None:
     """Score every response under every method (discrete, geval, expected, trustjudge)."""
-    judging.guard(items, {"--out": out})
+    judging.guard(items, {"--out": out, "--summary": summary})
     _run(get_mode("score"), lambda j: j.score_task(), lambda it: len(it.responses), _Scores(), readable_input(items),
-         out, dry_run, skip_invalid, quiet, judging, {"scale": int(scale), "keep_distribution": distribution}, fmt)
+         out, dry_run, skip_invalid, quiet, judging, {"scale": int(scale), "keep_distribution": distribution}, fmt,
+         summary_out=summary)
 
 
 @click.command("compare")
@@ -208,4 +212,4 @@ def compare(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
     judging.guard(items, {"--out": out, "--summary": calibrating.summary}, inputs=(calibrating.path,))
     _run(get_mode("compare"), lambda j: j.compare_task(), lambda it: 2 * len(it.all_pairs()), _Verdicts(),
          readable_input(items), out, dry_run, skip_invalid, quiet, judging, {"delta": delta}, fmt, max_pairs,
-         calibrating)
+         calibrating, calibrating.summary)

@@ -18,7 +18,7 @@ from rich.table import Table
 from ..audit._summary import METRICS, Summary, summarize, summary_rows
 from ..errors import InputError
 from ..io._outputs import readable_input, write_text
-from ._common import fail, wide_console
+from ._common import err, fail, wide_console
 
 BOOTSTRAP = click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=0),
                          help="Bootstrap resamples over items for the 95% intervals (0: none).")
@@ -42,8 +42,9 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
             yield record
 
 
-def show_summary(summary: Summary, title: str | None = None) -> None:
-    """Print the per-system table on standard output."""
+def show_summary(summary: Summary, title: str | None = None, *, stderr: bool = False) -> None:
+    """Print the per-system table on standard output (``stderr``: on standard error, where records may be on
+    standard output)."""
     what = f"{summary.mode}: {summary.metric}"
     interval = f"95% CI over items (B={summary.bootstrap})" if summary.bootstrap else "no bootstrap"
     table = Table(title=escape(title or f"Per-system summary ({what}; {interval})"))
@@ -54,7 +55,7 @@ def show_summary(summary: Summary, title: str | None = None) -> None:
         table.add_column(escape(col), justify="left" if col == "system" else "right")
     for row in summary_rows(summary):
         table.add_row(*(escape(c) for c in row))
-    wide_console().print(table)
+    (err if stderr else wide_console()).print(table)
 
 
 def write_summary(summary: Summary, path: Path, option: str, **extra: Any) -> None:
@@ -87,3 +88,32 @@ def summary(records: Path, mode: str | None, metric: str | None, method: str, bo
     show_summary(result)
     if json_out is not None:
         write_summary(result, json_out, "--json", records=str(records))
+
+
+class SystemTally:
+    """``--summary`` on a judging command: keeps the records written (only when a summary file is asked) and
+    writes each system's headline value with its interval; with a calibration, beside the calibration summary
+    (whose keys stay as they were, the per-system summary under ``per_system``)."""
+
+    def __init__(self, path: Path | None, mode: str) -> None:
+        self.path = path
+        self.mode = mode
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, row: dict[str, Any]) -> None:
+        if self.path is not None:
+            self.rows.append(row)
+
+    def finish(self, quiet: bool, calibration: dict[str, Any] | None = None) -> None:
+        if self.path is None:
+            return
+        data: dict[str, Any]
+        try:
+            result = summarize(self.rows, bootstrap=1000, seed=0) if self.rows else None
+        except ValueError:
+            result = None
+        per_system = result.to_dict() if result is not None else {"mode": self.mode, "systems": []}
+        data = {**calibration, "per_system": per_system} if calibration is not None else per_system
+        write_text(self.path, json.dumps(data, indent=2) + "\n", "--summary")
+        if result is not None and not quiet:
+            show_summary(result, stderr=True)
