@@ -90,9 +90,18 @@ class TemplateSpec:
     fields: frozenset[str]
 
 
-def option(default: Any, help: str) -> Any:  # noqa: A002 (click's word for it)
-    """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``."""
-    return field(default=default, metadata={"help": help})
+def option(default: Any, help: str, **cli: Any) -> Any:  # noqa: A002 (click's word for it)
+    """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``.
+
+    The keywords ``cli`` are more metadata, read by the mode's command (``trustjudge <command>``, built from the
+    fields: see :mod:`trustjudge.cli._mode_command`): ``flag`` (its name on the command line, default
+    ``--`` and the field's name with dashes), ``choices`` (the values it may take), ``min`` / ``max`` (a
+    number's bounds), ``parse`` (``callable(str) -> value``, for a type a command line cannot spell),
+    ``suite`` (the suite file's field that supplies it, where the command line does not), ``shown`` (how
+    its default reads in the help, where the value's own text would not do), ``cli=False``
+    (not on the command line: the command keeps its default).
+    """
+    return field(default=default, metadata={"help": help, **cli})
 
 
 @dataclass(frozen=True)
@@ -247,28 +256,29 @@ _PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.")
+    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.", choices=(5, 10, 100))
     protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
 
 
 @dataclass(frozen=True)
 class CompareOptions:
     protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
-    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.")
+    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.",
+                                 min=0.0)
 
 
 @dataclass(frozen=True)
 class CriteriaOptions:
-    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
+    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).", suite="criteria")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
-    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).")
+    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).", choices=(5, 10), suite="scale")
     protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
 
 
 @dataclass(frozen=True)
 class CriteriaCompareOptions:
-    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
+    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).", suite="criteria")
     graded: bool = option(False, "5-way verdicts (A>>B .. B>>A) with an expected margin.")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
@@ -277,8 +287,10 @@ class CriteriaCompareOptions:
 
 @dataclass(frozen=True)
 class ChecklistOptions:
-    checklist: tuple[Check, ...] = option((), "Checks for responses whose item carries none (a suite's).")
-    labels: LabelSet = option(YES_NO, 'The answers a check may get, e.g. "FULL=1,PARTIAL=0.5,NO=0".')
+    checklist: tuple[Check, ...] = option((), "Checks for responses whose item carries none (a suite's).",
+                                          suite="checklist")
+    labels: LabelSet = option(YES_NO, 'The answers a check may get, e.g. "FULL=1,PARTIAL=0.5,NO=0".',
+                              parse=LabelSet.parse, suite="labels", shown='"YES=1,NO=0"')
     reweight: bool = option(False, "When a check is unscored, aggregate over the rest with renormalised weights.")
     protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
 
@@ -286,13 +298,15 @@ class ChecklistOptions:
 @dataclass(frozen=True)
 class ClaimsOptions:
     k: int | None = option(None, "Also give E[precision], E[recall@K] and E[F1@K], recall counting up to K "
-                                 "supported claims.")
+                                 "supported claims.", min=1)
     unknown: bool = option(False, "Add UNKNOWN to the verification labels (reported apart).")
     match: bool = option(False, "Match the claims against the item's gold_claims (else claims extracted from its "
                                 "reference).")
-    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.")
-    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).")
-    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).")
+    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.",
+                                min=0.0, max=1.0)
+    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).",
+                                 flag="--extract-tokens", min=16)
+    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).", min=1)
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
