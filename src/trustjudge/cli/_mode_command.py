@@ -19,7 +19,7 @@ Every such command also takes what every judging command takes: the input option
 options (``--template`` sets the mode's template where the judge loads it), ``--out`` and ``--dry-run``, the
 calibration options (refused, saying why, for a mode without calibration units), ``--max-pairs`` where a
 mode of the command judges pairs, and ``--audit`` / ``--report`` where the command has an audit. A built-in
-command's extra behaviour (score's ``--distribution``, the audits, the end-of-run tables) comes from its
+command's extra behaviour (the audits and their options, the end-of-run tables) comes from its
 :class:`Hooks`; a third party's mode gets its command from the registry alone, with none.
 """
 
@@ -168,8 +168,6 @@ class Hooks:
     """The command's help (default: its mode's summary)."""
     options: tuple[Callable[[Command], Command], ...] = ()
     """More click options; their values reach the other hooks as :attr:`Run.extra`."""
-    judge: Callable[[Run], dict[str, Any]] | None = None
-    """More ``Judge`` arguments from the run (score's ``keep_distribution``)."""
     check: Callable[[Run], None] | None = None
     """More checks of the command line, before any work (raise :class:`click.UsageError`)."""
     audit: Callable[[Run, Judge, Task, list[dict[str, Any]]], dict[str, Any]] | None = None
@@ -493,11 +491,10 @@ def run_mode(run: Run, hooks: Hooks) -> None:
     annotated as it is written; then the summary, and the audit where ``--audit`` / ``--report`` ask."""
     loaded = calibrated.load(run.calibrating, run.mode.name) if run.calibrating is not None else None
     path, fmt, bound = run.items, run.fmt, run.max_pairs
-    extra = hooks.judge(run) if hooks.judge is not None else {}
     min_responses = run.min_responses
     if run.dry_run:
         items = read_items(path, run.skip_invalid, min_responses, fmt, max_pairs=bound)
-        j = run.judging.make(**extra)
+        j = run.judging.make()
         try:
             print_plan(j, items, run.task(j))
         finally:
@@ -506,14 +503,14 @@ def run_mode(run: Run, hooks: Hooks) -> None:
     sha256 = digest(path)
     # The task, to validate the items against it, from a judge that opens no store file and starts no Ray:
     # bad input stops the run before anything is created or loaded.
-    probe = dataclasses.replace(run.judging, store=Path(":memory:"), ray_address=None, factory=make_judge).make(**extra)
+    probe = dataclasses.replace(run.judging, store=Path(":memory:"), ray_address=None, factory=make_judge).make()
     try:
         total = scan(path, run.skip_invalid, min_responses, fmt, _checked(run.task(probe), path), max_pairs=bound)
     finally:
         probe.close()
     if digest(path) != sha256:
         raise changed(path)
-    j = run.judging.make(**extra)
+    j = run.judging.make()
     j.source = str(path)
     summary = hooks.summary()
     records: list[dict[str, Any]] = []

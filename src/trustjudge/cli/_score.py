@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import click
 from rich.table import Table
 from rich.markup import escape
 
@@ -17,7 +16,7 @@ from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 from ..modes._base import Task
 from ..errors import BackendError
 from ._common import err, records_note, warn_top_k
-from ._mode_command import Hooks, Run, Summary
+from ._mode_command import Hooks, Summary
 
 
 class _Tabled(Summary):
@@ -113,14 +112,7 @@ class _Verdicts(_Tabled):
         return table
 
 
-def _distribution(run: Run) -> dict[str, Any]:
-    return {"keep_distribution": bool(run.extra["distribution"])}
-
-
-SCORE = Hooks(
-    doc="Score every response under every method (discrete, geval, expected, trustjudge).",
-    options=(click.option("--distribution", is_flag=True, help="Include each response's full label distribution."),),
-    judge=_distribution, summary=_Scores)
+SCORE = Hooks(doc="Score every response under every method (discrete, geval, expected, trustjudge).", summary=_Scores)
 COMPARE = Hooks(
     doc="Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl); with "
         "--calibration, each verdict also calibrated (and with --target-agreement, kept or abstained on).",
