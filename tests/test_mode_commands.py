@@ -223,3 +223,15 @@ def test_audit_dry_run_plans_the_injected_judgments_too(command: list[str], tmp_
                       "score (100-point, injected)", "compare"]
     with Judge("mock/hash", store=tmp_path / "lib.sqlite") as j:
         assert sum(counts) == j.audit_judgments(items_from_dicts([ITEM]), [5, 100], injection=True) == 18
+
+
+def test_store_show_lists_a_registered_mode_judgments(verdict: Mode, tmp_path: Path) -> None:
+    items = write_jsonl(tmp_path / "items.jsonl", [ITEM])
+    store = tmp_path / "s.sqlite"
+    ran = _cli("verdict", items, "-j", "mock/hash", "--store", store, "-q", "--out", tmp_path / "o.jsonl")
+    assert ran.exit_code == 0, ran.output
+    result = _cli("store", "show", items, "tea", "--kind", "verdict", "--json", "-j", "mock/hash", "--store", store)
+    assert result.exit_code == 0, result.output
+    shown = [json.loads(line) for line in result.output.splitlines()]
+    assert [e["judgment"] for e in shown] == ["verdict"] * 3
+    assert all(o.get("stored") is not False for e in shown for o in e["outputs"])
