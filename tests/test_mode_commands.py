@@ -235,3 +235,22 @@ def test_store_show_lists_a_registered_mode_judgments(verdict: Mode, tmp_path: P
     shown = [json.loads(line) for line in result.output.splitlines()]
     assert [e["judgment"] for e in shown] == ["verdict"] * 3
     assert all(o.get("stored") is not False for e in shown for o in e["outputs"])
+
+
+@pytest.mark.model
+def test_a_registered_mode_command_on_the_bundled_judge(verdict: Mode, tmp_path: Path) -> None:
+    """A plug-in mode's command on the real SmolLM2 judge: records with label mass read, the options reaching
+    the task, and a rerun that makes zero model calls and writes the same records."""
+    items = write_jsonl(tmp_path / "items.jsonl", [ITEM])
+    store, out = tmp_path / "s.sqlite", tmp_path / "out.jsonl"
+    args = ["verdict", items, "-j", "hf/smollm2-135m", "--store", store, "--out", out, "--labels", "yes,no", "--upper"]
+    first = _cli(*args)
+    assert first.exit_code == 0, first.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 3 and all(r["labels"] == ["YES", "NO"] for r in rows)
+    assert any(r["unscored"] is None and r["verdict"] in ("YES", "NO") for r in rows)
+    assert "model calls 0" not in " ".join(first.output.split())
+    again = _cli(*args)
+    assert again.exit_code == 0, again.output
+    assert "verdict: 3 records; model calls 0, from store 3" in " ".join(again.output.split())
+    assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == rows
