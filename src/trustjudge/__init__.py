@@ -1,4 +1,4 @@
-"""trustjudge: LLM-as-a-judge evaluation you can trust.
+"""trustjudge: LLM-as-a-judge evaluation you can trust (the public API, pinned by a test).
 
 Public API::
 
