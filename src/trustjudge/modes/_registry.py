@@ -22,7 +22,7 @@ breaks only that name, with an error naming the entry point; built-in and regist
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
@@ -37,6 +37,7 @@ from ._prompts import (
     MATCH_FIELDS,
     PAIRWISE_FIELDS,
     POINTWISE_FIELDS,
+    SCALES,
     VERIFY_FIELDS,
     YES_NO,
     LabelSet,
@@ -57,8 +58,8 @@ from ._base import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask
 from .._plugins import describe, installed
 from ..errors import ConfigError
 
-__all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "get_mode", "mode_plugins",
-           "option", "register_mode", "unregister_mode"]
+__all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "builtin_modes", "get_mode",
+           "mode_plugins", "option", "register_mode", "unregister_mode"]
 
 PLUGIN_GROUP = "trustjudge.modes"
 """The entry point group of third-party modes (name: the mode's name; value: ``module:MODE``)."""
@@ -90,9 +91,24 @@ class TemplateSpec:
     fields: frozenset[str]
 
 
-def option(default: Any, help: str) -> Any:  # noqa: A002 (click's word for it)
-    """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``."""
-    return field(default=default, metadata={"help": help})
+def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # noqa: A002 (click's word for it)
+           ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
+           served: bool = True) -> Any:
+    """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``.
+
+    ``choices`` (the values it may take) and the bounds ``ge``, ``gt``, ``le``, ``lt`` go into the metadata
+    under those names, for the interfaces that take options from outside: the service's request schema
+    enforces them (422 beyond). ``served=False`` (``metadata["served"]``) keeps an option out of the service's
+    requests, which then always use its default: for an option naming a server path, or a cost the service's
+    limits do not bound."""
+    metadata: dict[str, Any] = {"help": help}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
+    metadata.update({name: bound for name, bound in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt))
+                     if bound is not None})
+    if not served:
+        metadata["served"] = False
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -174,6 +190,11 @@ def unregister_mode(name: str) -> None:
     _MODES.pop(name, None)
 
 
+def builtin_modes() -> tuple[str, ...]:
+    """The names of the built-in modes, in the order they were registered."""
+    return tuple(name for name in _MODES if name in _BUILTIN)
+
+
 def mode_plugins() -> dict[str, list[EntryPoint]]:
     """The installed mode plug-ins by name (nothing is imported), as ``TRUSTJUDGE_MODE_PLUGINS`` allows; names
     already registered are left out (they never reach a plug-in)."""
@@ -242,19 +263,22 @@ MODES: Mapping[str, Mode] = _Modes()
 
 # -- the built-in modes ---------------------------------------------------------------------------------
 
+MAX_EXTRACTION_TOKENS = 8192
+"""The most tokens a claim extraction may be given from outside (the service's requests)."""
 _PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique first); default: the judge's."
 
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.")
+    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.", choices=SCALES)
     protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
 
 
 @dataclass(frozen=True)
 class CompareOptions:
     protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
-    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.")
+    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.",
+                                 ge=0.0)
 
 
 @dataclass(frozen=True)
@@ -262,7 +286,7 @@ class CriteriaOptions:
     criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
-    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).")
+    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).", choices=(5, 10))
     protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
 
 
@@ -286,13 +310,15 @@ class ChecklistOptions:
 @dataclass(frozen=True)
 class ClaimsOptions:
     k: int | None = option(None, "Also give E[precision], E[recall@K] and E[F1@K], recall counting up to K "
-                                 "supported claims.")
+                                 "supported claims.", ge=1)
     unknown: bool = option(False, "Add UNKNOWN to the verification labels (reported apart).")
     match: bool = option(False, "Match the claims against the item's gold_claims (else claims extracted from its "
                                 "reference).")
-    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.")
-    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).")
-    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).")
+    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.",
+                                ge=0.0, le=1.0)
+    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).",
+                                 ge=1, le=MAX_EXTRACTION_TOKENS)
+    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).", ge=1)
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
