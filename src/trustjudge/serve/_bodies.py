@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, SkipValidation, TypeAdapter, create_model
 
 from ..audit._trust import MODES as CALIBRATED_MODES
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io._items import Check, Criterion, parse_checklist, parse_criteria
 from ..modes._prompts import LabelSet, Protocol
 from ..modes._registry import Mode
@@ -352,7 +352,10 @@ def mode_bodies(mode: Mode) -> ModeBodies:
     field (its type from the annotation, its description from ``metadata["help"]``, ``choices`` and bounds
     enforced), criteria, checklists and label sets validated by the library as in an item; the response's
     records the mode's record dataclass."""
-    hints = typing.get_type_hints(mode.options, include_extras=True)
+    try:
+        hints = typing.get_type_hints(mode.options, include_extras=True)
+    except (NameError, TypeError) as exc:
+        raise ConfigError(f"mode {mode.name!r}: the types of its options cannot be read ({exc})") from None
     calibrated = mode.name in CALIBRATED_MODES
     items_doc = ITEMS_DOC + (f" Each needs {mode.min_responses} or more responses." if mode.min_responses > 1
                              else "")
@@ -362,6 +365,9 @@ def mode_bodies(mode: Mode) -> ModeBodies:
     for f in dataclasses.fields(mode.options):
         got = _request_field(f, hints[f.name])
         if isinstance(got, str):
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"mode {mode.name!r}: option {f.name!r} cannot be sent in a request ({got}) and "
+                                  "has no default: give it one to serve the mode")
             skipped[f.name] = got
             continue
         annotation, info, parse = got
