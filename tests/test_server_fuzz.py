@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trustjudge.serve._server import create_app
+from trustjudge.serve import create_app
 
 from .test_server import KEY, OPENAPI, serving
 
