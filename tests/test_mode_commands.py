@@ -36,8 +36,8 @@ class VerdictOptions:
     labels: tuple[str, ...] = option(("CORRECT", "WRONG"), "The verdicts a response may get.", parse=_labels,
                                      shown="CORRECT,WRONG")
     upper: bool = option(False, "Ask for the labels in upper case.")
-    tries: int = option(1, "How many tries (a number the task checks).", min=1, max=3)
-    margin: float | None = option(None, "A margin, if any.", min=0.0)
+    tries: int = option(1, "How many tries (a number the task checks).", ge=1, le=3)
+    margin: float | None = option(None, "A margin, if any.", ge=0.0)
     style: Literal["short", "long"] = option("short", "How the verdict is worded.")
     protocol: Literal["direct", "cot"] | None = option(None, "Protocol; default: the judge's.")
 

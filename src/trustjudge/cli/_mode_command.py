@@ -6,8 +6,8 @@ flag (``criteria --pairwise`` runs ``criteria-compare``). The command's mode opt
 the modes' options dataclasses, each field's ``metadata`` saying how (see :func:`trustjudge.modes._registry.option`):
 
 * ``bool`` is a flag (``--x``; ``--x/--no-x`` where the default is true); ``int``, ``float`` and ``str`` are
-  typed options (``min`` / ``max`` bound numbers; floats are always finite); a ``Literal`` or ``choices`` is a
-  choice; an optional field's option defaults to ``None`` (the mode's own default);
+  typed options (``ge`` / ``gt`` / ``le`` / ``lt`` bound numbers; floats are always finite); a ``Literal``
+  or ``choices`` is a choice; an optional field's option defaults to ``None`` (the mode's own default);
 * ``parse`` (``callable(str) -> value``) reads a type the command line cannot spell (a label set);
 * ``suite`` names the suite file field that supplies the option where the command line does not; a command
   whose modes have such fields takes ``--suite``;
@@ -267,11 +267,14 @@ def _option(f: dataclasses.Field[Any], hint: Any, prefix: str = "") -> _Option:
         return _Option(f.name, flag, dest, meta, _same,
                        click_option=click.option(flag, dest, is_flag=True, default=False, help=help_text))
     elif tp in (int, float):
-        low, high = meta.get("min"), meta.get("max")
+        low = meta.get("ge", meta.get("gt"))
+        high = meta.get("le", meta.get("lt"))
+        bounds = dict(min=low, max=high, min_open="ge" not in meta and "gt" in meta,
+                      max_open="le" not in meta and "lt" in meta)
         if tp is float:
-            kind = Finite(min=low, max=high)
+            kind = Finite(**bounds)
         else:
-            kind = click.IntRange(min=low, max=high) if low is not None or high is not None else click.INT
+            kind = click.IntRange(**bounds) if low is not None or high is not None else click.INT
     elif tp is str:
         kind = click.STRING
     else:  # a type the command line cannot spell: only a suite gives it

@@ -163,7 +163,7 @@ class RecordedCompareTask(CompareTask):
 class CompareOptions:
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.",
-                                 min=0.0)
+                                 ge=0.0)
 
 
 def build_compare(j: JudgeSettings, o: CompareOptions) -> CompareTask:
