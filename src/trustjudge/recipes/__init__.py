@@ -1,4 +1,5 @@
-"""Recipes: a benchmark's judging protocol as a shipped, versioned file, and the metric that gives its number.
+"""Benchmarks' judging protocols as shipped, versioned recipe files, with the metric of each (layer 7).
+
 
 ``trustjudge recipes`` lists them; ``trustjudge run RECIPE ITEMS`` judges the items as the recipe says and prints
 the benchmark's headline metric with a bootstrap interval over items (docs/benchmarks.md). In Python::
