@@ -18,7 +18,8 @@ import click
 from rich.markup import escape
 
 from ..engine._engine import BACKEND_ERROR
-from ..io._items import Item, Suite, load_suite
+from ..io._files import load_suite
+from ..io._items import Item, Suite
 from .._judge import Judge
 from ..modes._audits import checklist_audit, claims_audit, claims_sensitivity, criteria_audit, grounding_audit
 from ..report._modes import render_mode_report

@@ -2,7 +2,7 @@
 
 Supported formats (``FORMATS``):
 
-* ``items``: trustjudge's own JSONL / CSV (see :mod:`trustjudge.io._items`).
+* ``items``: trustjudge's own JSONL / CSV (see :mod:`trustjudge.io._files`).
 * ``pandalm``: PandaLM ``testset-v1.json``; rows are grouped into one item per prompt, responses are
   keyed by text, each row becomes one pair with its three annotators' labels.
 * ``llmbar``: LLMBar ``dataset.json``; one item per row with responses ``"1"`` and ``"2"``.
@@ -47,15 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from . import _frames
+from ._files import _array_records, _jsonl_records, iter_items
 from ._items import (
     Check,
     Criterion,
     Item,
     Pair,
     Response,
-    _array_records,
-    _jsonl_records,
-    iter_items,
     looks_like_item,
     shown,
     unicode_problem,
