@@ -5,6 +5,7 @@
   response per row grouped by consecutive ``id``). Loaders stream: they yield one :class:`Item` (or one
   :class:`InputError`) per line.
 - :func:`load_suite`: a suite file (JSON, or TOML for a ``.toml`` name).
+- :func:`load_array`: a whole JSON-array file (the dataset adapters' rows), raising an error naming the file;
 - :func:`decode_json`: strict JSON (no NaN/Infinity, no duplicate keys), for every loader of the package.
 
 The records' fields are checked by :mod:`trustjudge.io._items` (:func:`~trustjudge.io._items.parse_record`).
@@ -370,4 +371,24 @@ def load_suite(path: str | Path) -> Suite:
     return parse_suite(record, name)
 
 
-__all__ = ["decode_json", "iter_items", "left_out", "load_items", "load_suite"]
+def load_array(path: Path) -> list[Any]:
+    """Decode a whole JSON-array file, raising :class:`InputError` naming the file if it cannot."""
+    name = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"invalid UTF-8 at byte {exc.start}", file=name) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                         file=name) from None
+    except (ValueError, RecursionError) as exc:  # over-long integers, too deep nesting
+        raise InputError(f"not valid JSON: {'nested too deeply' if isinstance(exc, RecursionError) else exc}",
+                         file=name) from None
+    if not isinstance(data, list):
+        raise InputError(f"expected a JSON array of rows, got {type(data).__name__}", file=name)
+    return data
+
+
+__all__ = ["decode_json", "iter_items", "left_out", "load_array", "load_items", "load_suite"]
