@@ -37,9 +37,9 @@ def conflicts_by_item(run: AuditRun, *, scale: int | None = None, score_method: 
                       aggregation: str = "likelihood") -> tuple[int | None, dict[str, list[_Conflict]]]:
     """Return the scale used and, per item (input order), the pairs whose verdict contradicts the scores.
 
-    The rule is the conflict ratio's (``_audit.conflict_ratio``) with the report's delta, so the counts
-    add up to the audit's ``conflict[(scale, score_method, aggregation)].conflicts``. Default scale: 100
-    when present, else the largest.
+    The rule is the conflict ratio's (:func:`trustjudge.audit._consistency.conflict_ratio`) with the report's
+    delta, so the counts add up to the audit's ``conflict[(scale, score_method, aggregation)].conflicts``.
+    Default scale: 100 when present, else the largest.
     """
     scales = sorted(run.score_records)
     if scale is None:
