@@ -5,7 +5,7 @@
   response per row grouped by consecutive ``id``). Loaders stream: they yield one :class:`Item` (or one
   :class:`InputError`) per line.
 - :func:`load_suite`: a suite file (JSON, or TOML for a ``.toml`` name).
-- :func:`load_array`: a whole JSON-array file (the dataset adapters' rows), raising an error naming the file;
+- :func:`load_array`: a whole JSON-array file (the dataset adapters' rows), raising an error naming the file.
 - :func:`decode_json`: strict JSON (no NaN/Infinity, no duplicate keys), for every loader of the package.
 
 The records' fields are checked by :mod:`trustjudge.io._items` (:func:`~trustjudge.io._items.parse_record`).

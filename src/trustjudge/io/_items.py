@@ -15,6 +15,7 @@ Judging modes add optional fields (docs/modes.md)::
      "checklist": [{"id": "c1", "text": "Does it name the capital?", "weight": 1}],
      "responses": [{"id": "a", "text": "...", "checklist": [...],
                     "human_criteria": {"accuracy": 4}, "human_checks": {"c1": true}}]}
+
 The files these records come from are read by :mod:`trustjudge.io._files`.
 
 Coercions, all of them: a number where a text is expected is read as its JSON text (``"id": 3`` is ``"3"``);
