@@ -40,7 +40,8 @@ from rich.markup import escape
 
 from ..engine._engine import BACKEND_ERROR
 from ..errors import BackendError, ConfigError, InputError
-from ..io._items import Item, Suite, load_suite
+from ..io._files import load_suite
+from ..io._items import Item, Suite
 from ..io._outputs import atomic_output, readable_input, record_output, write_text
 from .._judge import Judge
 from ..modes._base import Task, check_item

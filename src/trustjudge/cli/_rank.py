@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.markup import escape
 
 from .._judge import Judge
-from ..io._items import Item, Suite, load_suite
+from ..io._files import load_suite
+from ..io._items import Item, Suite
 from ..io._outputs import readable_input, record_output, write_text
 from ..modes._prompts import LabelSet
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records

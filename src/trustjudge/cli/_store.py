@@ -34,7 +34,8 @@ from rich.table import Table
 
 from ..io._adapters import iter_dataset
 from ..engine._engine import Job
-from ..io._items import Item, Suite, load_suite
+from ..io._files import load_suite
+from ..io._items import Item, Suite
 from .._judge import Judge
 from ..modes._registry import MODES, Mode, get_mode
 from ..io._frames import is_parquet, require_parquet
