@@ -17,7 +17,7 @@ from .audit._audit import audit as run_audit
 from .engine._engine import Closing, Engine, EngineStats, Outcome, PlanSummary, ProgressFn
 from .audit._injection import INJECTION
 from .io._items import Check, Criterion, Item
-from .modes._prompts import YES_NO, LabelSet, Prompts, Protocol
+from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
 from .modes._prompts import scale as make_scale
 from .engine._asking import Question, Sampling, ask
 from .engine._asking import plan as plan_questions
@@ -85,8 +85,11 @@ class Judge:
             or a :class:`~trustjudge.backends.Backend`.
         store: a :class:`Store`, a path, or ``None`` for the default store file.
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
-        scale: 5, 10 or 100 points for ``score`` (default 10: on the default judge it separated answers
-            the 100-point scale tied, at half the cost; bench/results/consistency.md).
+        scale: the ``score`` scale: a top value (5, 10, 100: 1..N) or an integer range (``"0-5"``, ``"0-10"``);
+            default 10: on the default judge it separated answers the 100-point scale tied, at half the
+            cost (bench/results/consistency.md).
+        system: the system prompt of every judgment (default :data:`~trustjudge.modes._prompts.SYSTEM`); a
+            benchmark's own one replaces it. It is part of each prompt, so of each store key.
         closing: ``every`` (default) reads each label with its closing bracket, "57]": the exact
             probability that the judge writes that label and stops. ``needed`` reads the bracket only
             after labels that begin another label ("5" of "57"), so two-digit labels count the judge's
@@ -99,13 +102,13 @@ class Judge:
     """
 
     def __init__(self, judge: str | Backend = DEFAULT_JUDGE, *, store: Store | str | Path | None = None,
-                 protocol: Protocol = "direct", scale: int = 10, temperature: float = 0.0, seed: int = 0,
+                 protocol: Protocol = "direct", scale: int | str = 10, temperature: float = 0.0, seed: int = 0,
                  max_new_tokens: int = 256, min_label_mass: float = 1e-3, batch_size: int = 8,
                  chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
                  pairwise_template: str | Path | None = None, keep_distribution: bool = False,
                  max_retries: int = 4, retry_base_s: float = 0.5, closing: Closing = "every",
                  criterion_template: str | Path | None = None, check_template: str | Path | None = None,
-                 criterion_pair_template: str | Path | None = None) -> None:
+                 criterion_pair_template: str | Path | None = None, system: str | None = None) -> None:
         if protocol not in ("direct", "cot"):
             raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
         if closing not in ("every", "needed"):
@@ -119,7 +122,7 @@ class Judge:
         self.protocol: Protocol = protocol
         self.scale = make_scale(scale)
         self.prompts = Prompts.load(pointwise_template, pairwise_template, criterion_template, check_template,
-                                    criterion_pair_template)
+                                    criterion_pair_template, system=system)
         self.delta = delta
         self.chunk_size = max(1, chunk_size)
         self.keep_distribution = keep_distribution
@@ -164,17 +167,19 @@ class Judge:
         """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings."""
         return get_mode(mode).task_of(self, **options)
 
-    def score_task(self, scale: int | None = None, protocol: Protocol | None = None) -> Task:
+    def score_task(self, scale: int | str | None = None, protocol: Protocol | None = None) -> Task:
         """The pointwise task with this judge's settings (``scale``/``protocol`` override them)."""
         return self.task("score", scale=scale, protocol=protocol)
 
-    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None) -> Task:
-        return self.task("compare", protocol=protocol, delta=delta)
+    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None,
+                     labels: PairLabels | str | None = None) -> Task:
+        """The pairwise task (``labels``: verdict labels of your own, ``"A=first,B=second,BOTH_GOOD=tie"``)."""
+        return self.task("compare", protocol=protocol, delta=delta, labels=labels)
 
-    def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int = 5,
+    def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int | str = 5,
                       protocol: Protocol | None = None) -> Task:
         """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
-        descriptions are judged on 1..``scale`` (default 5)."""
+        descriptions are judged on ``scale`` (default 5: 1..5; a range such as ``"0-3"``)."""
         return self.task("criteria", criteria=tuple(criteria), reweight=reweight, scale=scale, protocol=protocol)
 
     def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
@@ -240,7 +245,7 @@ class Judge:
         return self.run(self.compare_task(), items, progress=progress)  # type: ignore[return-value]
 
     def criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, reweight: bool = False,
-                 scale: int = 5, progress: ProgressArg = None) -> Iterator[CriteriaRecord]:
+                 scale: int | str = 5, progress: ProgressArg = None) -> Iterator[CriteriaRecord]:
         """Judge every response on every criterion (the item's, else ``criteria``) and aggregate."""
         task = self.criteria_task(criteria, reweight=reweight, scale=scale)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
@@ -312,12 +317,17 @@ class Judge:
         return self.task(mode)
 
     def _template_hash(self, mode: str) -> str:
+        """The identity of the prompt a calibration of ``mode`` holds for: its template, and the system prompt
+        where it is not the default (so a calibration fitted before ``system=`` existed still fits)."""
+        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template
         if mode == "compare":
-            return template_hash(self.prompts.pairwise.template)
-        if mode == "checklist":
-            return template_hash(self.prompts.check.template)
-        from .modes._prompts import VERIFY_FIELDS, read_template
-        return template_hash(read_template(None, "verify.txt", VERIFY_FIELDS).template)
+            text = self.prompts.pairwise.template
+        elif mode == "checklist":
+            text = self.prompts.check.template
+        else:
+            text = read_template(None, "verify.txt", VERIFY_FIELDS).template
+        system = self.prompts.system
+        return template_hash(text if system == SYSTEM else f"{system}\x00{text}")
 
     def _protocol_of(self, task: Task) -> str:
         return str(getattr(task, "protocol", "direct"))
@@ -360,6 +370,14 @@ class Judge:
             if not override:
                 raise ConfigError(f"the calibration file does not fit this judging (labels: calibrated YES/NO, now "
                                   f"{'/'.join(labels.labels)}; it was fitted for judge {calibration.judge}): pass "
+                                  "--calibration-override to use it anyway (every record then says so)")
+            checked = replace(checked, overridden=[*checked.overridden, "labels"])
+        # A compare calibration is fitted on A/B/C verdicts (`calibrate` asks those): the preferences of labels
+        # of one's own are other probabilities.
+        if mode == "compare" and labels is not None:
+            if not override:
+                raise ConfigError(f"the calibration file does not fit this judging (verdict labels: calibrated A/B/C, "
+                                  f"now {labels.describe()}; it was fitted for judge {calibration.judge}): pass "
                                   "--calibration-override to use it anyway (every record then says so)")
             checked = replace(checked, overridden=[*checked.overridden, "labels"])
         return checked

@@ -32,6 +32,7 @@ from ._common import err, is_utf8, print_plan, progress, records_note
 from ._inputs import changed, digest, read_items, scan, stream_items
 from ._options import (
     MAX_PAIRS_OPTION,
+    SCALE_RANGE,
     CalibrationOptions,
     Finite,
     JudgeOptions,
@@ -161,8 +162,9 @@ def _all_items(path: Path, skip_invalid: bool, fmt: str, max_pairs: int | None =
 @output_options(stdout=True)
 @SUITE
 @REWEIGHT
-@click.option("--scale", type=click.Choice(["5", "10"]), default=None,
-              help="Scale of criteria without level descriptions [default: the suite's, else 5].")
+@click.option("--scale", type=SCALE_RANGE, default=None,
+              help="Scale of criteria without level descriptions: a top value N (1..N) or an integer range LO-HI "
+                   "(0-3) [default: the suite's, else 5].")
 @click.option("--pairwise", is_flag=True, help="Compare the responses of each item per criterion, in both orders, "
                                                "instead of scoring them.")
 @click.option("--graded", is_flag=True, help="With --pairwise: 5-way verdicts (A>>B .. B>>A) with an expected margin.")
@@ -181,7 +183,7 @@ def criteria(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Ju
     bound = max_pairs if pairwise or audit_out is not None or report_out is not None else None
     judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out}, inputs=(suite,))
     s = _suite(suite)
-    points = int(scale) if scale else (s.scale or 5)
+    points: int | str = scale if scale else (s.scale or 5)
 
     def task_of(j: Judge) -> Task:
         if pairwise:

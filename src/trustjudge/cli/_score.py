@@ -19,13 +19,14 @@ from ..modes._registry import Mode, get_mode
 from ..io._outputs import readable_input, record_output
 from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 from ..modes._base import Task
-from ..errors import BackendError
+from ..errors import BackendError, ConfigError
+from ..modes._prompts import PairLabels
 from ._common import err, is_utf8, print_plan, progress, records_note, warn_top_k
 from ._inputs import changed, digest, read_items, scan, stream_items
 from . import _calibrated as calibrated
 from ._options import (
     MAX_PAIRS_OPTION,
-    SCALES,
+    SCALE_RANGE,
     CalibrationOptions,
     Finite,
     JudgeOptions,
@@ -98,7 +99,7 @@ class _Scores(_Summary):
                 self.counts[m] += 1
 
     def table(self, j: Judge) -> Table:
-        table = Table(title=escape(f"Scores ({j.name}, protocol {j.protocol}, scale 1-{j.scale.points})"))
+        table = Table(title=escape(f"Scores ({j.name}, protocol {j.protocol}, scale {j.scale.span})"))
         for col in ("method", "mean", "scored", "unscored"):
             table.add_column(col, justify="right" if col != "method" else "left")
         for m in SCORE_METHODS:
@@ -177,12 +178,20 @@ def _run(mode: Mode, task_of: Callable[[Judge], Task], per_item: Callable[[Item]
         j.close()
 
 
+def _pair_labels(ctx: click.Context, param: click.Parameter, value: str | None) -> PairLabels | None:
+    try:
+        return None if value is None else PairLabels.parse(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
 @click.command("score")
 @input_options
 @judge_options("score")
 @output_options(stdout=True)
-@click.option("--scale", type=SCALES, default="10", show_default=True,
-              help="Rating scale 1..N (10: the default judge's best trade-off, bench/results/consistency.md).")
+@click.option("--scale", type=SCALE_RANGE, default="10", show_default=True,
+              help="Rating scale: a top value N (1..N; 10: the default judge's best trade-off, "
+                   "bench/results/consistency.md) or an integer range LO-HI (0-5, 0-10).")
 @click.option("--distribution", is_flag=True, help="Include each response's full label distribution.")
 @calibration_options("score")
 def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
@@ -190,7 +199,7 @@ def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
     """Score every response under every method (discrete, geval, expected, trustjudge)."""
     judging.guard(items, {"--out": out})
     _run(get_mode("score"), lambda j: j.score_task(), lambda it: len(it.responses), _Scores(), readable_input(items),
-         out, dry_run, skip_invalid, quiet, judging, {"scale": int(scale), "keep_distribution": distribution}, fmt)
+         out, dry_run, skip_invalid, quiet, judging, {"scale": scale, "keep_distribution": distribution}, fmt)
 
 
 @click.command("compare")
@@ -199,13 +208,19 @@ def score(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
 @output_options(stdout=True)
 @click.option("--delta", default=0.0, show_default=True, type=Finite(min=0.0),
               help="Tie margin for likelihood and ppl aggregation.")
+@click.option("--labels", "pair_labels", metavar="LABEL=first|second|tie,...", default=None, callback=_pair_labels,
+              help="Verdict labels of your own, each with the preference it stands for (first: the response shown "
+                   "as A), e.g. A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie; records keep each label's probability. "
+                   "Default: A, B, C.")
 @MAX_PAIRS_OPTION
 @calibration_options("compare")
 def compare(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
-            dry_run: bool, delta: float, max_pairs: int, calibrating: CalibrationOptions) -> None:
+            dry_run: bool, delta: float, pair_labels: PairLabels | None, max_pairs: int,
+            calibrating: CalibrationOptions) -> None:
     """Compare pairs in both orders under every aggregation (single, two_pass, likelihood, ppl); with
     --calibration, each verdict also calibrated (and with --target-agreement, kept or abstained on)."""
     judging.guard(items, {"--out": out, "--summary": calibrating.summary}, inputs=(calibrating.path,))
-    _run(get_mode("compare"), lambda j: j.compare_task(), lambda it: 2 * len(it.all_pairs()), _Verdicts(),
+    _run(get_mode("compare"), lambda j: j.compare_task(labels=pair_labels), lambda it: 2 * len(it.all_pairs()),
+         _Verdicts(),
          readable_input(items), out, dry_run, skip_invalid, quiet, judging, {"delta": delta}, fmt, max_pairs,
          calibrating)
