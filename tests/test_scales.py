@@ -319,3 +319,32 @@ def test_pair_labels_and_system_on_the_bundled_judge(tmp_path: Path) -> None:
     again = Judge("llamacpp/smollm2-135m", store=Store(store), system=system)
     assert [r.to_dict() for r in again.run(again.compare_task(labels=AUTOFIGURE), [ITEM])] == [rec.to_dict()]
     assert again.stats.model_calls == 0
+
+
+def test_judge_config_checks_scale_and_system_up_front() -> None:
+    from trustjudge import JudgeConfig
+
+    assert JudgeConfig(scale="0-5").scale == "0-5" and JudgeConfig(system="Be brief.").system == "Be brief."
+    for bad in ({"scale": "5-5"}, {"scale": "x"}, {"system": ""}):
+        with pytest.raises(ConfigError):
+            JudgeConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_the_service_takes_ranges_and_pair_labels(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve._app import create_app
+
+    app = create_app("mock/hash", store_path=tmp_path / "s.sqlite")
+    items = [{"id": "q", "question": "Q?", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]}]
+    try:
+        c = TestClient(app)
+        r = c.post("/v1/score", json={"items": items, "scale": "0-5"})
+        assert r.status_code == 200 and r.json()["records"][0]["scale_min"] == 0
+        r = c.post("/v1/compare", json={"items": items, "labels": AUTOFIGURE})
+        assert r.status_code == 200 and set(r.json()["records"][0]["label_probabilities"]) == {
+            "A", "B", "BOTH_GOOD", "BOTH_BAD"}
+        r = c.post("/v1/score", json={"items": items, "scale": "5-5"})
+        assert r.status_code == 400 and "two or more levels" in r.json()["detail"]
+    finally:
+        app.state.judge.close()

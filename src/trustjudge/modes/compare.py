@@ -186,7 +186,8 @@ class RecordedCompareTask(CompareTask):
 @dataclass(frozen=True)
 class CompareOptions:
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
-    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.")
+    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.",
+                                 ge=0.0)
     labels: PairLabels | str | None = option(
         None, 'Verdict labels of your own, each with the preference it stands for, e.g. '
               '"A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie" (first: the response shown as A); default A, B, C.')
