@@ -567,3 +567,11 @@ def _shared_fields(question: str, context: str | None, reference: str | None, sc
     """The fields every response to one question shares, quoted once (copied before use)."""
     return dict(question=quote(question, tags), scale_min=scale_min, scale_max=scale_max, task=task,
                 **_blocks(context, reference, tags, grounding))
+
+
+def scale_text(text: str) -> int | str:
+    """A scale as a command line gives it (``10``, ``0-5``), checked (:func:`scale`): a top value as an int,
+    a range as its text."""
+    scale(text)
+    stripped = text.strip()
+    return int(stripped) if stripped.isdigit() else stripped

@@ -190,7 +190,8 @@ class CompareOptions:
                                  ge=0.0)
     labels: PairLabels | str | None = option(
         None, 'Verdict labels of your own, each with the preference it stands for, e.g. '
-              '"A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie" (first: the response shown as A); default A, B, C.')
+              '"A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie" (first: the response shown as A); default A, B, C.',
+        parse=PairLabels.parse, flag="--labels", shown="A, B, C")
 
 
 def label_probabilities(labels: PairLabels, p1: Sequence[float], p2: Sequence[float]) -> dict[str, float] | None:

@@ -38,6 +38,7 @@ from ._base import (
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._prompts import scale as make_scale
+from ._prompts import scale_text
 from ._prompts import CRITERION_FIELDS
 
 POSITION = 30
@@ -180,16 +181,16 @@ class CriteriaTask(Task):
 
 @dataclass(frozen=True)
 class CriteriaOptions:
-    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
+    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).", suite="criteria")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
     scale: int | str = option(5, "Scale of criteria without level descriptions: a top value (5: 1..5) or an "
-                                 "integer range ('0-3').")
+                                 "integer range ('0-3').", suite="scale", parse=scale_text)
     scale_min: int | None = option(None, "Bottom of that scale when it is given by its top (0: 0..scale); "
                                          "default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
-                                                  "judge's.")
+                                                  "judge's.", flag="--distribution")
 
 
 def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:

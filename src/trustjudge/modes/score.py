@@ -32,6 +32,7 @@ from ._base import (
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._prompts import scale as make_scale
+from ._prompts import scale_text
 from ._prompts import POINTWISE_FIELDS
 
 POSITION = 10
@@ -102,12 +103,12 @@ class ScoreTask(Task):
 @dataclass(frozen=True)
 class ScoreOptions:
     scale: int | str | None = option(None, "Rating scale: a top value (10: 1..10) or any integer range ('0-5', "
-                                           "'0-10'); default: the judge's.")
+                                           "'0-10'); default: the judge's.", parse=scale_text)
     scale_min: int | None = option(None, "Bottom of the scale when it is given by its top (0 with scale 10: "
                                          "0..10); default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
-                                                  "judge's.")
+                                                  "judge's.", flag="--distribution")
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
