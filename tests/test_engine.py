@@ -225,16 +225,20 @@ def test_compiled_user_template_keeps_dollar_escapes(tmp_path: Path) -> None:
 
 
 def test_record_to_dict_equals_dataclasses_asdict(tmp_path: Path) -> None:
-    from dataclasses import asdict
+    from dataclasses import asdict, fields
+
+    def omitted(rec: object) -> set[str]:  # the optional fields, left out when None
+        return {f.name for f in fields(rec) if f.metadata.get("omit_none")}  # type: ignore[arg-type]
 
     judge = Judge(MockBackend(), store=tmp_path / "s.sqlite", scale=5)
     items = items_from_dicts(small_items())
     for rec in judge.compare(items):
-        assert rec.to_dict() == {k: v for k, v in asdict(rec).items() if k != "closing" or v is not None}
+        assert omitted(rec) >= {"closing"}
+        assert rec.to_dict() == {k: v for k, v in asdict(rec).items() if k not in omitted(rec) or v is not None}
         assert rec.to_dict()["orders"] is not rec.orders  # a copy: editing it leaves the record alone
     for srec in judge.score(items):
-        want = {k: v for k, v in asdict(srec).items()
-                if k not in ("critique", "distribution", "closing") or v is not None}
+        assert omitted(srec) >= {"critique", "distribution", "closing"}
+        want = {k: v for k, v in asdict(srec).items() if k not in omitted(srec) or v is not None}
         assert srec.to_dict() == want
 
 

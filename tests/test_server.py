@@ -194,10 +194,10 @@ def test_more_item_problems(client: httpx.Client, path: str, items: Any, loc: li
 
 
 def test_bad_option_uses_the_same_422_shape(client: httpx.Client) -> None:
-    r = client.post("/v1/score", json={"items": small_items(), "scale": 7})
+    r = client.post("/v1/score", json={"items": small_items(), "scale_min": "low"})  # any scale range is valid
     assert r.status_code == 422
     (problem,) = r.json()["detail"]
-    assert problem["loc"] == ["body", "scale"] and problem["item"] is None and set(problem) == {
+    assert problem["loc"] == ["body", "scale_min"] and problem["item"] is None and set(problem) == {
         "type", "loc", "msg", "item", "field"}
 
 

@@ -18,6 +18,8 @@ from typing import Any
 from .engine._asking import Protocol
 from .engine._engine import Closing
 from .errors import ConfigError
+from .modes._prompts import check_system
+from .modes._prompts import scale as make_scale
 
 __all__ = ["TEMPLATE_NAMES", "JudgeConfig"]
 
@@ -32,7 +34,8 @@ class JudgeConfig:
     """How a judge asks and reads its judgments (see :class:`~trustjudge.Judge` for what each does)."""
 
     protocol: Protocol = "direct"
-    scale: int = 10
+    scale: int | str = 10
+    """The ``score`` scale: a top value (10: 1..10) or an integer range ("0-5")."""
     temperature: float = 0.0
     seed: int = 0
     max_new_tokens: int = 256
@@ -46,6 +49,8 @@ class JudgeConfig:
     closing: Closing = "every"
     templates: Mapping[str, str | Path] = field(default_factory=dict)
     """User templates by name (:data:`TEMPLATE_NAMES`): a path, or the template's text; the rest are packaged."""
+    system: str | None = None
+    """The system prompt of every judgment; ``None``: the packaged one. Part of every prompt, so of every key."""
 
     def __post_init__(self) -> None:
         if self.protocol not in ("direct", "cot"):
@@ -63,6 +68,9 @@ class JudgeConfig:
             if not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
                 span = f"between {low:g} and {high:g}" if math.isfinite(high) else f"of {low:g} or more"
                 raise ConfigError(f"{name} must be a finite number {span}, got {value!r}")
+        make_scale(self.scale)  # any integer range; a bad one is named here, before any work
+        if self.system is not None:
+            check_system(self.system)
         unknown = sorted(set(self.templates) - set(TEMPLATE_NAMES))
         if unknown:
             raise ConfigError(f"unknown template name(s) {', '.join(map(repr, unknown))}: the templates are "

@@ -16,7 +16,7 @@ from .audit._audit import audit as run_audit
 from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressFn
 from .audit._injection import injected as steer
 from .io._items import Check, Criterion, Item
-from .modes._prompts import YES_NO, LabelSet, Prompts, Protocol
+from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
 from .modes._prompts import scale as make_scale
 from .engine._asking import Question, Sampling, ask
 from .engine._asking import plan as plan_questions
@@ -72,8 +72,11 @@ class Judge:
         config: every other setting, as one :class:`~trustjudge.JudgeConfig`; keyword settings change it
             (``Judge(name, scale=5)``; ``templates={"pointwise": PATH}``, or ``pointwise_template=PATH``).
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
-        scale: 5, 10 or 100 points for ``score`` (default 10: on the default judge it separated answers
-            the 100-point scale tied, at half the cost; bench/results/consistency.md).
+        scale: the ``score`` scale: a top value (5, 10, 100: 1..N) or an integer range (``"0-5"``, ``"0-10"``);
+            default 10: on the default judge it separated answers the 100-point scale tied, at half the
+            cost (bench/results/consistency.md).
+        system: the system prompt of every judgment (default :data:`~trustjudge.modes._prompts.SYSTEM`); a
+            benchmark's own one replaces it. It is part of each prompt, so of each store key.
         closing: ``every`` (default) reads each label with its closing bracket, "57]": the exact
             probability that the judge writes that label and stops. ``needed`` reads the bracket only
             after labels that begin another label ("5" of "57"), so two-digit labels count the judge's
@@ -97,7 +100,7 @@ class Judge:
         self.protocol: Protocol = config.protocol
         self.scale = make_scale(config.scale)
         templates = config.templates
-        self.prompts = Prompts.load(*(templates.get(name) for name in TEMPLATE_NAMES))
+        self.prompts = Prompts.load(*(templates.get(name) for name in TEMPLATE_NAMES), system=config.system)
         self.delta = config.delta
         self.chunk_size = config.chunk_size
         self.keep_distribution = config.keep_distribution
@@ -143,17 +146,19 @@ class Judge:
         """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings."""
         return get_mode(mode).task_of(self, **options)
 
-    def score_task(self, scale: int | None = None, protocol: Protocol | None = None) -> Task:
+    def score_task(self, scale: int | str | None = None, protocol: Protocol | None = None) -> Task:
         """The pointwise task with this judge's settings (``scale``/``protocol`` override them)."""
         return self.task("score", scale=scale, protocol=protocol)
 
-    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None) -> Task:
-        return self.task("compare", protocol=protocol, delta=delta)
+    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None,
+                     labels: PairLabels | str | None = None) -> Task:
+        """The pairwise task (``labels``: verdict labels of your own, ``"A=first,B=second,BOTH_GOOD=tie"``)."""
+        return self.task("compare", protocol=protocol, delta=delta, labels=labels)
 
-    def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int = 5,
+    def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int | str = 5,
                       protocol: Protocol | None = None) -> Task:
         """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
-        descriptions are judged on 1..``scale`` (default 5)."""
+        descriptions are judged on ``scale`` (default 5: 1..5; a range such as ``"0-3"``)."""
         return self.task("criteria", criteria=tuple(criteria), reweight=reweight, scale=scale, protocol=protocol)
 
     def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
@@ -219,7 +224,7 @@ class Judge:
         return self.run(self.compare_task(), items, progress=progress)  # type: ignore[return-value]
 
     def criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, reweight: bool = False,
-                 scale: int = 5, progress: ProgressArg = None) -> Iterator[CriteriaRecord]:
+                 scale: int | str = 5, progress: ProgressArg = None) -> Iterator[CriteriaRecord]:
         """Judge every response on every criterion (the item's, else ``criteria``) and aggregate."""
         task = self.criteria_task(criteria, reweight=reweight, scale=scale)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
@@ -289,12 +294,17 @@ class Judge:
         return self.task(mode)
 
     def _template_hash(self, mode: str) -> str:
+        """The identity of the prompt a calibration of ``mode`` holds for: its template, and the system prompt
+        where it is not the default (so a calibration fitted before ``system=`` existed still fits)."""
+        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template
         if mode == "compare":
-            return template_hash(self.prompts.pairwise.template)
-        if mode == "checklist":
-            return template_hash(self.prompts.check.template)
-        from .modes._prompts import VERIFY_FIELDS, read_template
-        return template_hash(read_template(None, "verify.txt", VERIFY_FIELDS).template)
+            text = self.prompts.pairwise.template
+        elif mode == "checklist":
+            text = self.prompts.check.template
+        else:
+            text = read_template(None, "verify.txt", VERIFY_FIELDS).template
+        system = self.prompts.system
+        return template_hash(text if system == SYSTEM else f"{system}\x00{text}")
 
     def _protocol_of(self, task: Task) -> str:
         return str(getattr(task, "protocol", "direct"))
@@ -337,6 +347,14 @@ class Judge:
             if not override:
                 raise ConfigError(f"the calibration file does not fit this judging (labels: calibrated YES/NO, now "
                                   f"{'/'.join(labels.labels)}; it was fitted for judge {calibration.judge}): pass "
+                                  "--calibration-override to use it anyway (every record then says so)")
+            checked = replace(checked, overridden=[*checked.overridden, "labels"])
+        # A compare calibration is fitted on A/B/C verdicts (`calibrate` asks those): the preferences of labels
+        # of one's own are other probabilities.
+        if mode == "compare" and labels is not None:
+            if not override:
+                raise ConfigError(f"the calibration file does not fit this judging (verdict labels: calibrated A/B/C, "
+                                  f"now {labels.describe()}; it was fitted for judge {calibration.judge}): pass "
                                   "--calibration-override to use it anyway (every record then says so)")
             checked = replace(checked, overridden=[*checked.overridden, "labels"])
         return checked

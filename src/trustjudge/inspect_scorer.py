@@ -214,7 +214,9 @@ def _score_value(record: RecordBase, judge: Judge, method: str) -> Score:
         "distribution": record.distribution, "scores": dict(record.scores), "entropy": record.entropy,
         "unscored": record.unscored, "record": record.to_dict(),
     }
-    what = (f"{_how(judge, method, f'1-{record.scale}', record.method)}; label mass {fmt_number(record.label_mass)}; "
+    low = 1 if record.scale_min is None else record.scale_min
+    what = (f"{_how(judge, method, f'{low}-{record.scale}', record.method)}; "
+            f"label mass {fmt_number(record.label_mass)}; "
             f"top labels {top_labels(record.distribution)}")
     return _result(value, record.unscored, meta, what)
 

@@ -31,6 +31,7 @@ from .engine import _scoring as S
 from ._integrations import check_method, clip, fmt_number, fmt_scores, one_item, top_labels
 from .io._items import Criterion
 from ._judge import Judge
+from .modes._prompts import scale as scale_of
 from .modes._records import CompareRecord, CriteriaRecord, CriterionResult, ScoreRecord
 from .backends import DEFAULT_JUDGE
 from .errors import ConfigError
@@ -124,7 +125,7 @@ def assert_scores_at_least(judge: Judge, question: str, response: str, minimum: 
 
 
 def assert_scores_at_least(judge: Judge, question: str, response: str, minimum: float, method: str = "trustjudge",
-                           scale: int = 10, criterion: Criterion | None = None, *, context: str | None = None,
+                           scale: int | str = 10, criterion: Criterion | None = None, *, context: str | None = None,
                            reference: str | None = None) -> ScoreRecord | CriteriaRecord:
     """Assert that ``response`` scores at least ``minimum`` under ``method`` (on ``criterion``, if given).
 
@@ -134,7 +135,8 @@ def assert_scores_at_least(judge: Judge, question: str, response: str, minimum: 
     """
     __tracebackhide__ = True
     check_method(method)
-    top = len(criterion.levels) if criterion is not None and criterion.levels else scale
+    top = (max(criterion.level_values()) if criterion is not None and criterion.levels
+           else scale_of(scale).points)
     if isinstance(minimum, bool) or not isinstance(minimum, (int, float)) or not math.isfinite(minimum) \
             or minimum > top:
         raise ConfigError(f"minimum must be a finite number no higher than the scale's top {top}, got {minimum!r}")

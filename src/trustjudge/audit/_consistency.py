@@ -130,7 +130,7 @@ def _triangle_kind(o1: Relation, o2: Relation, o3: Relation) -> Violation | None
 def _cr_counts(score_records: Sequence[Record], compare_records: Sequence[Record], score_method: str,
                agg_method: str, delta: float) -> tuple[Floats, int]:
     """Per item ``[conflicts, counted, ties]`` (items x 3) and the number of excluded pairs."""
-    if len({r.get("scale") for r in score_records}) > 1:
+    if len({(r.get("scale"), r.get("scale_min")) for r in score_records}) > 1:  # 0-10 and 1-10 differ too
         raise ValueError("score records mix scales; pass one scale at a time")
     scores = {(str(r["item_id"]), str(r["response_id"])): score_value(r, score_method) for r in score_records}
     index: dict[str, int] = {}

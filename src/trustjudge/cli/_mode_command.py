@@ -224,6 +224,22 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _int_or_text(tp: Any) -> tuple[bool, bool]:
+    """``int | str`` (``| None``) -> ``(True, optional)``: a text option whose value the mode's build reads (a
+    scale range such as ``0-5``), a whole number given as one; anything else -> ``(False, False)``."""
+    if typing.get_origin(tp) not in (Union, types.UnionType):
+        return False, False
+    args = set(typing.get_args(tp))
+    optional = type(None) in args
+    return args - {type(None)} == {int, str}, optional
+
+
+def _int_or_same(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
 def _parser(parse: Callable[[str], Any], flag: str) -> Callable[[Any], Any]:
     def convert(value: Any) -> Any:
         try:
@@ -252,6 +268,9 @@ def _option(f: dataclasses.Field[Any], hint: Any, prefix: str = "") -> _Option:
     default = f.default if f.default is not dataclasses.MISSING else None
     suite = meta.get("suite")
     tp, optional = _optional(hint)
+    either, either_optional = _int_or_text(hint)
+    if either:
+        tp, optional = str, either_optional
     choices = meta.get("choices")
     if choices is None and typing.get_origin(tp) is Literal:
         choices = typing.get_args(tp)
@@ -279,6 +298,8 @@ def _option(f: dataclasses.Field[Any], hint: Any, prefix: str = "") -> _Option:
             kind = click.IntRange(**bounds) if low is not None or high is not None else click.INT
     elif tp is str:
         kind = click.STRING
+        if either:
+            convert = _int_or_same
     else:  # a type the command line cannot spell: only a suite gives it
         return _Option(f.name, flag, dest, meta, _same)
     if suite is not None:

@@ -26,6 +26,8 @@ from ..io._outputs import check_outputs
 from ..engine._store import default_store_path
 from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
+from ..modes._prompts import check_system
+from ..modes._prompts import scale as make_scale
 from ._inputs import MAX_PAIRS, InputFormat
 
 Command = Callable[..., Any]
@@ -36,6 +38,22 @@ judge with (:func:`make_judge` when a command runs on its own)."""
 JUDGE_HELP = ("Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path (folder or "
               ".gguf), mock/hash.")
 SCALES = click.Choice(["5", "10", "100"])
+
+
+class ScaleRange(click.ParamType):  # type: ignore[type-arg,unused-ignore]
+    """A rating scale: a top value (``10``: 1..10) or an integer range (``0-5``), checked before any work."""
+
+    name = "N|LO-HI"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            make_scale(str(value))
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value).strip()
+
+
+SCALE_RANGE = ScaleRange()
 
 
 class Finite(click.FloatRange):
@@ -66,6 +84,30 @@ MIN_LABEL_MASS = click.option("--min-label-mass", default=1e-3, show_default=Tru
 CLOSING = click.option("--closing", type=click.Choice(["every", "needed"]), default="every", show_default=True,
                        help="every: each label read with its closing bracket (exact); needed: only labels that "
                             "begin another (5 of 57): 10x fewer label reads on 100 points, not exact.")
+
+
+def _system_text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--system``: the text of an existing file (UTF-8), else the text as given; checked before any work."""
+    if value is None:
+        return None
+    path = Path(value)
+    text = value
+    try:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read the system prompt file {value}: {exc}", ctx=ctx, param=param) from None
+    except ValueError:  # a text that cannot be a path (a NUL in it): the text itself, refused below
+        pass
+    try:
+        return check_system(text)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+SYSTEM = click.option("--system", "system", metavar="FILE|TEXT", default=None, callback=_system_text,
+                      help="The judge's system prompt: a file's text, or the text itself (default: the built-in "
+                           "one). Part of every prompt, so of every store key.")
 MAX_PAIRS_OPTION = click.option(
     "--max-pairs", default=MAX_PAIRS, show_default=True, type=click.IntRange(min=1),
     help="Refuse (before any judging) an item with more pairs than this: n responses make n(n-1)/2 pairs, each "
@@ -109,6 +151,7 @@ class JudgeOptions:
     criterion_template: Path | None = None
     criterion_pair_template: Path | None = None
     check_template: Path | None = None
+    system: str | None = None
     factory: JudgeFactory = field(default=make_judge, repr=False, compare=False)
 
     def make(self, **extra: Any) -> Judge:
@@ -116,7 +159,8 @@ class JudgeOptions:
         return self.factory(self.judge, self.store, self.protocol, self.batch_size, self.temperature, self.seed,
                             self.max_new_tokens, self.min_label_mass, self.ray_address, closing=self.closing,
                             pointwise_template=self.pointwise_template, pairwise_template=self.pairwise_template,
-                            **{name: getattr(self, name) for name in _MODE_TEMPLATES if getattr(self, name)}, **extra)
+                            **{name: getattr(self, name) for name in _MODE_TEMPLATES if getattr(self, name)},
+                            **({"system": self.system} if self.system is not None else {}), **extra)
 
     def guard(self, items: Path, outputs: dict[str, Path | None], inputs: tuple[Path | None, ...] = ()) -> None:
         """Refuse, before any work, outputs that would overwrite the input, a template, the command's other
@@ -150,7 +194,8 @@ Template = tuple[str, str, str]
 """A template option: its flag, the :class:`JudgeOptions` field it sets, and its help."""
 JUDGE_FLAGS = {"--judge": "judge", "--protocol": "protocol", "--store": "store", "--batch-size": "batch_size",
                "--temperature": "temperature", "--seed": "seed", "--max-new-tokens": "max_new_tokens",
-               "--min-label-mass": "min_label_mass", "--closing": "closing", "--ray": "ray_address"}
+               "--min-label-mass": "min_label_mass", "--closing": "closing", "--ray": "ray_address",
+               "--system": "system"}
 """The judge and engine options by flag, with the :class:`JudgeOptions` field each sets."""
 TEMPLATE_FIELDS = {"pointwise": "pointwise_template", "pairwise": "pairwise_template",
                    "criterion": "criterion_template", "criterion_pair": "criterion_pair_template",
@@ -191,7 +236,7 @@ def judge_options(*kinds: str, templates: list[Template] | None = None, refuses:
         template_options = [_refused("--template", None, command, refused["--template"], expose=False)]
     options: list[Callable[[Command], Command]] = [
         JUDGE, protocol, STORE, BATCH_SIZE, TEMPERATURE, SEED, max_new_tokens, MIN_LABEL_MASS, CLOSING,
-        *template_options[:1], RAY, *template_options[1:]]
+        *template_options[:1], SYSTEM, RAY, *template_options[1:]]
 
     def decorate(fn: Command) -> Command:
         @functools.wraps(fn)

@@ -81,8 +81,8 @@ class _Scores(_Tabled):
                 self.counts[m] += 1
 
     def table(self, j: Judge, task: Task) -> Table:
-        points = getattr(task, "scale", j.scale).points
-        table = Table(title=escape(f"Scores ({j.name}, protocol {task.protocol}, scale 1-{points})"))
+        span = getattr(task, "scale", j.scale).span
+        table = Table(title=escape(f"Scores ({j.name}, protocol {task.protocol}, scale {span})"))
         for col in ("method", "mean", "scored", "unscored"):
             table.add_column(col, justify="right" if col != "method" else "left")
         for m in SCORE_METHODS:

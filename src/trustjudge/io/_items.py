@@ -37,6 +37,8 @@ from ..errors import InputError
 
 MAX_FIELD_CHARS = 1_000_000
 MAX_WEIGHT = 1e6
+MAX_LEVELS = 101
+"""The most levels a criterion may describe (0-100 has 101)."""
 """The largest weight of a criterion or check. Weights are relative (only their ratios matter), and a bound
 keeps every weighted sum finite (``1e308`` would overflow it)."""
 HUMAN_ALIASES = {
@@ -80,16 +82,25 @@ def _weight_arg(value: Any, where: str) -> float:
 class Criterion:
     """A named rubric criterion: judged on its own, combined into a weighted aggregate.
 
+    Its levels are judged on 1..N by default; ``values`` gives each level another integer value (a 0-3
+    scale: ``values=(0, 1, 2, 3)``), ``labels`` a name the judge answers with instead of the number (a
+    labelled scale: ``labels=("poor", "fair", "good")``, each standing for its value).
+
     Raises:
         InputError: the name or description is empty or not a string, the weight is not a finite number
-            from 0 to :data:`MAX_WEIGHT`, or the levels are not 2 to 10 texts.
+            from 0 to :data:`MAX_WEIGHT`, the levels are not 2 to :data:`MAX_LEVELS` texts, or the values or
+            labels are not one per level (distinct integers; distinct labels without brackets).
     """
 
     name: str
     description: str
     weight: float = 1.0
     levels: tuple[str, ...] = ()
-    """Descriptions of the levels 1..N, lowest first (N = len(levels)); empty: the task's scale."""
+    """Descriptions of the levels, lowest first (N = len(levels)); empty: the task's scale."""
+    values: tuple[int, ...] = ()
+    """Each level's value, in the order of :attr:`levels`; empty: 1..N."""
+    labels: tuple[str, ...] = ()
+    """Each level's label, what the judge answers (a labelled scale); empty: the values' decimal numbers."""
 
     def __post_init__(self) -> None:
         _text_arg(self.name, "name")
@@ -99,9 +110,36 @@ class Criterion:
             raise InputError(f"must be a sequence of level descriptions, got {type(self.levels).__name__}",
                              field="levels")
         levels = tuple(_text_arg(v, f"levels[{k}]") for k, v in enumerate(self.levels))
-        if levels and not 2 <= len(levels) <= 10:
-            raise InputError(f"must describe 2 to 10 levels, got {len(levels)}", field="levels")
+        if levels and not 2 <= len(levels) <= MAX_LEVELS:
+            raise InputError(f"must describe 2 to {MAX_LEVELS} levels, got {len(levels)}", field="levels")
         object.__setattr__(self, "levels", levels)
+        values = tuple(self.values)
+        if values:
+            if len(values) != len(levels):
+                raise InputError(f"must give one value per level ({len(levels)}), got {len(values)}",
+                                 field="values")
+            for k, v in enumerate(values):
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise InputError(f"must be an integer, got {v!r}", field=f"values[{k}]")
+            if len(set(values)) != len(values):
+                raise InputError(f"must be distinct, got {list(values)}", field="values")
+        object.__setattr__(self, "values", values)
+        labels = tuple(_text_arg(v, f"labels[{k}]") for k, v in enumerate(self.labels))
+        if labels:
+            if len(labels) != len(levels):
+                raise InputError(f"must give one label per level ({len(levels)}), got {len(labels)}",
+                                 field="labels")
+            for k, lab in enumerate(labels):
+                if lab != lab.strip() or any(c in lab for c in "[]\n"):
+                    raise InputError(f"{lab!r}: a label has no brackets, newlines or surrounding spaces",
+                                     field=f"labels[{k}]")
+            if len({lab.lower() for lab in labels}) != len(labels):
+                raise InputError(f"must be distinct, got {list(labels)}", field="labels")
+        object.__setattr__(self, "labels", labels)
+
+    def level_values(self) -> tuple[int, ...]:
+        """The value of each level (1..N unless :attr:`values` says otherwise); empty without levels."""
+        return self.values or tuple(range(1, len(self.levels) + 1))
 
 
 @dataclass(frozen=True)
@@ -327,10 +365,12 @@ def parse_criteria(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Cr
         if name in seen:
             raise cf.error("name", f"repeats criteria[{seen[name]}]'s name {name!r}")
         seen[name] = i
-        levels = tuple(_level(cf, k, v) for k, v in enumerate(_list(cf, "levels", "level descriptions, lowest first")))
-        if levels and not 2 <= len(levels) <= 10:
-            raise cf.error("levels", f"must describe 2 to 10 levels, got {len(levels)}")
-        out.append(Criterion(name, description, _weight(cf), levels))
+        levels, values, labels = _levels(cf)
+        weight = _weight(cf)
+        try:
+            out.append(Criterion(name, description, weight, levels, values, labels))
+        except InputError as exc:
+            raise cf.error(exc.field or "levels", exc.reason) from None
     if out and sum(c.weight for c in out) <= 0:
         raise f.error("criteria", "the weights add up to 0: give at least one criterion a positive weight")
     return tuple(out)
@@ -345,6 +385,50 @@ def _element(f: _Fields, where: str, value: Any) -> str:
 
 def _level(f: _Fields, k: int, value: Any) -> str:
     return _element(f, f"levels[{k}]", value)
+
+
+def _levels(cf: _Fields) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    """A criterion's ``levels`` (texts, lowest first, numbered from ``scale_min``, default 1; or objects
+    ``{"value", "description", "label"?}``) as its level texts, values and labels."""
+    raw = _list(cf, "levels", "level descriptions, lowest first")
+    start = cf.number("scale_min")
+    if start is not None and start != int(start):
+        raise cf.error("scale_min", f"must be an integer, got {start:g}")
+    if not raw and start is not None:
+        raise cf.error("scale_min", "numbers the levels: give \"levels\" too (or the task's scale a range)")
+    if not raw or not any(isinstance(v, dict) for v in raw):
+        levels = tuple(_level(cf, k, v) for k, v in enumerate(raw))
+        if levels and not 2 <= len(levels) <= MAX_LEVELS:
+            raise cf.error("levels", f"must describe 2 to {MAX_LEVELS} levels, got {len(levels)}")
+        values = tuple(range(int(start), int(start) + len(levels))) if start is not None and start != 1 else ()
+        return levels, values, ()
+    if start is not None:
+        raise cf.error("scale_min", "levels given as objects carry their own values: leave scale_min out")
+    texts: list[str] = []
+    values_: list[int] = []
+    labels: list[str] = []
+    for k, entry in enumerate(raw):
+        lf = _Fields(entry, cf.file, cf.line, f"{cf.prefix}levels[{k}].")
+        unknown = set(entry) - {"value", "description", "label"}
+        if unknown:
+            raise lf.error(sorted(unknown)[0], "is not a level field (known: value, description, label)")
+        value = lf.number("value")
+        if value is None:
+            raise lf.error("value", "is missing (each level object gives its integer value)")
+        if value != int(value):
+            raise lf.error("value", f"must be an integer, got {value:g}")
+        description = lf.text("description")
+        assert description is not None
+        texts.append(description)
+        values_.append(int(value))
+        label = lf.text("label", required=False)
+        if label is not None:
+            labels.append(label)
+    if labels and len(labels) != len(raw):
+        raise cf.error("levels", "give every level a label, or none")
+    if not 2 <= len(texts) <= MAX_LEVELS:
+        raise cf.error("levels", f"must describe 2 to {MAX_LEVELS} levels, got {len(texts)}")
+    return tuple(texts), tuple(values_), tuple(labels)
 
 
 def parse_checklist(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Check, ...]:

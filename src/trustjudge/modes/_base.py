@@ -210,7 +210,8 @@ def criterion_text(c: Criterion) -> str:
     """How a criterion reads in the prompt: name, description and, where given, what each level means."""
     text = f"{c.name}: {c.description}"
     if c.levels:
-        text += "\nLevels:\n" + "\n".join(f"{n}: {desc}" for n, desc in enumerate(c.levels, start=1))
+        names = c.labels or tuple(str(v) for v in c.level_values())
+        text += "\nLevels:\n" + "\n".join(f"{n}: {desc}" for n, desc in zip(names, c.levels))
     return text
 
 

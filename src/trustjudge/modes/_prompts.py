@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.resources import files
@@ -24,6 +24,7 @@ from ..engine._engine import CLOSE as CLOSE
 from ..errors import ConfigError
 
 SCALES = (5, 10, 100)
+"""The 1-based scales the audit sweeps and the bundled judges were measured on (any range is allowed)."""
 
 SYSTEM = "You are a strict, impartial evaluator of answers written by AI assistants."
 SCORE_MARKER = "Score: ["
@@ -112,36 +113,190 @@ class LabelSet:
 
 YES_NO = LabelSet(("YES", "NO"), (1.0, 0.0))
 
+PREFERENCES = ("first", "second", "tie")
+_PREFERENCE_ALIASES = {"first": "first", "a": "first", "second": "second", "b": "second", "tie": "tie", "c": "tie"}
+
+
+@dataclass(frozen=True)
+class PairLabels:
+    """A pairwise verdict's labels of the user's choosing, each mapped to a preference: ``first`` (the
+    response shown first, as A, is better), ``second`` (the one shown second) or ``tie``. AutoFigure's
+    ``A=first, B=second, BOTH_GOOD=tie, BOTH_BAD=tie`` keeps both good and both bad apart in the record
+    while likelihood aggregation sums each preference's labels."""
+
+    labels: tuple[str, ...]
+    prefers: tuple[str, ...]
+    """Each label's preference (``first``, ``second`` or ``tie``), in the order of :attr:`labels`."""
+
+    def __post_init__(self) -> None:
+        LabelSet(self.labels)  # two or more distinct labels, without brackets or surrounding spaces
+        if len({lab.lower() for lab in self.labels}) != len(self.labels):
+            raise ConfigError(f"pairwise labels must differ in more than case, got {list(self.labels)}")
+        if len(self.prefers) != len(self.labels) or any(p not in PREFERENCES for p in self.prefers):
+            raise ConfigError("give every pairwise label a preference: first, second or tie")
+        if "first" not in self.prefers or "second" not in self.prefers:
+            raise ConfigError(f"pairwise labels {self.describe()}: at least one label must prefer the first "
+                              "response and one the second")
+
+    @classmethod
+    def parse(cls, text: str) -> PairLabels:
+        """``"A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie"`` (preferences first/second/tie, or A/B/C)."""
+        labels, prefers = [], []
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            name, eq, pref = part.rpartition("=")
+            preference = _PREFERENCE_ALIASES.get(pref.strip().lower())
+            if not eq or not name.strip() or preference is None:
+                raise ConfigError(f"pairwise labels {text!r}: {part!r} is not LABEL=first|second|tie")
+            labels.append(name.strip())
+            prefers.append(preference)
+        return cls(tuple(labels), tuple(prefers))
+
+    def describe(self) -> str:
+        return ",".join(f"{lab}={p}" for lab, p in zip(self.labels, self.prefers))
+
+    def collapse(self, probs: Sequence[float]) -> tuple[float, float, float]:
+        """One order's label probabilities summed per preference: (A wins, B wins, tie) as shown."""
+        out = {"first": 0.0, "second": 0.0, "tie": 0.0}
+        for p, pref in zip(probs, self.prefers):
+            out[pref] += p
+        return out["first"], out["second"], out["tie"]
+
+    def mirror(self) -> tuple[int, ...] | None:
+        """Per label, the index of the label that says the same of the pair shown the other way round: a tie
+        label itself; the labels preferring each side pair up as a graded set is listed, strongest for A first
+        and strongest for B last (``A>>B, A>B, A=B, B>A, B>>A``: A>>B with B>>A, A>B with B>A). ``None`` when
+        as many labels do not prefer each side (then no label reads the same in both orders)."""
+        firsts = [i for i, p in enumerate(self.prefers) if p == "first"]
+        seconds = [i for i, p in enumerate(self.prefers) if p == "second"]
+        if len(firsts) != len(seconds):
+            return None
+        out = list(range(len(self.labels)))
+        for i, j in zip(firsts, reversed(seconds)):
+            out[i], out[j] = j, i
+        return tuple(out)
+
+
+DEFAULT_PAIR_LABELS = PairLabels(("A", "B", "C"), PREFERENCES)
+"""The default verdicts, ``A``/``B``/``C``: the records of a task with them are as they always were."""
+
+
+MAX_LEVELS = 101
+"""The most levels a scale may have (0-100 has 101): each is a label whose probability the judge reads."""
+
 
 @dataclass(frozen=True)
 class Scale:
-    """An integer rating scale 1..points; labels are the decimal numbers."""
+    """A rating scale: the integers ``low..points`` read as their decimal labels ("0".."5"), or a labelled
+    scale (:meth:`labelled`) whose labels are names ("poor", "good"), each standing for an integer value.
+
+    ``Scale(10)`` is 1..10, ``Scale(5, low=0)`` 0..5. Scores, argmax, expectations and the audits use
+    :attr:`values`, so a 0-based scale scores 0 where a 1-based one would have scored 1.
+    """
 
     points: int
+    """The top value (on a 1-based scale, also its number of levels)."""
+    low: int = 1
+    """The bottom value."""
+    names: tuple[str, ...] = ()
+    """A labelled scale's labels, one per value of :attr:`named_values`; empty: the decimal numbers."""
+    named_values: tuple[int, ...] = ()
+    """A labelled scale's values, one per name (lowest first as given); empty for a numeric range."""
+
+    def __post_init__(self) -> None:
+        if self.names:
+            if len(self.names) != len(self.named_values):
+                raise ConfigError("a labelled scale needs one value per label")
+            LabelSet(self.names)  # validates the labels (two or more, distinct, no brackets)
+            if len(set(self.named_values)) != len(self.named_values):
+                raise ConfigError(f"a labelled scale's values must be distinct, got {list(self.named_values)}")
+            if (min(self.named_values), max(self.named_values)) != (self.low, self.points):
+                raise ConfigError("a labelled scale's low and top are its lowest and highest values "
+                                  "(build it with Scale.labelled)")
+        elif not self.points > self.low:
+            raise ConfigError(f"a scale needs two or more levels, got {self.low}-{self.points}")
+        if len(self.values) > MAX_LEVELS:
+            raise ConfigError(f"a scale has at most {MAX_LEVELS} levels, got {self.low}-{self.points} "
+                              f"({len(self.values)})")
+
+    @classmethod
+    def labelled(cls, levels: Sequence[tuple[str, int]]) -> Scale:
+        """A scale whose labels are names, each with its integer value: ``[("poor", 0), ("good", 2)]``."""
+        names = tuple(name for name, _ in levels)
+        values = tuple(int(v) for _, v in levels)
+        if len(values) < 2:
+            raise ConfigError(f"a labelled scale needs two or more levels, got {len(values)}")
+        return cls(max(values), min(values), names, values)
 
     @property
     def values(self) -> tuple[int, ...]:
-        return _values(self.points)
+        return self.named_values if self.names else _values(self.low, self.points)
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return _labels(self.points)
+        return self.names if self.names else _labels(self.low, self.points)
+
+    @property
+    def one_based(self) -> bool:
+        """A numeric scale from 1 (records and prompts say nothing of its low end, as before ranges existed)."""
+        return self.low == 1 and not self.names
+
+    @property
+    def span(self) -> str:
+        """``"1-10"``, ``"0-5"``; a labelled scale's labels with their values (``"poor=0, good=2"``)."""
+        if self.names:
+            return ", ".join(f"{n}={v}" for n, v in zip(self.names, self.named_values))
+        return f"{self.low}-{self.points}"
 
 
 @cache
-def _values(points: int) -> tuple[int, ...]:
-    return tuple(range(1, points + 1))
+def _values(low: int, high: int) -> tuple[int, ...]:
+    return tuple(range(low, high + 1))
 
 
 @cache
-def _labels(points: int) -> tuple[str, ...]:
-    return tuple(str(v) for v in _values(points))
+def _labels(low: int, high: int) -> tuple[str, ...]:
+    return tuple(str(v) for v in _values(low, high))
 
 
-def scale(points: int) -> Scale:
-    if points not in SCALES:
-        raise ConfigError(f"scale must be one of {SCALES}, got {points}")
-    return Scale(points)
+_RANGE = re.compile(r"\s*(-?\d+)\s*(?:-|\.\.|to)\s*(-?\d+)\s*")
+
+
+def scale(spec: int | str | Scale, low: int | None = None) -> Scale:
+    """A scale from its description: ``10`` (1..10), ``"0-5"`` / ``"0..5"`` (0..5), ``"10"``; ``low`` sets the
+    bottom of a scale given by its top (``scale(10, low=0)`` is 0..10)."""
+    if isinstance(spec, Scale):
+        return spec if low is None or low == spec.low else scale(spec.points, low)
+    if isinstance(spec, bool) or not isinstance(spec, (int, str)):
+        raise ConfigError(f"a scale is a top value (10) or a range ('0-5'), got {spec!r}")
+    if isinstance(spec, str):
+        text = spec.strip()
+        m = _RANGE.fullmatch(text)
+        if m is not None:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if low is not None and low != lo:
+                raise ConfigError(f"scale {spec!r} starts at {lo}, but scale_min is {low}")
+            return scale(hi, lo)
+        try:
+            spec = int(text)
+        except ValueError:
+            raise ConfigError(f"a scale is a top value (10) or a range ('0-5'), got {spec!r}") from None
+    bottom = 1 if low is None else low
+    if isinstance(bottom, bool) or not isinstance(bottom, int):
+        raise ConfigError(f"scale_min must be an integer, got {low!r}")
+    if spec <= bottom:
+        raise ConfigError(f"a scale needs two or more levels, got {bottom}-{spec}")
+    return Scale(spec, bottom)
+
+
+def check_system(text: object) -> str:
+    """A system prompt as given, refused (:class:`ConfigError`) when it is not a non-empty text."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"the system prompt must be a non-empty text, got {text!r}")
+    if "\x00" in text:
+        raise ConfigError("the system prompt holds a NUL character")
+    return text
 
 
 def read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
@@ -281,15 +436,18 @@ def _compile(template: string.Template) -> tuple[tuple[str, str | None], ...]:
 
 @dataclass(frozen=True)
 class Prompts:
-    """Renders the user turn of every kind of judgment."""
+    """Renders the user turn of every kind of judgment, and holds the system turn they share."""
 
     pointwise: string.Template
     pairwise: string.Template
     criterion: string.Template
     check: string.Template
     criterion_pair: string.Template
+    system: str = SYSTEM
+    """The system prompt of every judgment (``Judge(system=...)``): part of each prompt, so of its store key."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "system", check_system(self.system))
         kinds = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
         object.__setattr__(self, "_parts", {k: _compile(getattr(self, k)) for k in kinds})
         object.__setattr__(self, "_grounded", {k: "grounding_block" in _identifiers(getattr(self, k))[0]
@@ -310,15 +468,19 @@ class Prompts:
     @classmethod
     def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
              criterion: str | Path | None = None, check: str | Path | None = None,
-             criterion_pair: str | Path | None = None) -> Prompts:
+             criterion_pair: str | Path | None = None, *, system: str | None = None) -> Prompts:
         return cls(read_template(pointwise, "pointwise.txt", POINTWISE_FIELDS),
                    read_template(pairwise, "pairwise.txt", PAIRWISE_FIELDS),
                    read_template(criterion, "criterion.txt", CRITERION_FIELDS),
                    read_template(check, "check.txt", CHECK_FIELDS),
-                   read_template(criterion_pair, "criterion_pair.txt", CRITERION_PAIR_FIELDS))
+                   read_template(criterion_pair, "criterion_pair.txt", CRITERION_PAIR_FIELDS),
+                   SYSTEM if system is None else system)
 
     def score_task(self, sc: Scale, protocol: Protocol) -> str:
-        form = f'"Score: [N]" where N is an integer from 1 (very poor) to {sc.points} (excellent)'
+        if sc.names:
+            form = f'"Score: [X]" where X is one of {", ".join(sc.labels)}'
+        else:
+            form = f'"Score: [N]" where N is an integer from {sc.low} (very poor) to {sc.points} (excellent)'
         if protocol == "direct":
             return f"Reply with the rating only, in the form {form}."
         return (f"First write a brief critique of the response (at most three sentences). "
@@ -331,9 +493,12 @@ class Prompts:
         return (f"First explain your reasoning briefly (at most three sentences). "
                 f"Then give the {what} on its own line in the form {form}.")
 
-    def verdict_task(self, protocol: Protocol) -> str:
-        form = ('"Verdict: [A]" if response A is better, "Verdict: [B]" if response B is better, '
-                'or "Verdict: [C]" if they are equally good')
+    def verdict_task(self, protocol: Protocol, labels: PairLabels | None = None) -> str:
+        if labels is None or labels == DEFAULT_PAIR_LABELS:
+            form = ('"Verdict: [A]" if response A is better, "Verdict: [B]" if response B is better, '
+                    'or "Verdict: [C]" if they are equally good')
+        else:
+            form = f'"{VERDICT_MARKER}X]" where X is one of {", ".join(labels.labels)}'
         if protocol == "direct":
             return f"Reply with the verdict only: {form}."
         return (f"First write a brief comparison of the two responses (at most three sentences). "
@@ -362,7 +527,7 @@ class Prompts:
                          task: str | None = None) -> str:
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
         task = self.score_task(sc, protocol) if task is None else task
-        fields = dict(_shared_fields(question, context, reference, sc.points, task, tags, grounding))
+        fields = dict(_shared_fields(question, context, reference, sc.points, task, tags, grounding, sc.low))
         fields["response"] = quote(response, tags)
         return self._render("pointwise", fields, grounding)
 
@@ -376,10 +541,12 @@ class Prompts:
         return self._render("pairwise", fields, grounding)
 
     def render_criterion(self, question: str, response: str, context: str | None, reference: str | None,
-                         criterion: str, points: int, task: str, grounding: Grounding = NO_GROUNDING) -> str:
-        """A criterion judgment: everything before the criterion is shared by all criteria of a response."""
+                         criterion: str, points: int, task: str, grounding: Grounding = NO_GROUNDING,
+                         low: int = 1) -> str:
+        """A criterion judgment: everything before the criterion is shared by all criteria of a response
+        (``low``..``points``: the criterion's scale, the template's ``scale_min``/``scale_max``)."""
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
-        fields = dict(_shared_fields(question, context, reference, points, task, tags, grounding))
+        fields = dict(_shared_fields(question, context, reference, points, task, tags, grounding, low))
         fields["response"] = quote(response, tags)
         fields["criterion"] = quote(criterion, tags)
         return self._render("criterion", fields, grounding)
@@ -395,7 +562,16 @@ class Prompts:
 
 @lru_cache(maxsize=1024)
 def _shared_fields(question: str, context: str | None, reference: str | None, scale_max: int,
-                   task: str, tags: re.Pattern[str] = _TAGS, grounding: Grounding = NO_GROUNDING) -> dict[str, object]:
+                   task: str, tags: re.Pattern[str] = _TAGS, grounding: Grounding = NO_GROUNDING,
+                   scale_min: int = 1) -> dict[str, object]:
     """The fields every response to one question shares, quoted once (copied before use)."""
-    return dict(question=quote(question, tags), scale_min=1, scale_max=scale_max, task=task,
+    return dict(question=quote(question, tags), scale_min=scale_min, scale_max=scale_max, task=task,
                 **_blocks(context, reference, tags, grounding))
+
+
+def scale_text(text: str) -> int | str:
+    """A scale as a command line gives it (``10``, ``0-5``), checked (:func:`scale`): a top value as an int,
+    a range as its text."""
+    scale(text)
+    stripped = text.strip()
+    return int(stripped) if stripped.isdigit() else stripped

@@ -181,6 +181,8 @@ class ScoreRecord(ResponseHeader):
     distribution: dict[str, float] | None = optional()
     closing: str | None = optional()
     """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
+    scale_min: int | None = optional()
+    """The scale's bottom when it is not 1 (``scale="0-5"``: 0, with ``scale`` 5); absent on a 1-based scale."""
 
 
 @dataclass
@@ -203,6 +205,15 @@ class CompareRecord(PairHeader):
     second_system: str | None = None
     closing: str | None = optional()
     """As :attr:`ScoreRecord.closing`."""
+    labels: dict[str, str] | None = optional()
+    """Verdict labels of the user's choosing (``compare(labels=...)``): each label and the preference it stands
+    for (first, second, tie; first: the response shown as A). Absent with the default A/B/C. Each order then
+    keeps every label's probability under ``labels`` (its A/B/C: those summed per preference, as shown)."""
+    label_probabilities: dict[str, float] | None = optional()
+    """With :attr:`labels`: each label's probability over both orders, read as the pair is given (the first
+    response as A; the second order's labels mirrored), renormalised."""
+    label_verdict: str | None = optional()
+    """With :attr:`labels`: the most probable label of :attr:`label_probabilities`."""
 
 
 @dataclass
@@ -214,7 +225,8 @@ class CriterionResult:
     name: str
     weight: float
     points: int
-    """The criterion's scale: 1..points (its number of levels, or the task's scale)."""
+    """The top of the criterion's scale (1..points unless :attr:`scale_min` says otherwise): its number of
+    levels, its highest level's value, or the task's scale."""
     scores: dict[str, float | None]
     """Every scoring method (discrete, geval, expected, trustjudge); all null when unscored."""
     sd: float | None
@@ -225,6 +237,10 @@ class CriterionResult:
     human: float | None = None
     critique: str | None = optional()
     distribution: dict[str, float] | None = optional()
+    scale_min: int | None = optional()
+    """The bottom of the criterion's scale when it is not 1 (levels from 0, a 0-3 scale); else absent."""
+    labels: dict[str, int] | None = optional()
+    """A labelled scale's labels (what the judge answered) and the value each stands for; else absent."""
 
 
 @dataclass
@@ -238,7 +254,8 @@ class CriteriaRecord(ResponseHeader):
     spread: float | None
     """Standard deviation of the ``expected`` aggregate, the criteria taken as independent."""
     scale: list[float]
-    """The aggregate's range: the criteria's common scale [1, N], or [0, 1] when their scales differ."""
+    """The aggregate's range: the criteria's common scale [low, top] ([1, N] on 1-based scales), or [0, 1] when
+    their scales differ (each criterion's scores mapped onto it, low to 0 and top to 1)."""
     unscored: str | None
     """Why there is no aggregate: the response is empty, or a criterion is unscored (without reweighting)."""
     reweighted: list[str] = field(default_factory=list)

@@ -11,7 +11,6 @@ from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Check, Item, Response
 from ._prompts import (
     ANSWER_MARKER,
-    SYSTEM,
     YES_NO,
     LabelSet,
     Prompts,
@@ -104,8 +103,8 @@ class ChecklistTask(Task):
                     out.append(EMPTY_RESPONSE)
                     continue
                 user = self.prompts.render_check(item.question, r.text, item.context, item.reference, c.text, task, g)
-                out.append(Question(fmt(SYSTEM, user, _prefix(self.protocol, ANSWER_MARKER)), self.labels.labels,
-                                    ANSWER_MARKER))
+                out.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, ANSWER_MARKER)),
+                                    self.labels.labels, ANSWER_MARKER))
         return out
 
     @property

@@ -130,6 +130,8 @@ class ClaimsTask(Task):
     max_claims: int = 32
     """An extraction with more claims than this is unscored (``too_many_claims``): it bounds the work."""
     protocol: Protocol = "direct"
+    system: str = SYSTEM
+    """The system prompt of every extraction, verification and match (the judge's)."""
 
     @property
     def labels(self) -> LabelSet:
@@ -185,7 +187,8 @@ class ClaimsTask(Task):
         """The generation that extracts the claims of ``text`` (a response, or the item's reference)."""
         ctx = f"\n<context>\n{quote(item.context)}\n</context>\n" if item.context else ""
         user = _templates()[0].substitute(question=quote(item.question), response=quote(text), context_block=ctx)
-        return GenerateRequest(fmt(SYSTEM, user, ""), (END,), self.max_new_tokens, sampling.temperature, sampling.seed)
+        return GenerateRequest(fmt(self.system, user, ""), (END,), self.max_new_tokens, sampling.temperature,
+                               sampling.seed)
 
     def verify_question(self, item: Item, claim: str, fmt: Format) -> Question:
         """The question that verifies ``claim`` against the item's evidence."""
@@ -200,13 +203,13 @@ class ClaimsTask(Task):
                 f"if the evidence states the claim, PARTIAL if it states only part of it, {against}")
         user = _templates()[1].substitute(grounding_block=grounding_block(evidence_of(item)), claim=quote(claim),
                                           task=task)
-        return Question(fmt(SYSTEM, user, ANSWER_MARKER), labels.labels, ANSWER_MARKER)
+        return Question(fmt(self.system, user, ANSWER_MARKER), labels.labels, ANSWER_MARKER)
 
     def match_question(self, gold: str, claim: str, fmt: Format) -> Question:
         """The question whether ``claim`` states the gold claim ``gold``."""
         task = f'Reply with the answer only, in the form "{ANSWER_MARKER}YES]" or "{ANSWER_MARKER}NO]".'
         user = _templates()[2].substitute(gold=quote(gold), claim=quote(claim), task=task)
-        return Question(fmt(SYSTEM, user, ANSWER_MARKER), YES_NO.labels, ANSWER_MARKER)
+        return Question(fmt(self.system, user, ANSWER_MARKER), YES_NO.labels, ANSWER_MARKER)
 
     # -- running --------------------------------------------------------------------------------------
     def extractions(self, items: Sequence[Item], fmt: Format, sampling: Sampling) -> dict[tuple[str, str],
@@ -415,7 +418,8 @@ def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
         raise ConfigError(f"min_overlap must be between 0 and 1, got {o.min_overlap}")
     if o.max_claims < 1:
         raise ConfigError(f"max_claims must be 1 or more, got {o.max_claims}")
-    return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims)
+    return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims,
+                      system=j.prompts.system)
 
 
 MODE = Mode(

@@ -11,9 +11,10 @@ from ..engine import _scoring as S
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Item, Pair
 from ._prompts import (
-    SYSTEM,
+    DEFAULT_PAIR_LABELS,
     VERDICT_LABELS,
     VERDICT_MARKER,
+    PairLabels,
     Prompts,
     Protocol,
 )
@@ -23,6 +24,7 @@ from ._records import (
 )
 from ..backends import Backend
 from ..backends._recorded import RECORDED, RecordedBackend, recorded_prompt
+from ..errors import ConfigError
 from ._base import (
     grounding,
     _prefix,
@@ -51,6 +53,12 @@ class CompareTask(Task):
     protocol: Protocol = "direct"
     delta: float = 0.0
     closing_mark: str | None = None
+    labels: PairLabels | None = None
+    """The verdict labels and the preference each stands for; ``None``: A (first), B (second), C (tie)."""
+
+    @property
+    def verdict_labels(self) -> tuple[str, ...]:
+        return VERDICT_LABELS if self.labels is None else self.labels.labels
 
     def size(self, item: Item) -> int:
         return 2 * len(item.all_pairs())
@@ -61,7 +69,7 @@ class CompareTask(Task):
     def cost(self, item: Item) -> Cost:
         pairs = list(_pair_bytes(item))
         return Cost(2 * len(pairs), 2 * (len(pairs) * shared_bytes(item) + sum(pairs)),
-                    2 * len(pairs) * len(VERDICT_LABELS))
+                    2 * len(pairs) * len(self.verdict_labels))
 
     def parts(self, item: Item, size: int) -> list[Item]:
         return by_pairs(item, size, 2)
@@ -72,10 +80,11 @@ class CompareTask(Task):
             return EMPTY_RESPONSE, EMPTY_RESPONSE
         qs = []
         for x, y in ((a, b), (b, a)):
+            task = None if self.labels is None else self.prompts.verdict_task(self.protocol, self.labels)
             user = self.prompts.render_pairwise(item.question, x, y, item.context, item.reference, self.protocol,
-                                                grounding(item))
-            qs.append(Question(fmt(SYSTEM, user, _prefix(self.protocol, VERDICT_MARKER)), VERDICT_LABELS,
-                               VERDICT_MARKER))
+                                                grounding(item), task)
+            qs.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, VERDICT_MARKER)),
+                               self.verdict_labels, VERDICT_MARKER))
         return qs[0], qs[1]
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
@@ -93,7 +102,9 @@ class CompareTask(Task):
         for shown_first, out in ((pair.first, o1), (pair.second, o2)):
             row: dict[str, Any] = {"shown_first": shown_first, "unscored": out.unscored}
             if out.probs is not None:
-                row.update(dict(zip(VERDICT_LABELS, out.probs)), mass=out.mass, method=out.method)
+                row.update(dict(zip(VERDICT_LABELS, self._abc(out.probs))), mass=out.mass, method=out.method)
+                if self.labels is not None:
+                    row["labels"] = dict(zip(self.labels.labels, out.probs))
             if out.critique_ppl is not None:
                 row["critique_ppl"] = out.critique_ppl
             if out.critique is not None:
@@ -103,8 +114,8 @@ class CompareTask(Task):
         verdicts: dict[str, str | None] = dict.fromkeys(S.AGGREGATIONS)
         probabilities = None
         if unscored is None and o1.probs is not None and o2.probs is not None:
-            d1 = S.from_order(*o1.probs, swapped=False, ppl=o1.critique_ppl)
-            d2 = S.from_order(*o2.probs, swapped=True, ppl=o2.critique_ppl)
+            d1 = S.from_order(*self._abc(o1.probs), swapped=False, ppl=o1.critique_ppl)
+            d2 = S.from_order(*self._abc(o2.probs), swapped=True, ppl=o2.critique_ppl)
             verdicts = dict(S.aggregate_all(d1, d2, delta=self.delta))
             f, s, t = S.likelihood_probs(d1, d2)
             total = f + s + t
@@ -112,13 +123,26 @@ class CompareTask(Task):
         r1, r2 = item.response(pair.first), item.response(pair.second)
         methods = {o.method for o in (o1, o2) if o.probs is not None}
         method = None if not methods else "exact" if methods == {"exact"} else "top_k"
-        return CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
-                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
-                             self.closing_mark, method=method)
+        rec = CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
+                            orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
+                            self.closing_mark, method=method)
+        if self.labels is not None:
+            rec.labels = dict(zip(self.labels.labels, self.labels.prefers))
+            if probabilities is not None and o1.probs is not None and o2.probs is not None:
+                rec.label_probabilities = label_probabilities(self.labels, o1.probs, o2.probs)
+                if rec.label_probabilities is not None:
+                    rec.label_verdict = max(rec.label_probabilities.items(), key=lambda kv: kv[1])[0]
+        return rec
+
+    def _abc(self, probs: Sequence[float]) -> tuple[float, ...]:
+        """One order's probabilities as A wins / B wins / tie (the labels of each preference summed)."""
+        return tuple(probs) if self.labels is None else self.labels.collapse(probs)
 
     def for_backend(self, backend: Backend) -> Task:
         """A recorded judge answers pairs read directly from its file (it has no critique to write first)."""
         if isinstance(backend, RecordedBackend) and type(self) is CompareTask:
+            if self.labels is not None:
+                raise backend.refusal("pairwise labels of your own (the recording has A/B/C verdicts)")
             return RecordedCompareTask(self.prompts, "direct", self.delta, None, recorded=backend)
         return super().for_backend(backend)
 
@@ -164,10 +188,31 @@ class CompareOptions:
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.",
                                  ge=0.0)
+    labels: PairLabels | str | None = option(
+        None, 'Verdict labels of your own, each with the preference it stands for, e.g. '
+              '"A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie" (first: the response shown as A); default A, B, C.',
+        parse=PairLabels.parse, flag="--labels", shown="A, B, C")
+
+
+def label_probabilities(labels: PairLabels, p1: Sequence[float], p2: Sequence[float]) -> dict[str, float] | None:
+    """Each label's probability over both orders, read as the pair is given (its first response as A): the
+    second order's labels mirrored (:meth:`PairLabels.mirror`), summed with the first's, renormalised."""
+    mirror = labels.mirror()
+    if mirror is None:
+        return None
+    summed = [p1[i] + p2[mirror[i]] for i in range(len(labels.labels))]
+    total = sum(summed)
+    if total <= 0:
+        return None
+    return {lab: v / total for lab, v in zip(labels.labels, summed)}
 
 
 def build_compare(j: JudgeSettings, o: CompareOptions) -> CompareTask:
-    return CompareTask(j.prompts, o.protocol or j.protocol, j.delta if o.delta is None else o.delta, j.closing_mark)
+    labels = PairLabels.parse(o.labels) if isinstance(o.labels, str) else o.labels
+    if labels is not None and not isinstance(labels, PairLabels):
+        raise ConfigError(f"compare labels are a PairLabels or a text such as 'A=first,B=second,C=tie', got {labels!r}")
+    return CompareTask(j.prompts, o.protocol or j.protocol, j.delta if o.delta is None else o.delta, j.closing_mark,
+                       None if labels == DEFAULT_PAIR_LABELS else labels)
 
 
 MODE = Mode(

@@ -13,7 +13,6 @@ from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Criterion, Item, Response
 from ._prompts import (
     SCORE_MARKER,
-    SYSTEM,
     Prompts,
     Protocol,
     Scale,
@@ -39,10 +38,25 @@ from ._base import (
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._prompts import scale as make_scale
+from ._prompts import scale_text
 from ._prompts import CRITERION_FIELDS
 
 POSITION = 30
 """Where the mode comes among the built-in ones (listings, help)."""
+
+
+def criterion_scale(c: Criterion, default: Scale) -> Scale:
+    """A criterion's scale: its levels with their labels and values (a labelled scale), or their values
+    (1..N unless it gives others), else ``default``."""
+    if not c.levels:
+        return default
+    values = c.level_values()
+    if c.labels:
+        return Scale.labelled(list(zip(c.labels, values)))
+    if values == tuple(range(values[0], values[0] + len(values))):
+        return make_scale(values[-1], values[0])
+    return Scale.labelled([(str(v), v) for v in values])  # numbered levels with gaps: their numbers as labels
+
 
 @dataclass(frozen=True)
 class CriteriaTask(Task):
@@ -67,8 +81,13 @@ class CriteriaTask(Task):
     def check(self, item: Item) -> None:
         _require_criteria(self.criteria_of(item), item)
 
+    def scale_of(self, c: Criterion) -> Scale:
+        """The criterion's scale: its levels (their values, or labels), else the task's scale."""
+        return criterion_scale(c, self.scale)
+
     def points(self, c: Criterion) -> int:
-        return len(c.levels) if c.levels else self.scale.points
+        """The top of the criterion's scale."""
+        return self.scale_of(c).points
 
     def size(self, item: Item) -> int:
         return len(item.responses) * len(self.criteria_of(item))
@@ -78,7 +97,7 @@ class CriteriaTask(Task):
         n, k = len(item.responses), len(criteria)
         quoted = (n * k * shared_bytes(item) + k * sum(text_bytes(r.text) for r in item.responses)
                   + n * sum(text_bytes(criterion_text(c)) for c in criteria))
-        return Cost(n * k, quoted, n * sum(self.points(c) for c in criteria))
+        return Cost(n * k, quoted, n * sum(len(self.scale_of(c).values) for c in criteria))
 
     def parts(self, item: Item, size: int) -> list[Item]:
         k = len(self.criteria_of(item))
@@ -92,11 +111,11 @@ class CriteriaTask(Task):
                 if not r.text.strip():
                     out.append(EMPTY_RESPONSE)
                     continue
-                sc = Scale(self.points(c))
+                sc = self.scale_of(c)
                 user = self.prompts.render_criterion(item.question, r.text, item.context, item.reference,
                                                      criterion_text(c), sc.points,
-                                                     self.prompts.score_task(sc, self.protocol), g)
-                out.append(Question(fmt(SYSTEM, user, _prefix(self.protocol, SCORE_MARKER)), sc.labels,
+                                                     self.prompts.score_task(sc, self.protocol), g, sc.low)
+                out.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, SCORE_MARKER)), sc.labels,
                                     SCORE_MARKER))
         return out
 
@@ -109,25 +128,30 @@ class CriteriaTask(Task):
                 yield self._record(item, r, criteria, results, judge)
 
     def _result(self, c: Criterion, out: Outcome, r: Response) -> CriterionResult:
-        sc = Scale(self.points(c))
+        sc = self.scale_of(c)
         human = (r.human_criteria or {}).get(c.name)
+        low = None if sc.low == 1 else sc.low
+        labels = dict(zip(sc.labels, sc.values)) if sc.names else None
         if out.probs is None or out.unscored is not None:
             return CriterionResult(c.name, c.weight, sc.points, dict.fromkeys(S.SCORE_METHODS), None, None,
-                                   out.mass if out.probs is not None else None, out.unscored, human, out.critique)
+                                   out.mass if out.probs is not None else None, out.unscored, human, out.critique,
+                                   scale_min=low, labels=labels)
         mean, var = A.distribution_moments(sc.values, out.probs)
         dist = dict(zip(sc.labels, out.probs)) if self.keep_distribution else None
         scores: dict[str, float | None] = dict(S.score_all(sc.values, out.probs))
         return CriterionResult(c.name, c.weight, sc.points, scores, math.sqrt(var),
-                               S.entropy_bits(out.probs), out.mass, None, human, out.critique, dist)
+                               S.entropy_bits(out.probs), out.mass, None, human, out.critique, dist, low, labels)
 
     def _record(self, item: Item, r: Response, criteria: tuple[Criterion, ...], results: list[CriterionResult],
                 judge: str) -> CriteriaRecord:
-        common = len({res.points for res in results}) == 1
-        top = results[0].points if common else 1
-        scale = [1.0, float(top)] if common else [0.0, 1.0]
+        ranges = [(1 if res.scale_min is None else res.scale_min, res.points) for res in results]
+        common = len(set(ranges)) == 1
+        scale = [float(ranges[0][0]), float(ranges[0][1])] if common else [0.0, 1.0]
+        span = {id(res): float(hi - lo) for res, (lo, hi) in zip(results, ranges)}
+        bottom = {id(res): float(lo) for res, (lo, _) in zip(results, ranges)}
 
-        def norm(x: float, points: int) -> float:  # onto the record's scale
-            return x if common else (x - 1) / (points - 1)
+        def norm(x: float, res: CriterionResult) -> float:  # onto the record's scale
+            return x if common else (x - bottom[id(res)]) / span[id(res)]
 
         left_out = [res.name for res in results if res.unscored is not None]
         use = [res for res in results if res.unscored is None]
@@ -141,14 +165,14 @@ class CriteriaTask(Task):
                 unscored = PARTIAL
             else:
                 for m in S.SCORE_METHODS:
-                    vals = [norm(float(res.scores[m] or 0.0), res.points) for res in use]
+                    vals = [norm(float(res.scores[m] or 0.0), res) for res in use]
                     aggregate[m] = _wmean(vals, weights)
-                sds = [(res.sd or 0.0) / (1 if common else res.points - 1) for res in use]
-                means = [norm(float(res.scores["expected"] or 0.0), res.points) for res in use]
+                sds = [(res.sd or 0.0) / (1 if common else span[id(res)]) for res in use]
+                means = [norm(float(res.scores["expected"] or 0.0), res) for res in use]
                 spread = A.weighted_aggregate(means, [s * s for s in sds], weights).sd
         human = None
         if results and all(res.human is not None for res in results):
-            vals = [norm(float(res.human or 0.0), res.points) for res in results]
+            vals = [norm(float(res.human or 0.0), res) for res in results]
             weights = [res.weight for res in results]
             human = _wmean(vals, weights) if sum(weights) > 0 else None
         return CriteriaRecord(item.id, r.id, r.system, judge, self.protocol, results, aggregate, spread, scale,
@@ -160,16 +184,18 @@ class CriteriaOptions:
     criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).", suite="criteria")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
-    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).", choices=(5, 10),
-                        suite="scale")
+    scale: int | str = option(5, "Scale of criteria without level descriptions: a top value (5: 1..5) or an "
+                                 "integer range ('0-3').", suite="scale", parse=scale_text)
+    scale_min: int | None = option(None, "Bottom of that scale when it is given by its top (0: 0..scale); "
+                                         "default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
                                                   "judge's.", flag="--distribution")
 
 
 def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:
-    return CriteriaTask(j.prompts, make_scale(o.scale), o.protocol or j.protocol, tuple(o.criteria), o.reweight,
-                        j.keep_distribution if o.keep_distribution is None else o.keep_distribution)
+    return CriteriaTask(j.prompts, make_scale(o.scale, o.scale_min), o.protocol or j.protocol, tuple(o.criteria),
+                        o.reweight, j.keep_distribution if o.keep_distribution is None else o.keep_distribution)
 
 
 MODE = Mode(

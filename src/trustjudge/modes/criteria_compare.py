@@ -13,7 +13,6 @@ from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Criterion, Item, Pair
 from ._prompts import (
     GRADED_LABELS,
-    SYSTEM,
     VERDICT_LABELS,
     VERDICT_MARKER,
     Prompts,
@@ -102,8 +101,8 @@ class CriteriaCompareTask(Task):
                         continue
                     user = self.prompts.render_criterion_pair(item.question, x, y, item.context, item.reference,
                                                               criterion_text(c), task, g)
-                    out.append(Question(fmt(SYSTEM, user, _prefix(self.protocol, VERDICT_MARKER)), self.labels,
-                                        VERDICT_MARKER))
+                    out.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, VERDICT_MARKER)),
+                                        self.labels, VERDICT_MARKER))
         return out
 
     def records(self, items: Sequence[Item], outcomes: Sequence[Outcome],

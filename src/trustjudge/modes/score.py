@@ -12,7 +12,6 @@ from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Item, Response
 from ._prompts import (
     SCORE_MARKER,
-    SYSTEM,
     Prompts,
     Protocol,
     Scale,
@@ -31,9 +30,9 @@ from ._base import (
     Task,
     Format,
 )
-from ._prompts import SCALES
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._prompts import scale as make_scale
+from ._prompts import scale_text
 from ._prompts import POINTWISE_FIELDS
 
 POSITION = 10
@@ -59,7 +58,7 @@ class ScoreTask(Task):
     def cost(self, item: Item) -> Cost:
         n = len(item.responses)
         return Cost(n, n * shared_bytes(item) + sum(text_bytes(r.text) for r in item.responses),
-                    n * self.scale.points)
+                    n * len(self.scale.values))
 
     def parts(self, item: Item, size: int) -> list[Item]:
         return by_responses(item, size, lambda r: 1)
@@ -69,7 +68,8 @@ class ScoreTask(Task):
             return EMPTY_RESPONSE
         user = self.prompts.render_pointwise(item.question, text, item.context, item.reference, self.scale,
                                              self.protocol, grounding(item))
-        return Question(fmt(SYSTEM, user, _prefix(self.protocol, SCORE_MARKER)), self.scale.labels, SCORE_MARKER)
+        return Question(fmt(self.prompts.system, user, _prefix(self.protocol, SCORE_MARKER)), self.scale.labels,
+                        SCORE_MARKER)
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         return [self.question(item, r.text, fmt) for r in item.responses]
@@ -96,19 +96,25 @@ class ScoreTask(Task):
             dist = {lab: p for lab, p in zip(self.scale.labels, out.probs)}
         return ScoreRecord(item.id, r.id, r.system, judge, self.protocol, self.scale.points, scores, entropy,
                            out.mass if out.probs is not None else None, out.unscored, r.human_score, out.critique,
-                           dist, self.closing_mark, method=out.method if out.probs is not None else None)
+                           dist, self.closing_mark, None if self.scale.low == 1 else self.scale.low,
+                           method=out.method if out.probs is not None else None)
 
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.", choices=SCALES)
+    scale: int | str | None = option(None, "Rating scale: a top value (10: 1..10) or any integer range ('0-5', "
+                                           "'0-10'); default: the judge's.", parse=scale_text)
+    scale_min: int | None = option(None, "Bottom of the scale when it is given by its top (0 with scale 10: "
+                                         "0..10); default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
                                                   "judge's.", flag="--distribution")
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
-    return ScoreTask(j.prompts, j.scale if o.scale is None else make_scale(o.scale), o.protocol or j.protocol,
+    sc = j.scale if o.scale is None and o.scale_min is None else make_scale(
+        j.scale.points if o.scale is None else o.scale, o.scale_min)
+    return ScoreTask(j.prompts, sc, o.protocol or j.protocol,
                      j.keep_distribution if o.keep_distribution is None else o.keep_distribution, j.closing_mark)
 
 
