@@ -255,6 +255,12 @@ MODES: Mapping[str, Mode] = _Modes()
 # -- what the mode files share -------------------------------------------------------------------
 
 PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique first); default: the judge's."
+KEEP_DISTRIBUTION_HELP = "Keep each judgment's label distribution in the record; default: the judge's."
+
+
+def keep_distribution(settings: JudgeSettings, asked: bool | None) -> bool:
+    """A mode's ``keep_distribution`` option, else the judge's setting."""
+    return settings.keep_distribution if asked is None else asked
 
 MAX_EXTRACTION_TOKENS = 8192
 """The most tokens a claim extraction may be given from outside (the service's requests)."""

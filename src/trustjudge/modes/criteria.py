@@ -9,37 +9,45 @@ from typing import ClassVar
 
 from ..engine import _aggregates as A
 from ..engine import _scoring as S
+from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Criterion, Item, Response
+from ._base import (
+    PARTIAL,
+    Cost,
+    Format,
+    Task,
+    _prefix,
+    _require_criteria,
+    _wmean,
+    by_responses,
+    criterion_text,
+    grounding,
+    shared_bytes,
+    text_bytes,
+)
 from ._prompts import (
+    CRITERION_FIELDS,
     SCORE_MARKER,
     Prompts,
     Protocol,
     Scale,
+    scale_text,
 )
-from ..engine._asking import Question
+from ._prompts import scale as make_scale
 from ._records import (
     CriteriaRecord,
     CriterionResult,
 )
-from ._base import (
-    grounding,
-    _prefix,
-    Cost,
-    text_bytes,
-    shared_bytes,
-    by_responses,
-    Task,
-    _wmean,
-    Format,
-    PARTIAL,
-    _require_criteria,
-    criterion_text,
+from ._registry import (
+    KEEP_DISTRIBUTION_HELP,
+    PROTOCOL_HELP,
+    JudgeSettings,
+    Mode,
+    TemplateSpec,
+    keep_distribution,
+    option,
 )
-from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
-from ._prompts import scale as make_scale
-from ._prompts import scale_text
-from ._prompts import CRITERION_FIELDS
 
 POSITION = 30
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -189,13 +197,12 @@ class CriteriaOptions:
     scale_min: int | None = option(None, "Bottom of that scale when it is given by its top (0: 0..scale); "
                                          "default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
-    keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
-                                                  "judge's.", flag="--distribution")
+    keep_distribution: bool | None = option(None, KEEP_DISTRIBUTION_HELP, flag="--distribution")
 
 
 def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:
     return CriteriaTask(j.prompts, make_scale(o.scale, o.scale_min), o.protocol or j.protocol, tuple(o.criteria),
-                        o.reweight, j.keep_distribution if o.keep_distribution is None else o.keep_distribution)
+                        o.reweight, keep_distribution(j, o.keep_distribution))
 
 
 MODE = Mode(

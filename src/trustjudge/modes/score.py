@@ -8,32 +8,40 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..engine import _scoring as S
+from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Item, Response
+from ._base import (
+    Cost,
+    Format,
+    Task,
+    _prefix,
+    by_responses,
+    grounding,
+    shared_bytes,
+    text_bytes,
+)
 from ._prompts import (
+    POINTWISE_FIELDS,
     SCORE_MARKER,
     Prompts,
     Protocol,
     Scale,
+    scale_text,
 )
-from ..engine._asking import Question
+from ._prompts import scale as make_scale
 from ._records import (
     ScoreRecord,
 )
-from ._base import (
-    grounding,
-    _prefix,
-    Cost,
-    text_bytes,
-    shared_bytes,
-    by_responses,
-    Task,
-    Format,
+from ._registry import (
+    KEEP_DISTRIBUTION_HELP,
+    PROTOCOL_HELP,
+    JudgeSettings,
+    Mode,
+    TemplateSpec,
+    keep_distribution,
+    option,
 )
-from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
-from ._prompts import scale as make_scale
-from ._prompts import scale_text
-from ._prompts import POINTWISE_FIELDS
 
 POSITION = 10
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -107,15 +115,14 @@ class ScoreOptions:
     scale_min: int | None = option(None, "Bottom of the scale when it is given by its top (0 with scale 10: "
                                          "0..10); default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
-    keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
-                                                  "judge's.", flag="--distribution")
+    keep_distribution: bool | None = option(None, KEEP_DISTRIBUTION_HELP, flag="--distribution")
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
     sc = j.scale if o.scale is None and o.scale_min is None else make_scale(
         j.scale.points if o.scale is None else o.scale, o.scale_min)
     return ScoreTask(j.prompts, sc, o.protocol or j.protocol,
-                     j.keep_distribution if o.keep_distribution is None else o.keep_distribution, j.closing_mark)
+                     keep_distribution(j, o.keep_distribution), j.closing_mark)
 
 
 MODE = Mode(

@@ -35,7 +35,7 @@ from ._prompts import (
     YES_NO,
     Prompts,
     Protocol,
-    grounding_block,
+    _blocks,
     quote,
     read_template,
     tag_pattern,
@@ -145,10 +145,7 @@ class StepsTask(Task):
         out: list[Question | str] = []
         template = _template()
         task = self.prompts.label_task(YES_NO, self.protocol, "answer")
-        blocks = grounding_block(grounding(item), _TAGS)
-        context = f"\n<context>\n{quote(item.context, _TAGS)}\n</context>\n" if item.context else ""
-        reference = (f"\n<reference_answer>\n{quote(item.reference, _TAGS)}\n</reference_answer>\n"
-                     if item.reference else "")
+        blocks = _blocks(item.context, item.reference, _TAGS, grounding(item))
         for r in item.responses:
             steps = self._steps(r.text)
             if not steps:
@@ -161,7 +158,8 @@ class StepsTask(Task):
             for k, step in enumerate(steps, start=1):
                 user = template.substitute(
                     question=quote(item.question, _TAGS), steps=listing, step=quote(step, _TAGS), number=k,
-                    task=task, grounding_block=blocks, context_block=context, reference_block=reference)
+                    task=task, grounding_block=blocks["grounding_block"], context_block=blocks["context_block"],
+                    reference_block=blocks["reference_block"])
                 out.append(Question(fmt(SYSTEM, user, _prefix(self.protocol, ANSWER_MARKER)), YES_NO.labels,
                                     ANSWER_MARKER))
         return out
