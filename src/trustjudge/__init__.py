@@ -8,17 +8,11 @@ Public API::
         print(record.scores["trustjudge"])
 """
 
-from .io._frames import to_pandas
-from .io._files import iter_items, load_items
-from .io._items import Check, Criterion, Item, Pair, Response, items_from_dicts
 from ._config import JudgeConfig
 from ._judge import Judge, compare, score
-from .modes._registry import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode
-from .modes._prompts import LabelSet
-from .modes._records import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
-from .engine._store import Store, default_store_path
 from .audit._trust import Calibration
 from .backends import DEFAULT_JUDGE, Backend, MockBackend, get_backend, register_backend, register_mock
+from .engine._store import Store, default_store_path
 from .errors import (
     BackendError,
     ConfigError,
@@ -28,6 +22,12 @@ from .errors import (
     TransientBackendError,
     TrustJudgeError,
 )
+from .io._files import iter_items, load_items
+from .io._frames import to_pandas
+from .io._items import Check, Criterion, Item, Pair, Response, items_from_dicts
+from .modes._prompts import LabelSet
+from .modes._records import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
+from .modes._registry import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode
 
 __all__ = [
     "DEFAULT_JUDGE",

@@ -35,12 +35,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from .audit import _calibration as C
-from .engine._engine import EngineStats, ProgressFn
-from .io._items import Item
-from .modes._records import RecordBase
-from .modes._base import Task
 from .audit._trust import Calibration, abstained_items, annotate
+from .engine._engine import EngineStats, ProgressFn
 from .errors import ConfigError
+from .io._items import Item
+from .modes._base import Task
+from .modes._records import RecordBase
 
 HUMAN = "human"
 """The name of the last tier when people decide what every model tier abstained on."""

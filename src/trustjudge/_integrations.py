@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from .io._items import Item, Pair, Response, _text_arg
 from .engine._scoring import SCORE_METHODS
 from .errors import ConfigError
+from .io._items import Item, Pair, Response, _text_arg
 
 
 def one_item(question: str, responses: Sequence[str], *, item_id: str = "check", context: str | None = None,

@@ -10,17 +10,25 @@ from pathlib import Path
 from typing import Any
 
 from . import _cascade
+from ._config import TEMPLATE_NAMES, JudgeConfig
 from .audit._audit import AuditRun
-from .audit._calibration import Selection
 from .audit._audit import audit as run_audit
-from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressFn
+from .audit._calibration import Selection
 from .audit._injection import injected as steer
-from .io._items import Check, Criterion, Item
-from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
-from .modes._prompts import scale as make_scale
+from .audit._trust import Calibration, annotate, check_classes, template_hash
+from .audit._trust import fit as fit_calibration
+from .audit._trust import summary as trust_summary
+from .backends import DEFAULT_JUDGE, Backend, get_backend
+from .backends._speeds import shipped as shipped_speed
 from .engine._asking import Question, Sampling, ask
 from .engine._asking import plan as plan_questions
-from .backends._speeds import shipped as shipped_speed
+from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressFn
+from .engine._store import Store
+from .errors import ConfigError
+from .io._items import Check, Criterion, Item
+from .modes._base import Asking, Task, check_item
+from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
+from .modes._prompts import scale as make_scale
 from .modes._records import (
     ChecklistRecord,
     ClaimsRecord,
@@ -30,15 +38,7 @@ from .modes._records import (
     RecordBase,
     ScoreRecord,
 )
-from .engine._store import Store
-from .modes._base import Asking, Task, check_item
-from .audit._trust import Calibration, annotate, check_classes, template_hash
-from .audit._trust import fit as fit_calibration
-from .audit._trust import summary as trust_summary
-from .backends import DEFAULT_JUDGE, Backend, get_backend
 from .modes._registry import get_mode
-from ._config import TEMPLATE_NAMES, JudgeConfig
-from .errors import ConfigError
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
            "score"]

@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ._integrations import check_method, fmt_number, top_labels
-from .io._items import Check, Criterion, Item, Response, parse_checklist, parse_criteria
 from ._judge import Judge
-from .modes._prompts import Protocol
-from .modes._records import ChecklistRecord, CriteriaRecord, RecordBase, ScoreRecord
-from .modes._base import Task
 from .backends import DEFAULT_JUDGE
 from .errors import ConfigError, InputError, pip_dependency_error
+from .io._items import Check, Criterion, Item, Response, parse_checklist, parse_criteria
+from .modes._base import Task
+from .modes._prompts import Protocol
+from .modes._records import ChecklistRecord, CriteriaRecord, RecordBase, ScoreRecord
 
 try:
     import anyio.to_thread

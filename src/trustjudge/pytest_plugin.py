@@ -27,14 +27,14 @@ from typing import overload
 
 import pytest
 
-from .engine import _scoring as S
 from ._integrations import check_method, clip, fmt_number, fmt_scores, one_item, top_labels
-from .io._items import Criterion
 from ._judge import Judge
+from .backends import DEFAULT_JUDGE
+from .engine import _scoring as S
+from .errors import ConfigError
+from .io._items import Criterion
 from .modes._prompts import scale as scale_of
 from .modes._records import CompareRecord, CriteriaRecord, CriterionResult, ScoreRecord
-from .backends import DEFAULT_JUDGE
-from .errors import ConfigError
 
 __all__ = ["assert_beats", "assert_scores_at_least", "trustjudge_judge"]
 

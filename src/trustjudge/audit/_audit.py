@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 from ._agreement import (
     AnnotatorAgreement,
     PairwiseAgreement,
@@ -55,7 +56,6 @@ from ._stats import (
     rate,
     resample_counts,
 )
-from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 
 # The names other modules and tests import from here (defined in _stats since the injection measure
 # needs them too).

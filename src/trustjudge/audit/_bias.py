@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._stats import SIGN, Record, correlation, dedupe_pairs, pair_ids, rate, verdict_of
 from ..engine._scoring import argmax_verdict
+from ._stats import SIGN, Record, correlation, dedupe_pairs, pair_ids, rate, verdict_of
 
 
 @dataclass(frozen=True)

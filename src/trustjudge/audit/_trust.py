@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _calibration as C
 from ..engine._aggregates import reliability
 from ..errors import ConfigError
+from . import _calibration as C
 
 CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")

@@ -71,11 +71,11 @@ from ..errors import (
 from ._base import (
     Backend,
     FinishReason,
-    neutralise,
     GenerateRequest,
     Generation,
     LabelRequest,
     LabelResult,
+    neutralise,
 )
 from ._openai_http import CONNECT_TIMEOUT_S, SILENT_LIMIT, Channel, json_object
 from ._openai_labels import exact_labels, probe_echo, probe_lists, top_k_labels

@@ -16,9 +16,9 @@ import click
 from ..errors import TrustJudgeError
 from ._audit import audit
 from ._common import err, fail, is_utf8
-from ._options import JUDGE_FACTORY, make_judge
 from ._mode_command import ModeGroup, mode_commands, registered_modes
 from ._modes import CHECKLIST, CLAIMS, CRITERIA
+from ._options import JUDGE_FACTORY, make_judge
 from ._rank import rank
 from ._recipes import recipes, run
 from ._report import report

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 from rich.markup import escape
+from rich.table import Table
 
+from .._judge import AuditRun, Judge
 from ..audit import _audit
 from ..audit._injection import injected
 from ..io._items import Item
-from .._judge import AuditRun, Judge
 from ..io._outputs import readable_input, write_text
 from ._common import err, fmt_rate, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items

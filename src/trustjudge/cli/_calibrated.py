@@ -15,12 +15,12 @@ from typing import Any
 
 from rich.markup import escape
 
-from ..audit._calibration import Selection
 from .._judge import Judge
-from ..io._outputs import atomic_output
-from ..modes._base import Task
+from ..audit._calibration import Selection
 from ..audit._trust import Calibration, Tally, annotate, evaluation
 from ..errors import ConfigError
+from ..io._outputs import atomic_output
+from ..modes._base import Task
 from ._common import err
 from ._options import CalibrationOptions
 

@@ -15,12 +15,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..io._items import Item
 from .._judge import Judge
-from ..modes._registry import MODES
 from ..backends import DEFAULT_JUDGE
-from ..modes._base import Task
+from ..io._items import Item
 from ..io._outputs import is_stdio, record_output
+from ..modes._base import Task
+from ..modes._registry import MODES
 
 err = Console(stderr=True, soft_wrap=True)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from ..errors import InputError
 from ..io._adapters import iter_dataset
 from ..io._items import Item
-from ..errors import InputError
 from ._common import err, fail
 
 

@@ -38,12 +38,12 @@ import click
 from click.core import ParameterSource
 from rich.markup import escape
 
+from .._judge import Judge
 from ..engine._engine import BACKEND_ERROR
 from ..errors import BackendError, ConfigError, InputError
 from ..io._files import load_suite
 from ..io._items import Item, Suite
 from ..io._outputs import atomic_output, readable_input, record_output, write_text
-from .._judge import Judge
 from ..modes._base import Task, check_item
 from ..modes._registry import MODES, Mode, mode_plugins
 from ..report._modes import render_mode_report
@@ -51,7 +51,6 @@ from ..report._trust import calibration_section
 from . import _calibrated as calibrated
 from ._common import err, is_utf8, print_plan, progress, records_note
 from ._inputs import changed, digest, read_items, scan, stream_items
-from ._summary import SystemTally
 from ._options import (
     JUDGE_FLAGS,
     MAX_PAIRS_OPTION,
@@ -67,6 +66,7 @@ from ._options import (
     make_judge,
     output_options,
 )
+from ._summary import SystemTally
 
 __all__ = ["Hooks", "Run", "Summary", "mode_command", "mode_commands", "suite_values"]
 

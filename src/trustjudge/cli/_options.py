@@ -19,13 +19,13 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from .._judge import Judge
+from ..backends import DEFAULT_JUDGE
+from ..engine._store import default_store_path
+from ..errors import ConfigError
 from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
-from .._judge import Judge
 from ..io._outputs import check_outputs
-from ..engine._store import default_store_path
-from ..backends import DEFAULT_JUDGE
-from ..errors import ConfigError
 from ..modes._prompts import check_system
 from ..modes._prompts import scale as make_scale
 from ._inputs import MAX_PAIRS, InputFormat

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 from rich.markup import escape
+from rich.table import Table
 
 from .._judge import Judge
 from ..io._files import load_suite
@@ -17,8 +17,8 @@ from ..io._outputs import readable_input, record_output, write_text
 from ..modes._prompts import LabelSet
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
-from ._summary import show_summary, write_summary
 from ._options import MAX_PAIRS_OPTION, SCALES, JudgeOptions, input_options, judge_options, output_options
+from ._summary import show_summary, write_summary
 
 SUMMARY_MODES = ["score", "criteria", "checklist", "claims", "criteria-compare"]
 """The modes `rank --mode` ranks by (compare is the default ranking)."""

@@ -11,12 +11,12 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from ..backends import DEFAULT_JUDGE
 from ..errors import TrustJudgeError
 from ..io._outputs import readable_input, record_output, write_text
 from ..recipes import Recipe, get_metric, get_recipe, recipe_names, run_recipe
 from ._common import err, is_utf8, progress, wide_console
 from ._inputs import read_items
-from ..backends import DEFAULT_JUDGE
 from ._options import JUDGE_FACTORY, JUDGE_HELP, make_judge
 from ._summary import BOOTSTRAP
 

@@ -11,10 +11,10 @@ import click
 from rich.markup import escape
 
 from ..io._outputs import readable_input, write_text
+from . import _calibrated as calibrated
 from ._audit import plan_audit, run_audit
 from ._common import err, methods_note, write_records
 from ._inputs import read_items
-from . import _calibrated as calibrated
 from ._options import (
     MAX_PAIRS_OPTION,
     CalibrationOptions,

@@ -7,14 +7,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
 from rich.markup import escape
+from rich.table import Table
 
-from ..engine._engine import BACKEND_ERROR
 from .._judge import Judge
+from ..engine._engine import BACKEND_ERROR
 from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
-from ..modes._base import Task
 from ..errors import BackendError
+from ..modes._base import Task
 from ._common import err, records_note, warn_top_k
 from ._mode_command import Hooks, Summary
 

@@ -32,15 +32,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..io._adapters import iter_dataset
-from ..engine._engine import Job
-from ..io._files import load_suite
-from ..io._items import Item, Suite
 from .._judge import Judge
-from ..modes._registry import MODES, Mode, get_mode
-from ..io._frames import is_parquet, require_parquet
-from ..io._outputs import check_outputs, readable_input, record_output, replacing
+from ..backends import get_backend
 from ..engine._asking import Question
+from ..engine._engine import Job
 from ..engine._store import Store, default_store_path
 from ..engine._store_io import (
     COLUMNS,
@@ -52,11 +47,16 @@ from ..engine._store_io import (
     write_export,
     write_parquet_export,
 )
-from ..backends import get_backend
 from ..errors import InputError, StoreError
+from ..io._adapters import iter_dataset
+from ..io._files import load_suite
+from ..io._frames import is_parquet, require_parquet
+from ..io._items import Item, Suite
+from ..io._outputs import check_outputs, readable_input, record_output, replacing
+from ..modes._registry import MODES, Mode, get_mode
 from ._common import is_utf8
-from ._mode_command import registered_modes, suite_values
 from ._inputs import InputFormat
+from ._mode_command import registered_modes, suite_values
 from ._options import SCALES, STORE, JudgeOptions, input_options, judge_options
 
 _COLUMNS = COLUMNS

@@ -21,11 +21,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cascade import HUMAN, human_items, thresholds
+from ..audit._trust import MODES, Calibration, abstained_items
+from ..backends import DEFAULT_JUDGE
 from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
-from ..audit._trust import MODES, Calibration, abstained_items
 from ..modes._registry import get_mode
-from ..backends import DEFAULT_JUDGE
 from ._common import err, progress
 from ._inputs import read_items
 from ._options import Finite, JudgeOptions, input_options, judge_options

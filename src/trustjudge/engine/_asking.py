@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ._engine import BACKEND_ERROR, TRUNCATED, Engine, Job, Outcome, PlanSummary, ProgressFn
 from ..backends import GenerateRequest
 from ..errors import BackendError
+from ._engine import BACKEND_ERROR, TRUNCATED, Engine, Job, Outcome, PlanSummary, ProgressFn
 
 Protocol = Literal["direct", "cot"]
 """How a judgment is asked: ``direct`` (labels read right after the question) or ``cot`` (critique first)."""

@@ -24,10 +24,10 @@ import numpy as np
 import orjson
 
 from .._retry import RetryPolicy
-from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 from ..backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from ..backends._speeds import MIN_MEASURED_TOKENS, Speed
 from ..errors import BackendError, BackendUnavailable, StoreError, TrustJudgeError
+from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 
 CLOSE = "]"
 """What closes a bracketed label (``Score: [4]``): label tokens are read with it where the tokenizer joins them."""

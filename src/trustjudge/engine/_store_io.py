@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from ..errors import InputError, StoreError
 from ..io._items import shown
 from ._store import Store, canonical_json
-from ..errors import InputError, StoreError
 
 COLUMNS = "key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s, created_at"
 KINDS = ("labels", "generate")

@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError, InputError
 from . import _datasets, _frames
 from ._files import _array_records, _jsonl_records, iter_items, load_array
 from ._items import Item, looks_like_item
-from ..errors import ConfigError, InputError
 
 FORMATS = ("items", "pandalm", "llmbar", "topical-chat", "topical-chat-criteria", "qags", "summhay",
            "trustjudge-demo", "parquet", "datasets")

@@ -36,9 +36,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from ..errors import ConfigError, InputError, pip_dependency_error
 from ._files import _csv_rows, _jsonl_records, decode_json, left_out
 from ._items import Item, parse_record
-from ..errors import ConfigError, InputError, pip_dependency_error
 
 ITEM_TARGETS = ("id", "question", "context", "reference", "profile", "knowledge", "evidence", "criteria",
                 "checklist")

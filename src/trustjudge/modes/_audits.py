@@ -22,16 +22,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from ..engine import _aggregates as A
 from ..audit._agreement import score_agreement
 from ..audit._consistency import conflict_ratio, ntr
+from ..audit._stats import jsonable
+from ..engine import _aggregates as A
+from ..engine._scoring import SCORE_METHODS
+from ..errors import ConfigError
 from ..io._items import Claim, Item
+from ._base import Task
 from ._prompts import YES_NO, LabelSet
 from ._records import ChecklistRecord, CriteriaRecord, ScoreRecord
-from ._base import Task
-from ..engine._scoring import SCORE_METHODS
-from ..audit._stats import jsonable
-from ..errors import ConfigError
 
 Record = Mapping[str, Any]
 

@@ -13,20 +13,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from ..backends import Backend, GenerateRequest, Generation
+from ..backends._recorded import RecordedBackend
 from ..engine import _aggregates as A
+from ..engine._asking import Question, Sampling
 from ..engine._engine import Outcome
+from ..errors import BackendError, InputError
 from ..io._items import Criterion, Item, Response
 from ._prompts import (
     Grounding,
     Protocol,
 )
-from ..engine._asking import Question, Sampling
 from ._records import (
     RecordBase,
 )
-from ..backends import Backend, GenerateRequest, Generation
-from ..backends._recorded import RecordedBackend
-from ..errors import BackendError, InputError
 
 Format = Callable[[str, str, str], str]
 """``backend.format_prompt(system, user, assistant_prefix)``."""

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
+from .._plugins import describe, installed
+from ..errors import ConfigError
 from ._base import Task
 from ._prompts import Prompts, Scale
 from ._prompts import Protocol as JudgeProtocol
-from .._plugins import describe, installed
-from ..errors import ConfigError
 
 __all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "builtin_modes", "get_mode",
            "mode_plugins", "option", "register_mode", "unregister_mode"]

@@ -7,35 +7,35 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..engine import _aggregates as A
+from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..errors import InputError
 from ..io._items import Check, Item, Response
+from ._base import (
+    PARTIAL,
+    Cost,
+    Format,
+    Task,
+    _prefix,
+    _wmean,
+    by_responses,
+    grounding,
+    shared_bytes,
+    text_bytes,
+)
 from ._prompts import (
     ANSWER_MARKER,
+    CHECK_FIELDS,
     YES_NO,
     LabelSet,
     Prompts,
     Protocol,
 )
-from ..engine._asking import Question
 from ._records import (
-    CheckResult,
     ChecklistRecord,
-)
-from ..errors import InputError
-from ._base import (
-    grounding,
-    _prefix,
-    Cost,
-    text_bytes,
-    shared_bytes,
-    by_responses,
-    Task,
-    _wmean,
-    Format,
-    PARTIAL,
+    CheckResult,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
-from ._prompts import CHECK_FIELDS
 
 POSITION = 50
 """Where the mode comes among the built-in ones (listings, help)."""

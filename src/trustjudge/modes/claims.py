@@ -26,9 +26,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
+from ..backends import GenerateRequest
 from ..engine import _aggregates as A
+from ..engine._asking import Question, Sampling
 from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
+from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Item, Response
+from ._base import Asking, Cost, Format, Task, text_bytes
 from ._prompts import (
     ANSWER_MARKER,
     EXTRACT_FIELDS,
@@ -43,13 +47,8 @@ from ._prompts import (
     quote,
     read_template,
 )
-from ..engine._asking import Question, Sampling
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
-from ..errors import ConfigError
-from ._base import Asking, Cost, Format, Task, text_bytes
-from ..backends import GenerateRequest
-from ..errors import BackendError, InputError
 
 UNPARSEABLE = "unparseable_extraction"
 NOT_EXTRACTED = "not_extracted"

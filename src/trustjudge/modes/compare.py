@@ -7,36 +7,36 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..backends import Backend
+from ..backends._recorded import RECORDED, RecordedBackend, recorded_prompt
 from ..engine import _scoring as S
+from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..errors import ConfigError
 from ..io._items import Item, Pair
+from ._base import (
+    Cost,
+    Format,
+    Task,
+    _pair_bytes,
+    _prefix,
+    by_pairs,
+    grounding,
+    shared_bytes,
+)
 from ._prompts import (
     DEFAULT_PAIR_LABELS,
+    PAIRWISE_FIELDS,
     VERDICT_LABELS,
     VERDICT_MARKER,
     PairLabels,
     Prompts,
     Protocol,
 )
-from ..engine._asking import Question
 from ._records import (
     CompareRecord,
 )
-from ..backends import Backend
-from ..backends._recorded import RECORDED, RecordedBackend, recorded_prompt
-from ..errors import ConfigError
-from ._base import (
-    grounding,
-    _prefix,
-    Cost,
-    shared_bytes,
-    by_pairs,
-    _pair_bytes,
-    Task,
-    Format,
-)
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
-from ._prompts import PAIRWISE_FIELDS
 
 POSITION = 20
 """Where the mode comes among the built-in ones (listings, help)."""

@@ -9,37 +9,37 @@ from typing import Any, ClassVar
 
 from ..engine import _aggregates as A
 from ..engine import _scoring as S
+from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Criterion, Item, Pair
+from ._base import (
+    PARTIAL,
+    Cost,
+    Format,
+    Task,
+    _pair_bytes,
+    _prefix,
+    _require_criteria,
+    _wmean,
+    by_pairs,
+    criterion_text,
+    grounding,
+    shared_bytes,
+    text_bytes,
+)
 from ._prompts import (
+    CRITERION_PAIR_FIELDS,
     GRADED_LABELS,
     VERDICT_LABELS,
     VERDICT_MARKER,
     Prompts,
     Protocol,
 )
-from ..engine._asking import Question
 from ._records import (
     CriteriaCompareRecord,
     CriterionVerdict,
 )
-from ._base import (
-    grounding,
-    _prefix,
-    Cost,
-    text_bytes,
-    shared_bytes,
-    by_pairs,
-    _pair_bytes,
-    Task,
-    _wmean,
-    Format,
-    PARTIAL,
-    _require_criteria,
-    criterion_text,
-)
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
-from ._prompts import CRITERION_PAIR_FIELDS
 
 POSITION = 40
 """Where the mode comes among the built-in ones (listings, help)."""

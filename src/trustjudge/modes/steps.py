@@ -18,14 +18,15 @@ CLI command (``trustjudge steps``), its service route (``POST /v1/steps``) and t
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-import string
 from functools import cache
 from typing import ClassVar, Literal
 
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..errors import ConfigError
 from ..io._items import Item
 from ._base import Cost, Format, Task, _prefix, by_responses, grounding, shared_bytes, text_bytes
 from ._prompts import (
@@ -41,7 +42,6 @@ from ._prompts import (
     tag_pattern,
 )
 from ._records import ResponseHeader, optional
-from ..errors import ConfigError
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 
 POSITION = 70

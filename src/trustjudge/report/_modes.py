@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 from ._html import (
     _CSS,
     _RC,
@@ -36,7 +37,6 @@ from ._html import (
     _short,
     _version,
 )
-from ..engine._scoring import AGGREGATIONS, SCORE_METHODS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

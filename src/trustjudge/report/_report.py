@@ -30,8 +30,8 @@ from ._html import _CSS, _RC, _e, _figure_html, _fmt, _num, _version
 from ._plots import _plot_conflict, _plot_ntr, _plot_position, _plot_ranking, _plot_scores, _systems
 
 if TYPE_CHECKING:
-    from ..io._items import Item
     from ..audit._audit import AuditRun
+    from ..io._items import Item
 
 DEFAULT_TITLE = "trustjudge audit report"
 PLOT_IDS = ("plot-scores", "plot-conflict", "plot-ntr", "plot-position", "plot-ranking")
