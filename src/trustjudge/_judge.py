@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 import math
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from . import _cascade
 from .audit._audit import AuditRun
@@ -264,16 +264,25 @@ class Judge:
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
-                    min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32) -> ClaimsTask:
-        return M.build_claims(self, M.ClaimsOptions(k, unknown, match, min_overlap, max_new_tokens, max_claims))
+                    min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
+                    templates: Mapping[str, str | Path] | None = None, verify: bool = True,
+                    coverage: Literal["noisy_or", "max"] = "noisy_or") -> ClaimsTask:
+        """Claims; ``templates``: each stage's own prompt by name (``extract``, ``verify``, ``match``: a
+        template's text or path); ``verify=False``: match-only; ``coverage``: ``noisy_or`` or ``max``."""
+        return M.build_claims(self, M.ClaimsOptions(k, unknown, match, min_overlap, max_new_tokens, max_claims,
+                                                    templates=templates, verify=verify, coverage=coverage))
 
     def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
                min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
+               templates: Mapping[str, str | Path] | None = None, verify: bool = True,
+               coverage: Literal["noisy_or", "max"] = "noisy_or",
                progress: ProgressArg = None) -> Iterator[ClaimsRecord]:
-        """Extract (or take) each response's claims, verify each against the item's evidence, and with
-        ``match`` match them against gold claims (see :mod:`trustjudge.modes.claims`)."""
+        """Extract (or take) each response's claims, verify each against the item's evidence (or the source it
+        cites), and with ``match`` match them against gold claims (see :mod:`trustjudge.modes.claims` and
+        :meth:`claims_task`)."""
         task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
-                                max_new_tokens=max_new_tokens, max_claims=max_claims)
+                                max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates,
+                                verify=verify, coverage=coverage)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,

@@ -261,6 +261,12 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
               help="Longest claim extraction (a longer one is unscored: truncated).")
 @click.option("--max-claims", default=32, show_default=True, type=click.IntRange(min=1),
               help="An extraction with more claims is unscored (too_many_claims): it bounds the work per response.")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Verify each claim against the evidence; --no-verify with --match: match-only (no evidence "
+                   "needed, no verification question).")
+@click.option("--coverage", type=click.Choice(["noisy_or", "max"]), default="noisy_or", show_default=True,
+              help="With --match: a gold claim's coverage from its P(match) over the predictions: noisy_or "
+                   "(1 - prod(1 - p); saturates on long lists) or max (the best single match).")
 @AUDIT
 @REPORT
 @click.option("--sensitivity", is_flag=True, help="With --audit: evidence order, negation and extractor stability "
@@ -268,17 +274,20 @@ def checklist(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
 @calibration_options("claims")
 def claims(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
            dry_run: bool, k: int | None, unknown: bool, match: bool, min_overlap: float, extract_tokens: int,
-           max_claims: int,
+           max_claims: int, verify: bool, coverage: str, claims_templates: dict[str, Path],
            audit_out: Path | None, report_out: Path | None, sensitivity: bool, calibrating: CalibrationOptions) -> None:
     """Extract each response's claims (or take the given ones), verify each against the item's evidence, and
     report expected precision, the distribution of supported claims and, with --match, recall; with
     --calibration, each verification also calibrated (and with --target-agreement, kept or abstained on)."""
     judging.guard(items, {"--out": out, "--audit": audit_out, "--report": report_out, "--summary": calibrating.summary},
-                  inputs=(calibrating.path,))
+                  inputs=(calibrating.path, *claims_templates.values()))
+    if not verify and not match:
+        raise click.UsageError("--no-verify needs --match (match-only: extraction and matching, no verification)")
 
     def task_of(j: Judge) -> Task:
         return j.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap, max_new_tokens=extract_tokens,
-                             max_claims=max_claims)
+                             max_claims=max_claims, templates=dict(claims_templates) or None, verify=verify,
+                             coverage="max" if coverage == "max" else "noisy_or")
 
     def audit(j: Judge, task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
         report = claims_audit(records)

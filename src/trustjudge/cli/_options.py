@@ -136,10 +136,29 @@ def _template(name: str, text: str) -> Callable[[Command], Command]:
 
 # Judge options that ``trustjudge claims`` takes but cannot honour: given, they stop the command (exit 2).
 _CLAIMS_REFUSES = {
-    "--template": "per-stage templates (extract, verify, match) are coming; for now claims uses the built-in ones",
     "--protocol": "claims asks its verification and matching questions directly, with no critique",
     "--max-new-tokens": "claims writes no critique to bound; the extraction's length is --extract-tokens",
 }
+
+
+def _stage_paths(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Path]:
+    """``--template STAGE=PATH`` (repeatable) of ``claims``: each stage's template file, by stage name."""
+    from ..modes._registry import get_mode
+
+    stages = tuple(get_mode("claims").templates)
+    out: dict[str, Path] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name.strip() or not path:
+            raise click.BadParameter(f"expected NAME=PATH with NAME one of {', '.join(stages)}, got {value!r}",
+                                     ctx=ctx, param=param)
+        if name.strip() not in stages:
+            raise click.BadParameter(f"unknown stage {name.strip()!r}: the stages are {', '.join(stages)}",
+                                     ctx=ctx, param=param)
+        if not Path(path).is_file():
+            raise click.BadParameter(f"{path}: no such file (the {name.strip()} template)", ctx=ctx, param=param)
+        out[name.strip()] = Path(path)
+    return out
 
 
 def _refused(name: str, default: Any, mode: str, why: str) -> Callable[[Command], Command]:
@@ -159,7 +178,8 @@ def judge_options(*kinds: str) -> Callable[[Command], Command]:
         kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``, or a mode
             (``"criteria"``, ``"checklist"``, ``"claims"``): ``--template`` is the template of the only kind, or
             the pointwise one beside ``--pairwise-template`` (for ``criteria``: the per-criterion pairwise one).
-            ``claims`` refuses ``--template``, ``--protocol`` and ``--max-new-tokens`` (:data:`_CLAIMS_REFUSES`).
+            ``claims`` takes ``--template STAGE=PATH`` (repeatable; the command gets ``claims_templates``) and
+            refuses ``--protocol`` and ``--max-new-tokens`` (:data:`_CLAIMS_REFUSES`).
     """
     both = ("score" in kinds and "compare" in kinds) or kinds == ("criteria",)
     dests: dict[tuple[str, ...], str] = {("compare",): "pairwise_template", ("criteria",): "criterion_template",
@@ -175,7 +195,10 @@ def judge_options(*kinds: str) -> Callable[[Command], Command]:
     if kinds == ("claims",):
         protocol = _refused("--protocol", "direct", "claims", _CLAIMS_REFUSES["--protocol"])
         max_new_tokens = _refused("--max-new-tokens", 256, "claims", _CLAIMS_REFUSES["--max-new-tokens"])
-        template = _refused("--template", None, "claims", _CLAIMS_REFUSES["--template"])
+        template = click.option("--template", "claims_templates", multiple=True, metavar="STAGE=PATH",
+                                callback=_stage_paths,
+                                help="Your own prompt template for a stage: extract=PATH, verify=PATH or match=PATH "
+                                     "(repeatable; string.Template fields, see docs/modes.md).")
     options: list[Callable[[Command], Command]] = [
         JUDGE, protocol, STORE, BATCH_SIZE, TEMPERATURE, SEED, max_new_tokens, MIN_LABEL_MASS, CLOSING, template, RAY]
     if both:
@@ -187,7 +210,8 @@ def judge_options(*kinds: str) -> Callable[[Command], Command]:
     def decorate(fn: Command) -> Command:
         @functools.wraps(fn)
         def command(**params: Any) -> Any:
-            params[template_dest] = params.pop("template")
+            if kinds != ("claims",):
+                params[template_dest] = params.pop("template")
             if both:
                 params[pair_dest] = params.pop("pairwise_template")
             ctx = click.get_current_context(silent=True)

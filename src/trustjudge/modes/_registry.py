@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
-from .claims import ClaimsTask
+from .claims import COVERAGE_RULES, ClaimsTask, Coverage, stage_templates
 from ..io._items import Check, Criterion
 from ._prompts import (
     CHECK_FIELDS,
@@ -293,6 +293,12 @@ class ClaimsOptions:
     min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.")
     max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).")
     max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).")
+    templates: Mapping[str, Any] | None = option(None, "Each stage's own prompt by name: {extract, verify, match} "
+                                                       "-> a template's text or path (STAGE=PATH).")
+    verify: bool = option(True, "Verify each claim against the evidence; off (--no-verify): match-only, no "
+                                "evidence needed.")
+    coverage: Coverage = option("noisy_or", "With match: a gold claim's coverage from its P(match) over the "
+                                            "predictions: noisy_or (1 - prod(1 - p)) or max (the best one).")
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
@@ -324,7 +330,12 @@ def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
         raise ConfigError(f"min_overlap must be between 0 and 1, got {o.min_overlap}")
     if o.max_claims < 1:
         raise ConfigError(f"max_claims must be 1 or more, got {o.max_claims}")
-    return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims)
+    if o.coverage not in COVERAGE_RULES:
+        raise ConfigError(f"coverage must be one of {', '.join(COVERAGE_RULES)}, got {o.coverage!r}")
+    if not (o.verify or o.match):
+        raise ConfigError("with verify off and match off claims has nothing to do: turn match on (match-only)")
+    return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims,
+                      templates=stage_templates(o.templates), verify=o.verify, coverage=o.coverage)
 
 
 def _builtin(mode: Mode) -> None:
