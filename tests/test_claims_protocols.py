@@ -93,6 +93,22 @@ def test_each_stage_template_is_used_and_keys_the_store(tmp_path: Path) -> None:
     assert "OTHER" in task.verify_question(items[0], "C1.", lambda s, u, a: u).prompt  # type: ignore[attr-defined]
 
 
+def test_a_claims_calibration_does_not_fit_another_verification_template(tmp_path: Path) -> None:
+    from trustjudge.audit._calibration import CalibrationMap
+    from trustjudge.audit._trust import Calibration
+
+    judge = Judge(_backend(), store=tmp_path / "s.sqlite")
+    packaged = judge._template_hash("claims")
+    cal = Calibration("claims", judge.name, judge.backend.fingerprint, packaged, "direct",
+                      CalibrationMap("vector", ("SUPPORTED", "PARTIAL", "UNSUPPORTED"),
+                                     {"temperature": 1.0, "bias": [0.0, 0.0, 0.0]}), [[0.4, 0.3, 0.3]] * 2, [0, 1])
+    assert judge.check_calibration(cal, task=judge.claims_task()) is not None
+    assert judge.check_calibration(cal, task=judge.claims_task(templates={"extract": "${question} ${response}"}))
+    mine = judge.claims_task(templates={"verify": "MINE ${grounding_block} ${claim} ${task}"})
+    with pytest.raises(ConfigError, match="template"):
+        judge.check_calibration(cal, task=mine)
+
+
 @pytest.mark.parametrize(("stage", "text", "missing"), [
     ("extract", "Only ${question}", "${response}"),
     ("verify", "${claim} and no evidence", "${grounding_block}"),

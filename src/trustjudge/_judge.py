@@ -331,7 +331,12 @@ class Judge:
             raise ConfigError(f"calibration covers the modes compare, checklist and claims; got {mode!r}")
         return self.task(mode)
 
-    def _template_hash(self, mode: str) -> str:
+    def _template_hash(self, mode: str, task: Task | None = None) -> str:
+        """The hash of the template ``mode``'s calibrated verdicts come from (for claims: ``task``'s own
+        verification template, where it was given one)."""
+        texts = getattr(task, "templates", None) if mode == "claims" else None
+        if texts is not None:
+            return template_hash(texts[1])
         if mode == "compare":
             return template_hash(self.prompts.pairwise.template)
         if mode == "checklist":
@@ -372,7 +377,7 @@ class Judge:
         if mode == "claims" and calibration.mode == "claims" and labels is not None:
             check_classes(mode, calibration, labels.labels)
         checked = calibration.check(mode=mode, judge=self.name, fingerprint=self.backend.fingerprint,
-                                    template=self._template_hash(mode), protocol=self._protocol_of(task),
+                                    template=self._template_hash(mode, task), protocol=self._protocol_of(task),
                                     override=override)
         # A checklist calibration is fitted on YES/NO checks (`calibrate` asks those): P(pass) under another
         # label set is another quantity.
