@@ -317,3 +317,39 @@ def test_cli_reports_citation_accuracy(tmp_path: Path) -> None:
     [row] = [json.loads(line) for line in out.read_text().splitlines()]
     cited = [c["p_supported"] for c in row["claims"] if c.get("source")]
     assert row["cited"] == 2 and row["citation_accuracy"] == pytest.approx(sum(cited) / 2)
+
+
+# -- the bundled small judge: match-only end to end ------------------------------------------------------------
+
+@pytest.mark.model
+def test_match_only_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install trustjudge[llamacpp])")
+    rows = [{"id": "q1", "question": "Where and when was the Eiffel Tower built?",
+             "gold_claims": ["The Eiffel Tower is in Paris.", "The Eiffel Tower was completed in 1889."],
+             "responses": [{"id": "a", "text": "The Eiffel Tower is in Paris. It was finished in 1889."},
+                           {"id": "b", "text": "x", "claims": ["The Eiffel Tower is in Rome."]}]}]
+    items = items_from_dicts(rows)
+    store = tmp_path / "s.sqlite"
+    with Judge("llamacpp/smollm2-135m", store=store) as judge:
+        recs = list(judge.claims(items, match=True, verify=False, coverage="max"))
+        stats = judge.stats
+        # one extraction (a); matching only: no verification question (every label call is a match)
+        assert stats.generate_calls == 1
+        extracted = recs[0].claims if recs[0].unscored is None else []
+        assert stats.label_calls == 2 * (len(extracted) + 1)
+    for rec in recs:
+        assert rec.verification == "skipped" and rec.precision is None
+        if rec.unscored is None:
+            assert rec.matching is not None and rec.matching["coverage_rule"] == "max"
+            assert all(0.0 <= p <= 1.0 for row in rec.matching["p_match"] for p in row)
+            assert all(c.unscored == "not_verified" for c in rec.claims)
+        else:  # a small judge may write no parseable list: said, never a silent 0
+            assert rec.unscored in ("unparseable_extraction", "truncated", "too_many_claims")
+    assert recs[1].source == "given" and recs[1].unscored is None
+    with Judge("llamacpp/smollm2-135m", store=store) as again:
+        assert [r.to_dict() for r in again.claims(items, match=True, verify=False, coverage="max")] == [
+            r.to_dict() for r in recs]
+        assert again.stats.model_calls == 0
