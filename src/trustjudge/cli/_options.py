@@ -157,6 +157,8 @@ def _stage_paths(ctx: click.Context, param: click.Parameter, values: tuple[str, 
                                      ctx=ctx, param=param)
         if not Path(path).is_file():
             raise click.BadParameter(f"{path}: no such file (the {name.strip()} template)", ctx=ctx, param=param)
+        if name.strip() in out:
+            raise click.BadParameter(f"the {name.strip()} template is given twice", ctx=ctx, param=param)
         out[name.strip()] = Path(path)
     return out
 

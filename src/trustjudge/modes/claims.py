@@ -39,6 +39,7 @@ from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
 from ..io._items import Item, Response
 from ._prompts import (
     ANSWER_MARKER,
+    DEFAULT_TAGS,
     EXTRACT_FIELDS,
     MATCH_FIELDS,
     SYSTEM,
@@ -51,6 +52,7 @@ from ._prompts import (
     grounding_block,
     quote,
     read_template,
+    tag_pattern,
 )
 from ..engine._asking import Question, Sampling
 from ._records import ClaimResult, ClaimsRecord
@@ -102,6 +104,9 @@ def stage_templates(given: Mapping[str, str | Path] | None) -> _Texts | None:
     checked for the stage's fields; ``None`` where nothing is given (the packaged ones)."""
     if not given:
         return None
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"claims templates: a mapping from stage name to a template's text or path, got a "
+                          f"{type(given).__name__}")
     for name in given:
         if name not in STAGES:
             raise ConfigError(f"unknown claims stage {name!r} in templates (the stages are {', '.join(STAGES)})")
@@ -111,6 +116,8 @@ def stage_templates(given: Mapping[str, str | Path] | None) -> _Texts | None:
         if value is None:
             texts.append(read_template(None, file, fields).template)
             continue
+        if not isinstance(value, (str, Path)):
+            raise ConfigError(f"claims {stage} template: a template's text or path, got a {type(value).__name__}")
         if isinstance(value, Path) or ("\n" not in value and "$" not in value):
             try:
                 text = Path(value).read_text(encoding="utf-8")
@@ -131,6 +138,17 @@ def _templates(texts: _Texts | None = None) -> tuple[string.Template, string.Tem
         return string.Template(texts[0]), string.Template(texts[1]), string.Template(texts[2])
     return (read_template(None, "extract.txt", EXTRACT_FIELDS), read_template(None, "verify.txt", VERIFY_FIELDS),
             read_template(None, "match.txt", MATCH_FIELDS))
+
+
+_TEMPLATE_TAG = re.compile(r"<\s*/?\s*([A-Za-z_][\w-]*)(?:\s[^<>]*)?>")
+
+
+@cache
+def _tags(texts: _Texts | None) -> re.Pattern[str]:
+    """The delimiter tags a quoted text may not write: the packaged ones and a user template's own (as
+    :class:`~trustjudge.modes._prompts.Prompts` does for the other modes)."""
+    found = _TEMPLATE_TAG.findall("".join(texts)) if texts is not None else []
+    return tag_pattern((*DEFAULT_TAGS, *found))
 
 
 _Extracted = dict[tuple[str, str], tuple[list[str] | str, str | None]]
@@ -246,9 +264,10 @@ class ClaimsTask(Task):
     # -- prompts --------------------------------------------------------------------------------------
     def extraction(self, item: Item, text: str, fmt: Format, sampling: Sampling) -> GenerateRequest:
         """The generation that extracts the claims of ``text`` (a response, or the item's reference)."""
-        ctx = f"\n<context>\n{quote(item.context)}\n</context>\n" if item.context else ""
-        user = _templates(self.templates)[0].substitute(question=quote(item.question), response=quote(text),
-                                                        context_block=ctx)
+        tags = _tags(self.templates)
+        ctx = f"\n<context>\n{quote(item.context, tags)}\n</context>\n" if item.context else ""
+        user = _templates(self.templates)[0].substitute(question=quote(item.question, tags),
+                                                        response=quote(text, tags), context_block=ctx)
         return GenerateRequest(fmt(SYSTEM, user, ""), (END,), self.max_new_tokens, sampling.temperature, sampling.seed)
 
     def verify_question(self, item: Item, claim: str, fmt: Format, source: str | None = None) -> Question:
@@ -264,14 +283,16 @@ class ClaimsTask(Task):
         task = (f'Reply with the answer only, in the form "{ANSWER_MARKER}X]" where X is one of {form}: SUPPORTED '
                 f"if the evidence states the claim, PARTIAL if it states only part of it, {against}")
         grounding = Grounding(None, None, ((item.sources or {})[source],)) if source else evidence_of(item)
-        user = _templates(self.templates)[1].substitute(grounding_block=grounding_block(grounding), claim=quote(claim),
-                                                        task=task)
+        tags = _tags(self.templates)
+        user = _templates(self.templates)[1].substitute(grounding_block=grounding_block(grounding, tags),
+                                                        claim=quote(claim, tags), task=task)
         return Question(fmt(SYSTEM, user, ANSWER_MARKER), labels.labels, ANSWER_MARKER)
 
     def match_question(self, gold: str, claim: str, fmt: Format) -> Question:
         """The question whether ``claim`` states the gold claim ``gold``."""
         task = f'Reply with the answer only, in the form "{ANSWER_MARKER}YES]" or "{ANSWER_MARKER}NO]".'
-        user = _templates(self.templates)[2].substitute(gold=quote(gold), claim=quote(claim), task=task)
+        tags = _tags(self.templates)
+        user = _templates(self.templates)[2].substitute(gold=quote(gold, tags), claim=quote(claim, tags), task=task)
         return Question(fmt(SYSTEM, user, ANSWER_MARKER), YES_NO.labels, ANSWER_MARKER)
 
     # -- running --------------------------------------------------------------------------------------
