@@ -198,6 +198,19 @@ def test_match_only_asks_no_verification(tmp_path: Path) -> None:
         judge.claims_task(verify=False)
 
 
+def test_match_only_plans_and_sizes_no_verification(tmp_path: Path) -> None:
+    item = {"id": "q", "question": "Q?", "gold_claims": ["G1.", "G2."],
+            "responses": [{"id": "a", "text": "x", "claims": ["C1.", "C2.", "C3."]}]}
+    items = items_from_dicts([item])
+    judge = Judge(_backend(), store=tmp_path / "s.sqlite")
+    task = judge.claims_task(match=True, verify=False)
+    assert judge.plan(items, task).judgments == 6 and task.size(items[0]) == 6  # 2 gold x 3 claims
+    cost = task.cost(items[0])
+    assert cost.judgments == 6 and cost.labels == 6 * 2
+    full = judge.claims_task(match=True)
+    assert task.size(items[0]) + 3 == full.size(items[0]) and full.cost(items[0]).judgments == 9
+
+
 def test_match_only_still_needs_gold(tmp_path: Path) -> None:
     judge = Judge(_backend(), store=tmp_path / "s.sqlite")
     bare = {"id": "q", "question": "Q?", "responses": [{"id": "a", "text": "x"}]}
