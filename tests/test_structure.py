@@ -136,3 +136,73 @@ def test_the_package_has_no_import_cycle() -> None:
     assert f"{PACKAGE}._judge" in modules and f"{PACKAGE}.backends._mock" in modules
     found = cycles(import_graph(modules))
     assert not found, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in found)
+
+
+# -- layers ----------------------------------------------------------------------------------------------
+
+LAYERS: dict[str, int] = {
+    "errors": 0, "_plugins": 0, "_retry": 0,          # what every layer may use
+    "backends": 1, "io": 1,                            # models; items and files
+    "engine": 2,                                       # asking, the store, the maths of label distributions
+    "audit": 3,                                        # statistics, consistency, agreement, ranking, calibration
+    "modes": 4,                                        # the registry, what modes share, one file per mode
+    "report": 5,                                       # HTML drawn from audits
+    "_judge": 6, "_cascade": 6, "_integrations": 6,    # the facade over all of the above
+    "serve": 7, "pytest_plugin": 7, "inspect_scorer": 7,
+    "cli": 8,
+    "__main__": 9, "": 9,                              # the package's __init__ (the public API)
+}
+"""The package's layers, bottom up: a module imports only from a lower layer or from its own folder (or, in
+layers 0 and 6, another module of that layer)."""
+SHARED_LAYERS = {0, 6}
+
+
+def _group(module: str) -> str:
+    parts = module.split(".")[1:]
+    return parts[0] if parts else ""
+
+
+def layer_violations(graph: Mapping[str, set[str]], layers: Mapping[str, int] = LAYERS) -> list[str]:
+    """Each import that runs up (or sideways across) a layer, and each import of a mode file from outside
+    ``modes/`` (a mode is reached through the registry)."""
+    found = []
+    for module, deps in sorted(graph.items()):
+        group = _group(module)
+        for dep in sorted(deps):
+            other = _group(dep)
+            if other == group:
+                continue
+            if group not in layers or other not in layers:
+                found.append(f"{module} -> {dep}: a folder/module missing from LAYERS")
+            elif layers[other] > layers[group] or (layers[other] == layers[group]
+                                                    and layers[group] not in SHARED_LAYERS):
+                found.append(f"{module} (layer {layers[group]}) -> {dep} (layer {layers[other]})")
+            if other == "modes" and dep != f"{PACKAGE}.modes" and not dep.rsplit(".", 1)[-1].startswith("_"):
+                found.append(f"{module} -> {dep}: a mode file, outside modes/ (use the registry)")
+    return found
+
+
+def test_the_layer_check_sees_an_upward_import_and_a_mode_file_import() -> None:
+    graph = {f"{PACKAGE}.engine._engine": {f"{PACKAGE}.modes._prompts"},
+             f"{PACKAGE}.cli._score": {f"{PACKAGE}.modes.score", f"{PACKAGE}.modes._registry"},
+             f"{PACKAGE}.modes.score": {f"{PACKAGE}.modes._base", f"{PACKAGE}.engine._engine"},
+             f"{PACKAGE}.io._items": {f"{PACKAGE}.backends"}}
+    assert layer_violations(graph) == [
+        f"{PACKAGE}.cli._score -> {PACKAGE}.modes.score: a mode file, outside modes/ (use the registry)",
+        f"{PACKAGE}.engine._engine (layer 2) -> {PACKAGE}.modes._prompts (layer 4)",
+        f"{PACKAGE}.io._items (layer 1) -> {PACKAGE}.backends (layer 1)",
+    ]
+
+
+def test_no_import_runs_up_a_layer_and_no_mode_file_is_imported_outside_modes() -> None:
+    modules = module_files()
+    assert {_group(m) for m in modules} <= set(LAYERS), "a new folder: give it a layer in LAYERS"
+    found = layer_violations(import_graph(modules))
+    assert not found, "layer rules broken:\n" + "\n".join(found)
+
+
+def test_engine_and_audit_import_no_mode_at_all() -> None:
+    graph = import_graph(module_files())
+    found = [f"{m} -> {d}" for m, deps in graph.items() if _group(m) in ("engine", "audit")
+             for d in deps if _group(d) == "modes"]
+    assert not found, found

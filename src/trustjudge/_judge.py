@@ -13,8 +13,6 @@ from typing import Any, Literal
 from . import _cascade
 from .audit._audit import AuditRun
 from .audit._calibration import Selection
-from .modes import _registry as M
-from .modes.claims import ClaimsTask
 from .audit._audit import audit as run_audit
 from .engine._engine import Closing, Engine, EngineStats, Outcome, PlanSummary, ProgressFn
 from .audit._injection import INJECTION
@@ -34,23 +32,12 @@ from .modes._records import (
     ScoreRecord,
 )
 from .engine._store import Store
-from .modes._base import (
-    ChecklistTask,
-    CompareTask,
-    CriteriaCompareTask,
-    CriteriaTask,
-    RecordedCompareTask,
-    ScoreTask,
-    Asking,
-    Task,
-    check_item,
-)
+from .modes._base import Asking, Task, check_item
 from .audit._trust import Calibration, annotate, check_classes, template_hash
 from .audit._trust import fit as fit_calibration
 from .audit._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
 from .modes._registry import get_mode
-from .backends._recorded import RecordedBackend
 from .errors import ConfigError
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
@@ -177,28 +164,29 @@ class Judge:
         """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings."""
         return get_mode(mode).task_of(self, **options)
 
-    def score_task(self, scale: int | None = None, protocol: Protocol | None = None) -> ScoreTask:
+    def score_task(self, scale: int | None = None, protocol: Protocol | None = None) -> Task:
         """The pointwise task with this judge's settings (``scale``/``protocol`` override them)."""
-        return M.build_score(self, M.ScoreOptions(scale, protocol))
+        return self.task("score", scale=scale, protocol=protocol)
 
-    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None) -> CompareTask:
-        return M.build_compare(self, M.CompareOptions(protocol, delta))
+    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None) -> Task:
+        return self.task("compare", protocol=protocol, delta=delta)
 
     def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int = 5,
-                      protocol: Protocol | None = None) -> CriteriaTask:
+                      protocol: Protocol | None = None) -> Task:
         """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
         descriptions are judged on 1..``scale`` (default 5)."""
-        return M.build_criteria(self, M.CriteriaOptions(tuple(criteria), reweight, scale, protocol))
+        return self.task("criteria", criteria=tuple(criteria), reweight=reweight, scale=scale, protocol=protocol)
 
     def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
-                       protocol: Protocol | None = None) -> ChecklistTask:
+                       protocol: Protocol | None = None) -> Task:
         """Checklist judging: ``checklist`` applies to responses whose item carries none."""
-        return M.build_checklist(self, M.ChecklistOptions(tuple(checklist), labels, reweight, protocol))
+        return self.task("checklist", checklist=tuple(checklist), labels=labels, reweight=reweight, protocol=protocol)
 
     def criteria_compare_task(self, criteria: Sequence[Criterion] = (), *, graded: bool = False,
-                              reweight: bool = False, protocol: Protocol | None = None) -> CriteriaCompareTask:
+                              reweight: bool = False, protocol: Protocol | None = None) -> Task:
         """Pairwise judging per criterion, both orders; ``graded`` asks A>>B .. B>>A with a margin."""
-        return M.build_criteria_compare(self, M.CriteriaCompareOptions(tuple(criteria), graded, reweight, protocol))
+        return self.task("criteria-compare", criteria=tuple(criteria), graded=graded, reweight=reweight,
+                         protocol=protocol)
 
     def sampling(self, protocol: Protocol) -> Sampling:
         return Sampling(protocol, **self._sampling)  # type: ignore[arg-type]
@@ -266,11 +254,12 @@ class Judge:
     def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
                     min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
                     templates: Mapping[str, str | Path] | None = None, verify: bool = True,
-                    coverage: Literal["noisy_or", "max"] = "noisy_or") -> ClaimsTask:
+                    coverage: Literal["noisy_or", "max"] = "noisy_or") -> Task:
         """Claims; ``templates``: each stage's own prompt by name (``extract``, ``verify``, ``match``: a
         template's text or path); ``verify=False``: match-only; ``coverage``: ``noisy_or`` or ``max``."""
-        return M.build_claims(self, M.ClaimsOptions(k, unknown, match, min_overlap, max_new_tokens, max_claims,
-                                                    templates=templates, verify=verify, coverage=coverage))
+        return self.task("claims", k=k, unknown=unknown, match=match, min_overlap=min_overlap,
+                         max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates, verify=verify,
+                         coverage=coverage)
 
     def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
                min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
@@ -433,14 +422,9 @@ class Judge:
 
     # -- recorded judges and cascades -----------------------------------------------------------------
     def _for_backend(self, task: Task) -> Task:
-        """``task`` as this judge can answer it: a recorded judge (``recorded/<path>``) answers pairs from its
-        file and refuses every other mode."""
-        backend = self.backend
-        if not isinstance(backend, RecordedBackend) or isinstance(task, RecordedCompareTask):
-            return task
-        if type(task) is CompareTask:  # read directly: a recording has no critique to write first
-            return RecordedCompareTask(task.prompts, "direct", task.delta, None, recorded=backend)
-        raise backend.refusal(f"the {task.kind} mode")
+        """``task`` as this judge's backend can answer it (:meth:`Task.for_backend`: a recorded judge,
+        ``recorded/<path>``, answers pairs from its file and refuses every other mode)."""
+        return task.for_backend(self.backend)
 
     def sibling(self, judge: str | Backend) -> Judge:
         """Another judge with this one's settings and store (a cascade's tier named by a string).

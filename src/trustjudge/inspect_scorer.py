@@ -33,7 +33,6 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -95,9 +94,10 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
     suite_checks = _checklist(checklist, "trustjudge_scorer(checklist=...)")
     task: Task
     if kind == "score":
-        task = replace(the_judge.score_task(scale), keep_distribution=True)
+        task = the_judge.task("score", scale=scale, keep_distribution=True)
     elif kind == "criteria":
-        task = replace(the_judge.criteria_task(suite_criteria, reweight=reweight, scale=scale), keep_distribution=True)
+        task = the_judge.task("criteria", criteria=tuple(suite_criteria), reweight=reweight, scale=scale,
+                               keep_distribution=True)
     else:
         task = the_judge.checklist_task(suite_checks, reweight=reweight)
     batcher = _Batcher(the_judge, task)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import overload
 
@@ -142,13 +141,13 @@ def assert_scores_at_least(judge: Judge, question: str, response: str, minimum: 
     item = one_item(question, [response], context=context, reference=reference)
     _RAN.add(judge)
     if criterion is None:
-        task = replace(judge.score_task(scale), keep_distribution=True)
+        task = judge.task("score", scale=scale, keep_distribution=True)
         record = next(iter(judge.run(task, [item])))
         assert isinstance(record, ScoreRecord)
         _check_score(judge, record.scores, record.unscored, record.label_mass, record.distribution, minimum,
                      method, record.scale, record.method, None, question, response)
         return record
-    ctask = replace(judge.criteria_task([criterion], scale=scale), keep_distribution=True)
+    ctask = judge.task("criteria", criteria=(criterion,), scale=scale, keep_distribution=True)
     crecord = next(iter(judge.run(ctask, [item])))
     assert isinstance(crecord, CriteriaRecord)
     result: CriterionResult = crecord.criteria[0]

@@ -304,19 +304,19 @@ def _judgments(j: Judge, item: Item, judgment: str, modes: _Modes) -> Iterator[d
     question (criteria and checklist only where the item or the suite gives some, unless asked by name)."""
     fmt = j.backend.format_prompt
     if judgment in ("score", "all"):
-        task = j.score_task()
+        task: Any = j.score_task()  # the mode's own methods (store show lists each mode's questions)
         for response, question in zip(item.responses, task.questions(item, fmt)):
             yield {"judgment": "score", "item_id": item.id, "response_id": response.id, "scale": task.scale.points,
                    "protocol": task.protocol, "question": question}
     if judgment in ("compare", "all") and len(item.responses) >= 2:
-        pair_task = j.compare_task()
+        pair_task: Any = j.compare_task()
         for pair in item.all_pairs():
             for order, question in enumerate(pair_task.pair_questions(item, pair, fmt), start=1):
                 yield {"judgment": "compare", "item_id": item.id, "first_id": pair.first, "second_id": pair.second,
                        "order": order, "shown_first": pair.first if order == 1 else pair.second,
                        "protocol": pair_task.protocol, "question": question}
     if judgment in ("criteria", "all"):
-        criteria_task = j.criteria_task(modes.suite.criteria, scale=modes.criteria_points)
+        criteria_task: Any = j.criteria_task(modes.suite.criteria, scale=modes.criteria_points)
         criteria = criteria_task.criteria_of(item)
         if judgment == "criteria":
             criteria_task.check(item)
@@ -327,7 +327,7 @@ def _judgments(j: Judge, item: Item, judgment: str, modes: _Modes) -> Iterator[d
     if judgment not in ("score", "compare", "criteria", "checklist", "all"):
         yield from _mode_judgments(j, item, get_mode(judgment), modes)
     if judgment in ("checklist", "all"):
-        checklist_task = j.checklist_task(modes.suite.checklist, labels=modes.labels)
+        checklist_task: Any = j.checklist_task(modes.suite.checklist, labels=modes.labels)
         if judgment == "checklist":
             checklist_task.check(item)
         checks = [(r, check) for r in item.responses for check in checklist_task.checks_of(item, r)]

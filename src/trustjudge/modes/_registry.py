@@ -2,8 +2,9 @@
 
 A mode is a frozen :class:`Mode`: its name, its task and record types, its templates (name -> packaged file
 and required fields), the fewest responses an item needs, and how its task is built from its options (a
-frozen dataclass whose fields carry their help text in ``metadata["help"]``). The built-in modes register
-here at import, through the same door as third-party ones::
+frozen dataclass whose fields carry their help text in ``metadata["help"]``). The built-in modes are the
+files of this package (``trustjudge/modes/<name>.py``, each defining ``MODE``), registered when the package
+is imported (:func:`register_builtin`), through the same door as third-party ones::
 
     from trustjudge import Mode, register_mode
     register_mode(Mode("verdict", VerdictTask, VerdictRecord, VerdictOptions, build_verdict))
@@ -27,33 +28,9 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
-from .claims import COVERAGE_RULES, ClaimsTask, Coverage, stage_templates
-from ..io._items import Check, Criterion
-from ._prompts import (
-    CHECK_FIELDS,
-    CRITERION_FIELDS,
-    CRITERION_PAIR_FIELDS,
-    EXTRACT_FIELDS,
-    MATCH_FIELDS,
-    PAIRWISE_FIELDS,
-    POINTWISE_FIELDS,
-    VERIFY_FIELDS,
-    YES_NO,
-    LabelSet,
-    Prompts,
-    Scale,
-)
+from ._base import Task
+from ._prompts import Prompts, Scale
 from ._prompts import Protocol as JudgeProtocol
-from ._prompts import scale as make_scale
-from ._records import (
-    ChecklistRecord,
-    ClaimsRecord,
-    CompareRecord,
-    CriteriaCompareRecord,
-    CriteriaRecord,
-    ScoreRecord,
-)
-from ._base import ChecklistTask, CompareTask, CriteriaCompareTask, CriteriaTask, ScoreTask, Task
 from .._plugins import describe, installed
 from ..errors import ConfigError
 
@@ -167,6 +144,13 @@ def register_mode(mode: Mode, *, replace: bool = False) -> Mode:
     return mode
 
 
+def register_builtin(mode: Mode) -> Mode:
+    """Register one of the package's own modes (a file of :mod:`trustjudge.modes`): never replaced or removed."""
+    register_mode(mode)
+    _BUILTIN.add(mode.name)
+    return mode
+
+
 def unregister_mode(name: str) -> None:
     """Forget a registered mode (built-in modes stay)."""
     if name in _BUILTIN:
@@ -240,131 +224,6 @@ MODES: Mapping[str, Mode] = _Modes()
 """Every mode by name (read-only: add one with :func:`register_mode` or an entry point)."""
 
 
-# -- the built-in modes ---------------------------------------------------------------------------------
+# -- what the mode files share -------------------------------------------------------------------
 
-_PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique first); default: the judge's."
-
-
-@dataclass(frozen=True)
-class ScoreOptions:
-    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.")
-    protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
-
-
-@dataclass(frozen=True)
-class CompareOptions:
-    protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
-    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.")
-
-
-@dataclass(frozen=True)
-class CriteriaOptions:
-    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
-    reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
-                                   "weights (default: the aggregate is unscored).")
-    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).")
-    protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
-
-
-@dataclass(frozen=True)
-class CriteriaCompareOptions:
-    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
-    graded: bool = option(False, "5-way verdicts (A>>B .. B>>A) with an expected margin.")
-    reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
-                                   "weights (default: the aggregate is unscored).")
-    protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
-
-
-@dataclass(frozen=True)
-class ChecklistOptions:
-    checklist: tuple[Check, ...] = option((), "Checks for responses whose item carries none (a suite's).")
-    labels: LabelSet = option(YES_NO, 'The answers a check may get, e.g. "FULL=1,PARTIAL=0.5,NO=0".')
-    reweight: bool = option(False, "When a check is unscored, aggregate over the rest with renormalised weights.")
-    protocol: JudgeProtocol | None = option(None, _PROTOCOL_HELP)
-
-
-@dataclass(frozen=True)
-class ClaimsOptions:
-    k: int | None = option(None, "Also give E[precision], E[recall@K] and E[F1@K], recall counting up to K "
-                                 "supported claims.")
-    unknown: bool = option(False, "Add UNKNOWN to the verification labels (reported apart).")
-    match: bool = option(False, "Match the claims against the item's gold_claims (else claims extracted from its "
-                                "reference).")
-    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.")
-    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).")
-    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).")
-    templates: Mapping[str, Any] | None = option(None, "Each stage's own prompt by name: {extract, verify, match} "
-                                                       "-> a template's text or path (STAGE=PATH).")
-    verify: bool = option(True, "Verify each claim against the evidence; off (--no-verify): match-only, no "
-                                "evidence needed.")
-    coverage: Coverage = option("noisy_or", "With match: a gold claim's coverage from its P(match) over the "
-                                            "predictions: noisy_or (1 - prod(1 - p)) or max (the best one).")
-
-
-def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
-    return ScoreTask(j.prompts, j.scale if o.scale is None else make_scale(o.scale), o.protocol or j.protocol,
-                     j.keep_distribution, j.closing_mark)
-
-
-def build_compare(j: JudgeSettings, o: CompareOptions) -> CompareTask:
-    return CompareTask(j.prompts, o.protocol or j.protocol, j.delta if o.delta is None else o.delta, j.closing_mark)
-
-
-def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:
-    return CriteriaTask(j.prompts, make_scale(o.scale), o.protocol or j.protocol, tuple(o.criteria), o.reweight,
-                        j.keep_distribution)
-
-
-def build_criteria_compare(j: JudgeSettings, o: CriteriaCompareOptions) -> CriteriaCompareTask:
-    return CriteriaCompareTask(j.prompts, o.protocol or j.protocol, tuple(o.criteria), o.graded, o.reweight)
-
-
-def build_checklist(j: JudgeSettings, o: ChecklistOptions) -> ChecklistTask:
-    return ChecklistTask(j.prompts, o.protocol or j.protocol, o.labels, tuple(o.checklist), o.reweight)
-
-
-def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
-    if o.k is not None and o.k < 1:
-        raise ConfigError(f"k must be 1 or more, got {o.k}")
-    if not 0.0 <= o.min_overlap <= 1.0:
-        raise ConfigError(f"min_overlap must be between 0 and 1, got {o.min_overlap}")
-    if o.max_claims < 1:
-        raise ConfigError(f"max_claims must be 1 or more, got {o.max_claims}")
-    if o.coverage not in COVERAGE_RULES:
-        raise ConfigError(f"coverage must be one of {', '.join(COVERAGE_RULES)}, got {o.coverage!r}")
-    if not (o.verify or o.match):
-        raise ConfigError("with verify off and match off claims has nothing to do: turn match on (match-only)")
-    return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims,
-                      templates=stage_templates(o.templates), verify=o.verify, coverage=o.coverage)
-
-
-def _builtin(mode: Mode) -> None:
-    register_mode(mode)
-    _BUILTIN.add(mode.name)
-
-
-def _spec(file: str, fields: set[str]) -> TemplateSpec:
-    return TemplateSpec(file, frozenset(fields))
-
-
-_builtin(Mode("score", ScoreTask, ScoreRecord, ScoreOptions, build_score,
-              {"pointwise": _spec("pointwise.txt", POINTWISE_FIELDS)}, 1,
-              "One holistic score per response on an integer scale.", "score", "/v1/score"))
-_builtin(Mode("compare", CompareTask, CompareRecord, CompareOptions, build_compare,
-              {"pairwise": _spec("pairwise.txt", PAIRWISE_FIELDS)}, 2,
-              "Every pair judged in both presentation orders.", "compare", "/v1/compare"))
-_builtin(Mode("criteria", CriteriaTask, CriteriaRecord, CriteriaOptions, build_criteria,
-              {"criterion": _spec("criterion.txt", CRITERION_FIELDS)}, 1,
-              "Each response judged on each named criterion, with a weighted aggregate.", "criteria",
-              "/v1/criteria"))
-_builtin(Mode("criteria-compare", CriteriaCompareTask, CriteriaCompareRecord, CriteriaCompareOptions,
-              build_criteria_compare, {"criterion_pair": _spec("criterion_pair.txt", CRITERION_PAIR_FIELDS)}, 2,
-              "Every pair judged on each criterion in both orders.", "criteria --pairwise", "/v1/criteria/compare"))
-_builtin(Mode("checklist", ChecklistTask, ChecklistRecord, ChecklistOptions, build_checklist,
-              {"check": _spec("check.txt", CHECK_FIELDS)}, 1,
-              "Each response asked each check of its checklist.", "checklist", "/v1/checklist"))
-_builtin(Mode("claims", ClaimsTask, ClaimsRecord, ClaimsOptions, build_claims,
-              {"extract": _spec("extract.txt", EXTRACT_FIELDS), "verify": _spec("verify.txt", VERIFY_FIELDS),
-               "match": _spec("match.txt", MATCH_FIELDS)}, 1,
-              "Claims extracted (or given), verified against the evidence, matched against gold claims.", "claims",
-              "/v1/claims"))
+PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique first); default: the judge's."

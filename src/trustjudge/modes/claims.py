@@ -56,6 +56,7 @@ from ._prompts import (
 )
 from ..engine._asking import Question, Sampling
 from ._records import ClaimResult, ClaimsRecord
+from ._registry import Mode, TemplateSpec, JudgeSettings, option
 from ._base import Asking, Cost, Format, Task, text_bytes
 from ..backends import GenerateRequest
 from ..errors import BackendError, ConfigError, InputError
@@ -500,4 +501,51 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
 
 
 
-__all__ = ["COVERAGE_RULES", "STAGES", "ClaimsTask", "parse_claims", "stage_templates"]
+__all__ = ["COVERAGE_RULES", "STAGES", "ClaimsOptions", "ClaimsTask", "parse_claims", "stage_templates"]
+
+
+POSITION = 60
+"""Where the mode comes among the built-in ones (listings, help)."""
+
+
+@dataclass(frozen=True)
+class ClaimsOptions:
+    k: int | None = option(None, "Also give E[precision], E[recall@K] and E[F1@K], recall counting up to K "
+                                 "supported claims.")
+    unknown: bool = option(False, "Add UNKNOWN to the verification labels (reported apart).")
+    match: bool = option(False, "Match the claims against the item's gold_claims (else claims extracted from its "
+                                "reference).")
+    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.")
+    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).")
+    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).")
+    templates: Mapping[str, Any] | None = option(None, "Each stage's own prompt by name: {extract, verify, match} "
+                                                       "-> a template's text or path (STAGE=PATH).")
+    verify: bool = option(True, "Verify each claim against the evidence; off (--no-verify): match-only, no "
+                                "evidence needed.")
+    coverage: Coverage = option("noisy_or", "With match: a gold claim's coverage from its P(match) over the "
+                                            "predictions: noisy_or (1 - prod(1 - p)) or max (the best one).")
+
+
+def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
+    if o.k is not None and o.k < 1:
+        raise ConfigError(f"k must be 1 or more, got {o.k}")
+    if not 0.0 <= o.min_overlap <= 1.0:
+        raise ConfigError(f"min_overlap must be between 0 and 1, got {o.min_overlap}")
+    if o.max_claims < 1:
+        raise ConfigError(f"max_claims must be 1 or more, got {o.max_claims}")
+    if o.coverage not in COVERAGE_RULES:
+        raise ConfigError(f"coverage must be one of {', '.join(COVERAGE_RULES)}, got {o.coverage!r}")
+    if not (o.verify or o.match):
+        raise ConfigError("with verify off and match off claims has nothing to do: turn match on (match-only)")
+    return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims,
+                      templates=stage_templates(o.templates), verify=o.verify, coverage=o.coverage)
+
+
+MODE = Mode(
+    "claims", ClaimsTask, ClaimsRecord, ClaimsOptions, build_claims,
+    templates={"extract": TemplateSpec("extract.txt", frozenset(EXTRACT_FIELDS)),
+               "verify": TemplateSpec("verify.txt", frozenset(VERIFY_FIELDS)),
+               "match": TemplateSpec("match.txt", frozenset(MATCH_FIELDS))},
+    min_responses=1, summary="Claims extracted (or given), verified against the evidence, matched against gold claims.",
+    command="claims", route="/v1/claims")
+

@@ -1,0 +1,176 @@
+"""The ``compare`` mode: every pair judged in both presentation orders, verdicts aggregated by likelihood;
+and its recorded variant, answering pairs from a file of recorded verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..engine import _scoring as S
+from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..io._items import Item, Pair
+from ._prompts import (
+    SYSTEM,
+    VERDICT_LABELS,
+    VERDICT_MARKER,
+    Prompts,
+    Protocol,
+)
+from ..engine._asking import Question
+from ._records import (
+    CompareRecord,
+)
+from ..backends import Backend
+from ..backends._recorded import RECORDED, RecordedBackend, recorded_prompt
+from ._base import (
+    grounding,
+    _prefix,
+    Cost,
+    shared_bytes,
+    by_pairs,
+    _pair_bytes,
+    Task,
+    Format,
+)
+from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._prompts import PAIRWISE_FIELDS
+
+POSITION = 20
+"""Where the mode comes among the built-in ones (listings, help)."""
+
+# -- pairwise ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareTask(Task):
+    """Every pair of an item judged in both presentation orders."""
+
+    kind: ClassVar[str] = "compare"
+    prompts: Prompts
+    protocol: Protocol = "direct"
+    delta: float = 0.0
+    closing_mark: str | None = None
+
+    def size(self, item: Item) -> int:
+        return 2 * len(item.all_pairs())
+
+    def count(self, item: Item) -> int:
+        return len(item.all_pairs())
+
+    def cost(self, item: Item) -> Cost:
+        pairs = list(_pair_bytes(item))
+        return Cost(2 * len(pairs), 2 * (len(pairs) * shared_bytes(item) + sum(pairs)),
+                    2 * len(pairs) * len(VERDICT_LABELS))
+
+    def parts(self, item: Item, size: int) -> list[Item]:
+        return by_pairs(item, size, 2)
+
+    def pair_questions(self, item: Item, pair: Pair, fmt: Format) -> tuple[Question | str, Question | str]:
+        a, b = item.response(pair.first).text, item.response(pair.second).text
+        if not a.strip() or not b.strip():
+            return EMPTY_RESPONSE, EMPTY_RESPONSE
+        qs = []
+        for x, y in ((a, b), (b, a)):
+            user = self.prompts.render_pairwise(item.question, x, y, item.context, item.reference, self.protocol,
+                                                grounding(item))
+            qs.append(Question(fmt(SYSTEM, user, _prefix(self.protocol, VERDICT_MARKER)), VERDICT_LABELS,
+                               VERDICT_MARKER))
+        return qs[0], qs[1]
+
+    def questions(self, item: Item, fmt: Format) -> list[Question | str]:
+        return [q for pair in item.all_pairs() for q in self.pair_questions(item, pair, fmt)]
+
+    def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[CompareRecord]:
+        it = iter(outcomes)
+        for item in items:
+            for pair in item.all_pairs():
+                yield self._record(item, pair, next(it), next(it), judge)
+
+    def _record(self, item: Item, pair: Pair, o1: Outcome, o2: Outcome, judge: str) -> CompareRecord:
+        ppl_source = "critique_perplexity" if self.protocol == "cot" else "verdict_probability"
+        orders = []
+        for shown_first, out in ((pair.first, o1), (pair.second, o2)):
+            row: dict[str, Any] = {"shown_first": shown_first, "unscored": out.unscored}
+            if out.probs is not None:
+                row.update(dict(zip(VERDICT_LABELS, out.probs)), mass=out.mass, method=out.method)
+            if out.critique_ppl is not None:
+                row["critique_ppl"] = out.critique_ppl
+            if out.critique is not None:
+                row["critique"] = out.critique
+            orders.append(row)
+        unscored = o1.unscored or o2.unscored
+        verdicts: dict[str, str | None] = dict.fromkeys(S.AGGREGATIONS)
+        probabilities = None
+        if unscored is None and o1.probs is not None and o2.probs is not None:
+            d1 = S.from_order(*o1.probs, swapped=False, ppl=o1.critique_ppl)
+            d2 = S.from_order(*o2.probs, swapped=True, ppl=o2.critique_ppl)
+            verdicts = dict(S.aggregate_all(d1, d2, delta=self.delta))
+            f, s, t = S.likelihood_probs(d1, d2)
+            total = f + s + t
+            probabilities = {"first": f / total, "second": s / total, "tie": t / total}
+        r1, r2 = item.response(pair.first), item.response(pair.second)
+        methods = {o.method for o in (o1, o2) if o.probs is not None}
+        method = None if not methods else "exact" if methods == {"exact"} else "top_k"
+        return CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
+                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
+                             self.closing_mark, method=method)
+
+    def for_backend(self, backend: Backend) -> Task:
+        """A recorded judge answers pairs read directly from its file (it has no critique to write first)."""
+        if isinstance(backend, RecordedBackend) and type(self) is CompareTask:
+            return RecordedCompareTask(self.prompts, "direct", self.delta, None, recorded=backend)
+        return super().for_backend(backend)
+
+
+# -- recorded verdicts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedCompareTask(CompareTask):
+    """Pairs answered from a file of recorded verdicts (``recorded/<path>``) instead of a model's prompt.
+
+    Each pair asks the recorded judge both presentation orders, so the records, the store (a rerun reads
+    every verdict from it) and calibration work as for any pairwise judge. A pair the file lacks is
+    unscored ``not_recorded``; a row without a usable verdict ``no_recorded_verdict``. Records say
+    ``protocol: recorded`` and ``method: recorded`` and hold no presentation orders: the recording has none
+    to audit (a position bias measured on mirrored copies of one verdict would be made up).
+    """
+
+    recorded: RecordedBackend | None = None
+
+    def for_backend(self, backend: Backend) -> Task:
+        return self
+
+    def pair_questions(self, item: Item, pair: Pair, fmt: Format) -> tuple[Question | str, Question | str]:
+        assert self.recorded is not None
+        r1, r2 = item.response(pair.first), item.response(pair.second)
+        found = self.recorded.verdicts.find(item.id, item.question, (r1.id, r1.text), (r2.id, r2.text))
+        if isinstance(found, str):
+            return found, found
+        return (Question(recorded_prompt(found, 1), VERDICT_LABELS, VERDICT_MARKER),
+                Question(recorded_prompt(found, 2), VERDICT_LABELS, VERDICT_MARKER))
+
+    def _record(self, item: Item, pair: Pair, o1: Outcome, o2: Outcome, judge: str) -> CompareRecord:
+        rec = super()._record(item, pair, o1, o2, judge)
+        rec.protocol = rec.ppl_source = RECORDED
+        rec.orders = []
+        rec.method = RECORDED if rec.probabilities is not None else None
+        return rec
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    protocol: Protocol | None = option(None, PROTOCOL_HELP)
+    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.")
+
+
+def build_compare(j: JudgeSettings, o: CompareOptions) -> CompareTask:
+    return CompareTask(j.prompts, o.protocol or j.protocol, j.delta if o.delta is None else o.delta, j.closing_mark)
+
+
+MODE = Mode(
+    "compare", CompareTask, CompareRecord, CompareOptions, build_compare,
+    templates={"pairwise": TemplateSpec("pairwise.txt", frozenset(PAIRWISE_FIELDS))},
+    min_responses=2, summary="Every pair judged in both presentation orders.",
+    command="compare", route="/v1/compare")
