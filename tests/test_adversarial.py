@@ -289,7 +289,7 @@ def test_the_service_answers_422_not_500_to_odd_numbers(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     app = create_app("mock/hash", store_path=tmp_path / "s.sqlite")
     huge = [{"name": "a", "description": "A?", "weight": 1e308}, {"name": "b", "description": "B?", "weight": 1e308}]

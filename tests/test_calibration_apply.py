@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from tests.conftest import write_jsonl
 from trustjudge import ConfigError, Judge, LabelSet, MockBackend, load_items, register_mock
 from trustjudge.audit._calibration import CalibrationMap, Selection
-from trustjudge.serve._server import create_app
+from trustjudge.serve import create_app
 from trustjudge.audit._trust import Calibration, Tally, annotate, evaluation, summary
 from trustjudge.report._trust import PLOT_IDS, calibration_section
 from trustjudge.backends import LabelRequest

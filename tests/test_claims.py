@@ -211,7 +211,7 @@ def test_claims_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
 def test_service_claims_equal_the_library(tmp_path: Path) -> None:
     import httpx
 
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     from .test_server import serving
 

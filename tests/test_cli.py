@@ -95,7 +95,7 @@ def test_public_api_is_pinned() -> None:
     assert sorted(trustjudge.__all__) == sorted([
         "DEFAULT_JUDGE", "Backend", "BackendError", "Calibration", "Check", "ChecklistRecord", "CompareRecord",
         "ConfigError",
-        "CriteriaRecord", "Criterion", "InputError", "Item", "Judge", "LabelSet", "MockBackend", "Pair",
+        "CriteriaRecord", "Criterion", "InputError", "Item", "Judge", "JudgeConfig", "LabelSet", "MockBackend", "Pair",
         "PrerequisiteError", "Response", "ScoreRecord", "Store", "StoreError", "TransientBackendError",
         "TrustJudgeError", "compare", "default_store_path", "get_backend", "items_from_dicts", "iter_items",
         "load_items", "register_backend", "register_mock", "score", "to_pandas",

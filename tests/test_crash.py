@@ -22,6 +22,8 @@ import pytest
 
 from .conftest import write_jsonl
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
+
 CLI = [sys.executable, "-m", "trustjudge.cli"]
 BATCH = 4
 

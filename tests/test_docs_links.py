@@ -91,3 +91,15 @@ def test_a_broken_link_is_caught(tmp_path: Path) -> None:
 def test_readme_fits_its_budget() -> None:
     lines = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines, at most {README_MAX_LINES}: move detail to docs/"
+
+
+def test_the_readme_layout_is_the_tree() -> None:
+    """README's Layout block is written from the source tree by scripts/layout.py: a moved or new module
+    without the README rewritten fails here."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "scripts" / "layout.py"), "--check"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr

@@ -343,7 +343,7 @@ def test_f9_one_bad_request_does_not_fail_the_requests_merged_with_it(tmp_path: 
     import asyncio
 
     from trustjudge import Judge, items_from_dicts
-    from trustjudge.serve._server import JudgeWorker
+    from trustjudge.serve import JudgeWorker
 
     def script(request: Any) -> list[float]:
         if "poison" in request.prompt:
@@ -373,7 +373,7 @@ def test_f9_one_bad_request_does_not_fail_the_requests_merged_with_it(tmp_path: 
 def test_f9_lone_surrogates_are_refused_with_422(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     app = create_app("mock/hash", store_path=tmp_path / "s.sqlite")
     body = '{"items": [{"id": "q", "question": "Q", "responses": [{"text": "a\\ud800"}]}], "scale": 5}'
@@ -386,7 +386,7 @@ def test_f9_lone_surrogates_are_refused_with_422(tmp_path: Path) -> None:
 def test_f10_judgments_per_request_are_limited(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     app = create_app("mock/hash", store_path=tmp_path / "s.sqlite", max_judgments=100)
     many = [{"id": "q", "question": "Q", "responses": [{"text": f"r{i}"} for i in range(20)]}]  # 190 pairs
@@ -400,7 +400,7 @@ def test_f10_judgments_per_request_are_limited(tmp_path: Path) -> None:
 def test_f35_healthz_does_not_reveal_the_store_path(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     app = create_app("mock/hash", store_path=tmp_path / "secret-folder" / "s.sqlite", api_keys=["k" * 20])
     with TestClient(app) as c:
@@ -432,7 +432,7 @@ def _raw_request(url: str, data: bytes, *, read_after_s: float | None = None) ->
 
 
 def test_f36_oversized_body_gets_413_not_a_reset_and_slow_bodies_time_out(tmp_path: Path) -> None:
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     from .test_server import serving
 
@@ -521,7 +521,7 @@ def test_f19_a_full_disk_is_named_and_the_store_works_once_space_is_back(tmp_pat
 def test_f19_the_service_answers_503_when_the_store_is_full(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     app = create_app("mock/hash", store_path=tmp_path / "s.sqlite")
     store = app.state.judge.store
@@ -768,7 +768,7 @@ def test_f36_a_client_that_never_finishes_its_request_head_is_disconnected(tmp_p
 
     import uvicorn
 
-    from trustjudge.serve._server import create_app, uvicorn_options
+    from trustjudge.serve import create_app, uvicorn_options
 
     app = create_app("mock/hash", store_path=tmp_path / "s.sqlite")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -215,7 +215,7 @@ def test_service_item_schema_documents_every_item_field() -> None:
 
     pytest.importorskip("fastapi")
     from trustjudge.io._items import Item, Response
-    from trustjudge.serve._server import openapi_json
+    from trustjudge.serve import openapi_json
 
     schemas = json.loads(openapi_json())["components"]["schemas"]
     assert {f.name for f in dataclasses.fields(Response)} <= set(schemas["ResponseIn"]["properties"])
@@ -225,7 +225,7 @@ def test_service_item_schema_documents_every_item_field() -> None:
 
 def test_service_claims_takes_given_and_gold_claims(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     from .test_server import serving
 

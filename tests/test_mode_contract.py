@@ -28,7 +28,7 @@ from trustjudge.io._items import Item
 from trustjudge.modes._prompts import ANSWER_MARKER, SYSTEM, quote
 from trustjudge.engine._asking import Question
 from trustjudge.modes._records import ResponseHeader
-from trustjudge.serve._server import create_app
+from trustjudge.serve import create_app
 from trustjudge.modes._base import Format, Task
 from trustjudge.cli import cli
 

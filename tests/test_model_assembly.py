@@ -51,6 +51,8 @@ import json, sys, time
 from pathlib import Path
 from trustjudge.backends._models import Part, assemble
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
+
 spec = json.loads(Path(sys.argv[1]).read_text())
 opened = []
 real_open = Path.open

@@ -254,7 +254,7 @@ def _mode_items() -> list[dict[str, Any]]:
 def test_service_criteria_and_checklist_equal_the_library(tmp_path: Path) -> None:
     import httpx
 
-    from trustjudge.serve._server import create_app
+    from trustjudge.serve import create_app
 
     from .test_server import serving
 
@@ -294,7 +294,7 @@ def test_openapi_records_are_the_library_records() -> None:
 
     from trustjudge.modes._records import (ChecklistRecord, ClaimsRecord, CompareRecord, CriteriaCompareRecord,
                                     CriteriaRecord, ScoreRecord)
-    from trustjudge.serve._server import openapi_json
+    from trustjudge.serve import openapi_json
 
     schemas = json.loads(openapi_json())["components"]["schemas"]
     for cls in (ScoreRecord, CompareRecord, CriteriaRecord, ChecklistRecord, CriteriaCompareRecord, ClaimsRecord):

@@ -172,6 +172,8 @@ _KILLED_RUN = """
 import sys
 from trustjudge import Judge, items_from_dicts
 from trustjudge.backends._ray import RayBackend
+
+pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
 items = items_from_dicts(__ITEMS__)
 judge = Judge(RayBackend("mock/hash", address=sys.argv[1], num_actors=2, batch_size=3),
               store=sys.argv[2], batch_size=6)

@@ -29,7 +29,7 @@ from trustjudge import (
     register_mock,
 )
 from trustjudge.cli._serve import serve as serve_command
-from trustjudge.serve._server import create_app, openapi_json
+from trustjudge.serve import create_app, openapi_json
 
 from .conftest import small_items
 
@@ -239,7 +239,7 @@ def test_api_keys(keyed_server: str) -> None:
 
 
 def test_cli_defaults_match_the_server() -> None:
-    from trustjudge.serve import _server
+    from trustjudge import serve as _server
     from trustjudge.cli import _serve as _cli_serve
 
     names = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ITEMS", "DEFAULT_MAX_JUDGMENTS", "DEFAULT_MAX_PROMPT_BYTES",
@@ -350,7 +350,7 @@ def test_openapi_is_up_to_date() -> None:
     committed = OPENAPI.read_text(encoding="utf-8") if OPENAPI.exists() else ""
     assert current == committed, (
         "docs/openapi.json is out of date with the API: regenerate it with "
-        "`python -m trustjudge.serve._server --write-openapi docs/openapi.json` and commit it")
+        "`python -m trustjudge.serve --write-openapi docs/openapi.json` and commit it")
     paths = json.loads(current)["paths"]
     assert {"/healthz", "/v1/score", "/v1/compare", "/v1/audit", "/v1/rank", "/v1/stats"} <= set(paths)
 

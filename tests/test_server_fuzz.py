@@ -12,9 +12,11 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trustjudge.serve._server import create_app
+from trustjudge.serve import create_app
 
 from .test_server import KEY, OPENAPI, serving
+
+pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
 
 SCHEMA = schemathesis.openapi.from_dict(json.loads(OPENAPI.read_text()))
 OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]

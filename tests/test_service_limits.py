@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from trustjudge import MockBackend
-from trustjudge.serve._server import DEFAULT_MAX_PROMPT_BYTES, create_app, uvicorn_options
+from trustjudge.serve import DEFAULT_MAX_PROMPT_BYTES, create_app, uvicorn_options
 from trustjudge.backends._mock import hashed_probs
 from trustjudge.cli._serve import serve as serve_command
 

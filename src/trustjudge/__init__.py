@@ -1,4 +1,4 @@
-"""trustjudge: LLM-as-a-judge evaluation you can trust.
+"""trustjudge: LLM-as-a-judge evaluation you can trust (the public API, pinned by a test).
 
 Public API::
 
@@ -10,6 +10,7 @@ Public API::
 
 from .io._frames import to_pandas
 from .io._items import Check, Criterion, Item, Pair, Response, items_from_dicts, iter_items, load_items
+from ._config import JudgeConfig
 from ._judge import Judge, compare, score
 from .modes._registry import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode
 from .modes._prompts import LabelSet
@@ -41,6 +42,7 @@ __all__ = [
     "InputError",
     "Item",
     "Judge",
+    "JudgeConfig",
     "LabelSet",
     "MODES",
     "MockBackend",

@@ -1,4 +1,4 @@
-"""Cascades of judges: each tier judges only what the tiers before it abstained on (*Trust or Escalate*).
+"""Cascades of judges, each tier judging only what the tiers before it abstained on (*Trust or Escalate*).
 
 A cascade is a list of model tiers, each a judge with its own calibration file, optionally ended by
 ``human``. Tier 1 judges every pair; a verdict it keeps (its calibrated confidence reaches its threshold)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -14,7 +13,7 @@ from . import _cascade
 from .audit._audit import AuditRun
 from .audit._calibration import Selection
 from .audit._audit import audit as run_audit
-from .engine._engine import Closing, Engine, EngineStats, Outcome, PlanSummary, ProgressFn
+from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressFn
 from .audit._injection import INJECTION
 from .io._items import Check, Criterion, Item
 from .modes._prompts import YES_NO, LabelSet, Prompts, Protocol
@@ -38,25 +37,11 @@ from .audit._trust import fit as fit_calibration
 from .audit._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
 from .modes._registry import get_mode
+from ._config import TEMPLATE_NAMES, JudgeConfig
 from .errors import ConfigError
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
            "score"]
-
-
-def _check_options(*, batch_size: int, max_new_tokens: int, temperature: float, min_label_mass: float,
-                   delta: float) -> None:
-    """Refuse out-of-range numeric options before any work (NaN included)."""
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"batch_size must be 1 or more, got {batch_size!r}")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ConfigError(f"max_new_tokens must be 1 or more, got {max_new_tokens!r}")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise ConfigError(f"temperature must be a finite number of 0 or more, got {temperature!r}")
-    if not (math.isfinite(min_label_mass) and 0 <= min_label_mass <= 1):
-        raise ConfigError(f"min_label_mass must be between 0 and 1, got {min_label_mass!r}")
-    if not (math.isfinite(delta) and delta >= 0):
-        raise ConfigError(f"delta must be a finite number of 0 or more, got {delta!r}")
 
 
 _CALIBRATED = ("compare", "checklist", "claims")
@@ -84,6 +69,8 @@ class Judge:
         judge: a judge name (default ``llamacpp/qwen2.5-coder-1.5b``; ``hf/smollm2-135m``, ``hf//path``, ``mock/...``)
             or a :class:`~trustjudge.backends.Backend`.
         store: a :class:`Store`, a path, or ``None`` for the default store file.
+        config: every other setting, as one :class:`~trustjudge.JudgeConfig`; keyword settings change it
+            (``Judge(name, scale=5)``; ``templates={"pointwise": PATH}``, or ``pointwise_template=PATH``).
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
         scale: 5, 10 or 100 points for ``score`` (default 10: on the default judge it separated answers
             the 100-point scale tied, at half the cost; bench/results/consistency.md).
@@ -99,34 +86,26 @@ class Judge:
     """
 
     def __init__(self, judge: str | Backend = DEFAULT_JUDGE, *, store: Store | str | Path | None = None,
-                 protocol: Protocol = "direct", scale: int = 10, temperature: float = 0.0, seed: int = 0,
-                 max_new_tokens: int = 256, min_label_mass: float = 1e-3, batch_size: int = 8,
-                 chunk_size: int = 256, delta: float = 0.0, pointwise_template: str | Path | None = None,
-                 pairwise_template: str | Path | None = None, keep_distribution: bool = False,
-                 max_retries: int = 4, retry_base_s: float = 0.5, closing: Closing = "every",
-                 criterion_template: str | Path | None = None, check_template: str | Path | None = None,
-                 criterion_pair_template: str | Path | None = None) -> None:
-        if protocol not in ("direct", "cot"):
-            raise ConfigError(f"protocol must be 'direct' or 'cot', got {protocol!r}")
-        if closing not in ("every", "needed"):
-            raise ConfigError(f"closing must be 'every' or 'needed', got {closing!r}")
-        _check_options(batch_size=batch_size, max_new_tokens=max_new_tokens, temperature=temperature,
-                       min_label_mass=min_label_mass, delta=delta)
+                 config: JudgeConfig | None = None, **settings: Any) -> None:
+        config = JudgeConfig.of(config, **settings)
+        self.config = config
+        """Every setting of this judge (:class:`JudgeConfig`): ``Judge(name, config=judge.config)`` is a twin."""
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         self._backend = judge if isinstance(judge, Backend) else None
         self._backend_lock = threading.Lock()  # the service checks calibrations off its judge thread
         self._store = store if isinstance(store, Store) else Store(store)
-        self.protocol: Protocol = protocol
-        self.scale = make_scale(scale)
-        self.prompts = Prompts.load(pointwise_template, pairwise_template, criterion_template, check_template,
-                                    criterion_pair_template)
-        self.delta = delta
-        self.chunk_size = max(1, chunk_size)
-        self.keep_distribution = keep_distribution
-        self._closing_mark = None if closing == "every" else closing  # named in records only when not exact
-        self._sampling = dict(temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
-        self._engine_args = dict(seed=seed, min_label_mass=min_label_mass, batch_size=batch_size,
-                                 max_retries=max_retries, retry_base_s=retry_base_s, closing=closing)
+        self.protocol: Protocol = config.protocol
+        self.scale = make_scale(config.scale)
+        templates = config.templates
+        self.prompts = Prompts.load(*(templates.get(name) for name in TEMPLATE_NAMES))
+        self.delta = config.delta
+        self.chunk_size = config.chunk_size
+        self.keep_distribution = config.keep_distribution
+        self._closing_mark = None if config.closing == "every" else config.closing  # named only when not exact
+        self._sampling = dict(temperature=config.temperature, seed=config.seed, max_new_tokens=config.max_new_tokens)
+        self._engine_args = dict(seed=config.seed, min_label_mass=config.min_label_mass, batch_size=config.batch_size,
+                                 max_retries=config.max_retries, retry_base_s=config.retry_base_s,
+                                 closing=config.closing)
         self._engine: Engine | None = None
         self.source: str | None = None
         """The input file's name, for errors about an item that a task cannot judge (set by the CLI)."""

@@ -1,4 +1,4 @@
-"""pytest plugin: a judge fixture and assertions about judgments (``pip install 'trustjudge[pytest]'``).
+"""The pytest plugin (a judge fixture and assertions about judgments; ``pip install 'trustjudge[pytest]'``).
 
 Installed with trustjudge (entry point ``pytest11``), so a test only asks for the fixture::
 

@@ -85,7 +85,7 @@ def make_judge(judge: str, store: Path | None, protocol: str, batch_size: int, t
         backend = ray_backend(judge, None if ray_address == "local" else ray_address)
         # Each engine batch is one Ray Data job (actors start and load the model): send whole chunks.
         batch_size = max(batch_size, 256)
-    return Judge(backend, store=store, protocol=protocol, batch_size=batch_size,  # type: ignore[arg-type]
+    return Judge(backend, store=store, protocol=protocol, batch_size=batch_size,
                  temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                  min_label_mass=min_label_mass, **extra)
 

@@ -1,4 +1,4 @@
-"""``trustjudge serve``: run the HTTP API (see :mod:`trustjudge.serve._server`) with uvicorn.
+"""``trustjudge serve``: run the HTTP API (see :mod:`trustjudge.serve`) with uvicorn.
 
 Importing this module needs only click: fastapi and uvicorn (the ``server`` extra) are imported when
 the command runs, so the rest of the CLI works without them.
@@ -16,7 +16,7 @@ from ..errors import TrustJudgeError, pip_dependency_error
 from ._options import BATCH_SIZE, JUDGE, STORE
 
 KEYS_ENV = "TRUSTJUDGE_API_KEYS"
-# Equal to trustjudge.serve._server's defaults (a test checks), kept here so that --help needs no fastapi.
+# Equal to trustjudge.serve's defaults (a test checks), kept here so that --help needs no fastapi.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 1000
 DEFAULT_MAX_JUDGMENTS = 10_000
@@ -105,7 +105,7 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
     try:
         import uvicorn
 
-        from ..serve._server import create_app, uvicorn_options
+        from ..serve import create_app, uvicorn_options
     except ImportError:
         raise ServeError(str(pip_dependency_error("trustjudge serve", ["fastapi", "uvicorn"], "server"))) from None
     keys = api_keys(api_key)

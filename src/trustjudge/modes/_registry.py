@@ -23,7 +23,7 @@ breaks only that name, with an error naming the entry point; built-in and regist
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
@@ -34,8 +34,8 @@ from ._prompts import Protocol as JudgeProtocol
 from .._plugins import describe, installed
 from ..errors import ConfigError
 
-__all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "get_mode", "mode_plugins",
-           "option", "register_mode", "unregister_mode"]
+__all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "builtin_modes", "get_mode",
+           "mode_plugins", "option", "register_mode", "unregister_mode"]
 
 PLUGIN_GROUP = "trustjudge.modes"
 """The entry point group of third-party modes (name: the mode's name; value: ``module:MODE``)."""
@@ -67,9 +67,24 @@ class TemplateSpec:
     fields: frozenset[str]
 
 
-def option(default: Any, help: str) -> Any:  # noqa: A002 (click's word for it)
-    """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``."""
-    return field(default=default, metadata={"help": help})
+def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # noqa: A002 (click's word for it)
+           ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
+           served: bool = True) -> Any:
+    """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``.
+
+    ``choices`` (the values it may take) and the bounds ``ge``, ``gt``, ``le``, ``lt`` go into the metadata
+    under those names, for the interfaces that take options from outside: the service's request schema
+    enforces them (422 beyond). ``served=False`` (``metadata["served"]``) keeps an option out of the service's
+    requests, which then always use its default: for an option naming a server path, or a cost the service's
+    limits do not bound."""
+    metadata: dict[str, Any] = {"help": help}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
+    metadata.update({name: bound for name, bound in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt))
+                     if bound is not None})
+    if not served:
+        metadata["served"] = False
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -158,6 +173,11 @@ def unregister_mode(name: str) -> None:
     _MODES.pop(name, None)
 
 
+def builtin_modes() -> tuple[str, ...]:
+    """The names of the built-in modes, in the order they were registered."""
+    return tuple(name for name in _MODES if name in _BUILTIN)
+
+
 def mode_plugins() -> dict[str, list[EntryPoint]]:
     """The installed mode plug-ins by name (nothing is imported), as ``TRUSTJUDGE_MODE_PLUGINS`` allows; names
     already registered are left out (they never reach a plug-in)."""
@@ -227,3 +247,6 @@ MODES: Mapping[str, Mode] = _Modes()
 # -- what the mode files share -------------------------------------------------------------------
 
 PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique first); default: the judge's."
+
+MAX_EXTRACTION_TOKENS = 8192
+"""The most tokens a claim extraction may be given from outside (the service's requests)."""

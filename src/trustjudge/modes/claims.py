@@ -56,7 +56,7 @@ from ._prompts import (
 )
 from ..engine._asking import Question, Sampling
 from ._records import ClaimResult, ClaimsRecord
-from ._registry import Mode, TemplateSpec, JudgeSettings, option
+from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
 from ._base import Asking, Cost, Format, Task, text_bytes
 from ..backends import GenerateRequest
 from ..errors import BackendError, ConfigError, InputError
@@ -511,19 +511,22 @@ POSITION = 60
 @dataclass(frozen=True)
 class ClaimsOptions:
     k: int | None = option(None, "Also give E[precision], E[recall@K] and E[F1@K], recall counting up to K "
-                                 "supported claims.")
+                                 "supported claims.", ge=1)
     unknown: bool = option(False, "Add UNKNOWN to the verification labels (reported apart).")
     match: bool = option(False, "Match the claims against the item's gold_claims (else claims extracted from its "
                                 "reference).")
-    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.")
-    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).")
-    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).")
+    min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.",
+                                ge=0.0, le=1.0)
+    max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).",
+                                 ge=1, le=MAX_EXTRACTION_TOKENS)
+    max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).", ge=1)
     templates: Mapping[str, Any] | None = option(None, "Each stage's own prompt by name: {extract, verify, match} "
-                                                       "-> a template's text or path (STAGE=PATH).")
+                                                       "-> a template's text or path (STAGE=PATH).", served=False)
     verify: bool = option(True, "Verify each claim against the evidence; off (--no-verify): match-only, no "
                                 "evidence needed.")
     coverage: Coverage = option("noisy_or", "With match: a gold claim's coverage from its P(match) over the "
-                                            "predictions: noisy_or (1 - prod(1 - p)) or max (the best one).")
+                                            "predictions: noisy_or (1 - prod(1 - p)) or max (the best one).",
+                                choices=COVERAGE_RULES)
 
 
 def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:

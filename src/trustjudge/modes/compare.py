@@ -162,7 +162,8 @@ class RecordedCompareTask(CompareTask):
 @dataclass(frozen=True)
 class CompareOptions:
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
-    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.")
+    delta: float | None = option(None, "Tie margin for likelihood and ppl aggregation; default: the judge's.",
+                                 ge=0.0)
 
 
 def build_compare(j: JudgeSettings, o: CompareOptions) -> CompareTask:

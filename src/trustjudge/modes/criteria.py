@@ -160,7 +160,7 @@ class CriteriaOptions:
     criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
-    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).")
+    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).", choices=(5, 10))
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
                                                   "judge's.")

@@ -31,6 +31,7 @@ from ._base import (
     Task,
     Format,
 )
+from ._prompts import SCALES
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._prompts import scale as make_scale
 from ._prompts import POINTWISE_FIELDS
@@ -100,7 +101,7 @@ class ScoreTask(Task):
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.")
+    scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.", choices=SCALES)
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
                                                   "judge's.")
