@@ -56,7 +56,8 @@ from _common import RESULTS, corr, fmt, machine, write_results
 from trustjudge import InputError, Item, Judge, items_from_dicts
 from trustjudge.engine import _aggregates as A
 from trustjudge.audit._stats import jsonable
-from trustjudge.io._adapters import iter_dataset, summhay_published
+from trustjudge.io._adapters import iter_dataset
+from trustjudge.io._datasets import summhay_published
 from trustjudge.modes.claims import _overlap
 from trustjudge.modes._audits import claims_audit
 

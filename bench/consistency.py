@@ -26,7 +26,9 @@ from typing import Any
 
 from _common import RESULTS, machine
 from trustjudge import InputError, Item, Judge
-from trustjudge.io._adapters import _short_hash, budget_subset, iter_dataset
+from trustjudge.io._adapters import iter_dataset
+from trustjudge.io._datasets import short_hash
+from trustjudge.io._subsets import budget_subset
 from trustjudge.modes._prompts import scale as make_scale
 
 
@@ -283,8 +285,8 @@ def published_on_the_same_pairs(data: Path, subset: list[Item], pairs: list[dict
         gold, got, unparsed = [], [], 0
         seen = set()
         for idx, row in enumerate(rows):
-            item = "pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))
-            key = (item, _short_hash(str(row["response1"])), _short_hash(str(row["response2"])))
+            item = "pandalm-" + short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))
+            key = (item, short_hash(str(row["response1"])), short_hash(str(row["response2"])))
             if item not in wanted or key not in human or key in seen or key not in ours:
                 continue
             seen.add(key)

@@ -41,7 +41,7 @@ from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
 from trustjudge import ConfigError, Item, Judge
 from trustjudge.audit import _calibration as C
 from trustjudge.engine import _scoring as S
-from trustjudge.io._adapters import _short_hash
+from trustjudge.io._datasets import short_hash
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file
 from trustjudge.backends import Backend, get_backend
@@ -258,8 +258,8 @@ def write_recorded(data: Path, judge: str, path: Path) -> Path:
     seen: set[Key] = set()
     out = []
     for row in rows:
-        item = "pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))
-        a, b = _short_hash(str(row["response1"])), _short_hash(str(row["response2"]))
+        item = "pandalm-" + short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))
+        a, b = short_hash(str(row["response1"])), short_hash(str(row["response2"]))
         if a == b or (item, a, b) in seen:
             continue
         seen.add((item, a, b))

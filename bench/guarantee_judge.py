@@ -46,7 +46,8 @@ from _common import RESULTS
 from claims import stance_items
 
 from trustjudge import InputError, Item, Judge
-from trustjudge.io._adapters import _short_hash, iter_dataset
+from trustjudge.io._adapters import iter_dataset
+from trustjudge.io._datasets import short_hash
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file, write_export
 
@@ -78,8 +79,8 @@ def pandalm_items(data: Path, start: int, stop: int) -> list[Item]:
     rows = json.loads(path.read_text())
     chosen: dict[str, list[Any]] = {}
     for row in rows[start:stop]:
-        item = by_id["pandalm-" + _short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))]
-        first, second = _short_hash(str(row["response1"])), _short_hash(str(row["response2"]))
+        item = by_id["pandalm-" + short_hash(row["instruction"] + "\x00" + (row.get("input") or ""))]
+        first, second = short_hash(str(row["response1"])), short_hash(str(row["response2"]))
         if first == second:
             continue  # the adapter makes no pair of two identical responses
         pair = next(p for p in item.pairs or () if (p.first, p.second) == (first, second))

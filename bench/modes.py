@@ -46,7 +46,9 @@ from _common import RESULTS, corr, fmt, machine, write_results
 from trustjudge import InputError, Item, Judge, LabelSet
 from trustjudge.engine import _aggregates as A
 from trustjudge.audit._stats import jsonable
-from trustjudge.io._adapters import USR_RANGES, budget_subset, iter_dataset, summhay_published
+from trustjudge.io._adapters import iter_dataset
+from trustjudge.io._datasets import USR_RANGES, summhay_published
+from trustjudge.io._subsets import budget_subset
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
 TOPICAL = "topical-chat-usr/topical_chat.json"

@@ -10,13 +10,8 @@ from typing import Any
 
 import pytest
 
-from trustjudge.io._adapters import (
-    FORMATS,
-    budget_subset,
-    detect_format,
-    iter_dataset,
-    stratified_subset,
-)
+from trustjudge.io._adapters import FORMATS, detect_format, iter_dataset
+from trustjudge.io._subsets import budget_subset, stratified_subset
 from trustjudge.io._items import Item, Pair, Response
 from trustjudge.errors import ConfigError, InputError
 

@@ -171,7 +171,9 @@ def test_every_judging_command_builds_its_judge_from_the_same_options(
         raise _Built
 
     monkeypatch.setattr(cli, "_make_judge", record)
-    store, template = tmp_path / "s.sqlite", _template(tmp_path, "pointwise", "MINE")
+    # compare's --template is its pairwise one (checked, with the items, before the judge is built)
+    store, template = tmp_path / "s.sqlite", _template(tmp_path, "pairwise" if command == "compare" else "pointwise",
+                                                       "MINE")
     result = _invoke(command, items_file, *JUDGING_COMMANDS[command], "-j", "mock/hash", "--store", store,
                      "--protocol", "cot", "--batch-size", "3", "--temperature", "0.5", "--seed", "7",
                      "--max-new-tokens", "9", "--min-label-mass", "0.01", "--closing", "needed", "--template",

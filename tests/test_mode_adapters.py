@@ -10,16 +10,8 @@ from typing import Any
 
 import pytest
 
-from trustjudge.io._adapters import (
-    FORMATS,
-    QAGS_QUESTION,
-    TOPICAL_CHAT_PROMPT,
-    USR_CRITERIA,
-    USR_RANGES,
-    detect_format,
-    iter_dataset,
-    summhay_published,
-)
+from trustjudge.io._adapters import FORMATS, detect_format, iter_dataset
+from trustjudge.io._datasets import QAGS_QUESTION, TOPICAL_CHAT_PROMPT, USR_CRITERIA, USR_RANGES, summhay_published
 from trustjudge.io._items import Check, Item, Response
 from trustjudge.errors import InputError
 

@@ -18,6 +18,8 @@ import trustjudge
 from trustjudge.backends import _models
 from trustjudge.backends._models import Part, assemble
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
+
 PIECE = 1 << 20  # 1 MiB pieces and a short last one, as the real judge's 50 MiB pieces end with a short one
 
 
@@ -50,8 +52,6 @@ _CHILD = """
 import json, sys, time
 from pathlib import Path
 from trustjudge.backends._models import Part, assemble
-
-pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 opened = []

@@ -35,6 +35,7 @@ from trustjudge.backends._ray import RayBackend, _JudgeActor, _load_error, ray_b
 
 from .conftest import time_limit
 
+pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
 TEST_LIMIT_S = 100
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -172,8 +173,6 @@ _KILLED_RUN = """
 import sys
 from trustjudge import Judge, items_from_dicts
 from trustjudge.backends._ray import RayBackend
-
-pytestmark = pytest.mark.slow  # subprocesses, servers or Ray: opt-in locally (scripts/test --quick skips)
 items = items_from_dicts(__ITEMS__)
 judge = Judge(RayBackend("mock/hash", address=sys.argv[1], num_actors=2, batch_size=3),
               store=sys.argv[2], batch_size=6)

@@ -20,14 +20,9 @@ from click.testing import CliRunner
 
 from trustjudge import Judge, load_items
 from trustjudge.cli._report import report as command
-from trustjudge.report._report import (
-    PLOT_IDS,
-    _conflicts_html,
-    _plot_ranking,
-    _ranking_html,
-    conflicts_by_item,
-    render_report,
-)
+from trustjudge.report._conflicts import _conflicts_html, conflicts_by_item
+from trustjudge.report._plots import _plot_ranking
+from trustjudge.report._report import PLOT_IDS, _ranking_html, render_report
 
 from .conftest import write_jsonl
 

@@ -9,7 +9,8 @@ Public API::
 """
 
 from .io._frames import to_pandas
-from .io._items import Check, Criterion, Item, Pair, Response, items_from_dicts, iter_items, load_items
+from .io._files import iter_items, load_items
+from .io._items import Check, Criterion, Item, Pair, Response, items_from_dicts
 from ._config import JudgeConfig
 from ._judge import Judge, compare, score
 from .modes._registry import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode

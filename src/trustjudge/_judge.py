@@ -14,7 +14,7 @@ from .audit._audit import AuditRun
 from .audit._calibration import Selection
 from .audit._audit import audit as run_audit
 from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressFn
-from .audit._injection import INJECTION
+from .audit._injection import injected as steer
 from .io._items import Check, Criterion, Item
 from .modes._prompts import YES_NO, LabelSet, Prompts, Protocol
 from .modes._prompts import scale as make_scale
@@ -277,9 +277,7 @@ class Judge:
             task = self.score_task(points, protocol)
             by_scale[points] = [r.to_dict() for r in self.run(task, items, progress=progress)]
             if injection:
-                steered = [replace(it, responses=tuple(replace(r, text=r.text + INJECTION.format(label=points))
-                                                       for r in it.responses)) for it in items]
-                injected[points] = [r.to_dict() for r in self.run(task, steered, progress=progress)]
+                injected[points] = [r.to_dict() for r in self.run(task, steer(items, points), progress=progress)]
         several = [it for it in items if len(it.responses) >= 2]
         pairs = [r.to_dict() for r in self.run(self.compare_task(protocol), several, progress=progress)]
         lengths = {(it.id, r.id): len(r.text) for it in items for r in it.responses}

@@ -7,6 +7,8 @@ that reads records, so that they import it and never each other:
   (the newest line of an appended JSONL file wins): :func:`dedupe_pairs`, :func:`dedupe_scores`.
 * A missing or non-finite number is ``None`` (:func:`finite`); an empty denominator gives nan
   (:func:`rate`), which JSON output writes as ``null`` (:func:`jsonable`).
+* A compare record's verdict under one aggregation is ``"first"``, ``"second"`` or ``"tie"`` (:data:`VERDICTS`,
+  signed by :data:`SIGN`), ``None`` when unscored or absent (:func:`verdict_of`).
 * Intervals are percentile 95% bootstraps over items, each from a fresh ``default_rng(seed)``, so a
   given seed always gives the same numbers (:func:`bootstrap_ratio`).
 """
@@ -14,7 +16,7 @@ that reads records, so that they import it and never each other:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -27,6 +29,9 @@ Floats = NDArray[np.float64]
 
 NAN = float("nan")
 NO_CI: CI = (NAN, NAN)
+VERDICTS = ("first", "second", "tie")
+SIGN = {"first": 1, "second": -1, "tie": 0}
+"""A verdict's sign: the pair's first response wins (+1), its second (-1), neither (0)."""
 
 
 class _Unique(list[Record]):
@@ -57,6 +62,21 @@ def finite(value: Any) -> float | None:
 def score_value(record: Record, method: str) -> float | None:
     """The record's score under ``method``; ``None`` when it is unscored or lacks that score."""
     return None if record.get("unscored") is not None else finite((record.get("scores") or {}).get(method))
+
+
+def verdict_of(record: Record, method: str) -> str | None:
+    """The verdict of ``method`` in a compare record, ``None`` when unscored or absent; an unknown one raises."""
+    if record.get("unscored") is not None:
+        return None
+    value = (record.get("verdicts") or {}).get(method)
+    if value is not None and value not in SIGN:
+        raise ValueError(f"unknown verdict {value!r} for {method} in item {record.get('item_id')!r}")
+    return None if value is None else str(value)
+
+
+def pair_ids(record: Record) -> tuple[str, str, str]:
+    """``(item_id, first_id, second_id)`` of a compare record."""
+    return str(record["item_id"]), str(record["first_id"]), str(record["second_id"])
 
 
 def rate(numerator: float, denominator: float) -> float:
@@ -117,3 +137,10 @@ def bootstrap_ratio(numerators: Floats, denominators: Floats, *, bootstrap: int 
         return NO_CI
     weights = resample_counts(den.size, bootstrap, seed)
     return percentile_ci((weights @ num) / (weights @ den))
+
+
+def correlation(fn: Callable[..., Any], x: Sequence[float], y: Sequence[float]) -> float:
+    """``fn(x, y)[0]`` (a scipy correlation), nan without two points or without variance on either side."""
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return NAN  # undefined without variance; scipy would warn and return nan
+    return float(fn(x, y)[0])

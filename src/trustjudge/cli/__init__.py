@@ -1,8 +1,10 @@
 """The ``trustjudge`` command line: a thin shell over :class:`trustjudge.Judge`.
 
-One module per command (``_score`` holds score and compare, which share their streaming loop); the
-options several commands take are defined once in ``_options``, and what their output shares in
-``_common``. The command modules import those, never this package, so the package has no import cycle.
+The judging commands (score, compare, criteria, checklist, claims, and any registered or installed mode's
+command) are built from the mode registry by ``_mode_command``, with what a built-in command adds in
+``_score`` and ``_modes``; the other commands have a module each. The options several commands take are
+defined once in ``_options``, and what their output shares in ``_common``. The command modules import
+those, never this package, so the package has no import cycle.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from ..errors import TrustJudgeError
 from ._audit import audit
 from ._common import err, fail, is_utf8
 from ._options import JUDGE_FACTORY, make_judge
-from ._modes import checklist, claims, criteria
+from ._mode_command import ModeGroup, mode_commands, registered_modes
+from ._modes import CHECKLIST, CLAIMS, CRITERIA
 from ._rank import rank
+from ._recipes import recipes, run
 from ._report import report
-from ._score import compare, score
+from ._score import COMPARE, SCORE
 from ._serve import serve
 from ._store import store
+from ._summary import summary
 from ._trust import calibrate, select
 
 __all__ = ["cli", "main"]
@@ -30,7 +35,11 @@ _make_judge = make_judge
 (or a program embedding the CLI) may replace it."""
 
 
-@click.group()
+HOOKS = {"score": SCORE, "compare": COMPARE, "criteria": CRITERIA, "checklist": CHECKLIST, "claims": CLAIMS}
+"""What the built-in modes' commands add to the ones the registry gives, by command."""
+
+
+@click.group(cls=ModeGroup)
 @click.version_option(package_name="trustjudge")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -38,7 +47,8 @@ def cli(ctx: click.Context) -> None:
     ctx.meta[JUDGE_FACTORY] = _make_judge
 
 
-for _command in (score, compare, criteria, checklist, claims, audit, rank, report, serve, store, calibrate, select):
+for _command in (*mode_commands(registered_modes(), HOOKS).values(), audit, rank, report, serve, store, calibrate,
+                 select, summary, recipes, run):
     cli.add_command(_command)
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.markup import escape
 
 from ..audit import _audit
+from ..audit._injection import injected
 from ..io._items import Item
 from .._judge import AuditRun, Judge
 from ..io._outputs import readable_input, write_text
@@ -27,10 +28,13 @@ from ._options import (
 )
 
 
-def plan_audit(j: Judge, items: list[Item], scales: list[int]) -> None:
-    """Print the plan of an audit (``--dry-run``): the pointwise judgments per scale, then the pairwise ones."""
+def plan_audit(j: Judge, items: list[Item], scales: list[int], injection: bool = False) -> None:
+    """Print the plan of an audit (``--dry-run``): the pointwise judgments per scale (with ``injection``, those
+    of the injected responses too), then the pairwise ones."""
     for points in scales:
         print_plan(j, items, j.score_task(points), f"score ({points}-point)")
+        if injection:
+            print_plan(j, injected(items, points), j.score_task(points), f"score ({points}-point, injected)")
     print_plan(j, [it for it in items if len(it.responses) >= 2], j.compare_task())
 
 
@@ -86,7 +90,7 @@ def audit(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
     j = judging.make()
     try:
         if dry_run:
-            plan_audit(j, loaded, scales)
+            plan_audit(j, loaded, scales, injection)
             return
         result = run_audit(j, loaded, scales=scales, delta=delta, ks=ks, bootstrap=bootstrap, injection=injection,
                            quiet=quiet)

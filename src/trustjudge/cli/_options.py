@@ -130,92 +130,72 @@ _FIELDS = tuple(f.name for f in fields(JudgeOptions) if f.name != "factory")
 _MODE_TEMPLATES = ("criterion_template", "criterion_pair_template", "check_template")
 
 
-def _template(name: str, text: str) -> Callable[[Command], Command]:
-    return click.option(name, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help=text)
+def _template(name: str, text: str, dest: str) -> Callable[[Command], Command]:
+    return click.option(name, dest, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                        help=text)
 
 
-# Judge options that ``trustjudge claims`` takes but cannot honour: given, they stop the command (exit 2).
-_CLAIMS_REFUSES = {
-    "--protocol": "claims asks its verification and matching questions directly, with no critique",
-    "--max-new-tokens": "claims writes no critique to bound; the extraction's length is --extract-tokens",
-}
-
-
-def _stage_paths(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Path]:
-    """``--template STAGE=PATH`` (repeatable) of ``claims``: each stage's template file, by stage name."""
-    from ..modes._registry import get_mode
-
-    stages = tuple(get_mode("claims").templates)
-    out: dict[str, Path] = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name.strip() or not path:
-            raise click.BadParameter(f"expected NAME=PATH with NAME one of {', '.join(stages)}, got {value!r}",
-                                     ctx=ctx, param=param)
-        if name.strip() not in stages:
-            raise click.BadParameter(f"unknown stage {name.strip()!r}: the stages are {', '.join(stages)}",
-                                     ctx=ctx, param=param)
-        if not Path(path).is_file():
-            raise click.BadParameter(f"{path}: no such file (the {name.strip()} template)", ctx=ctx, param=param)
-        if name.strip() in out:
-            raise click.BadParameter(f"the {name.strip()} template is given twice", ctx=ctx, param=param)
-        out[name.strip()] = Path(path)
-    return out
-
-
-def _refused(name: str, default: Any, mode: str, why: str) -> Callable[[Command], Command]:
-    """A hidden option that a command keeps only to refuse it, naming it and saying why, when it is given."""
+def _refused(name: str, default: Any, mode: str, why: str, expose: bool = True) -> Callable[[Command], Command]:
+    """A hidden option that a command keeps only to refuse it, naming it and saying why, when it is given (its
+    default reaches the command, with ``expose``)."""
     def refuse(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         if param.name is not None and ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
             raise click.BadOptionUsage(name, f"{name} does not apply to {mode}: {why}", ctx=ctx)
         return value
 
-    return click.option(name, default=default, hidden=True, callback=refuse)
+    return click.option(name, default=default, hidden=True, expose_value=expose, callback=refuse)
 
 
-def judge_options(*kinds: str) -> Callable[[Command], Command]:
+Template = tuple[str, str, str]
+"""A template option: its flag, the :class:`JudgeOptions` field it sets, and its help."""
+JUDGE_FLAGS = {"--judge": "judge", "--protocol": "protocol", "--store": "store", "--batch-size": "batch_size",
+               "--temperature": "temperature", "--seed": "seed", "--max-new-tokens": "max_new_tokens",
+               "--min-label-mass": "min_label_mass", "--closing": "closing", "--ray": "ray_address"}
+"""The judge and engine options by flag, with the :class:`JudgeOptions` field each sets."""
+TEMPLATE_FIELDS = {"pointwise": "pointwise_template", "pairwise": "pairwise_template",
+                   "criterion": "criterion_template", "criterion_pair": "criterion_pair_template",
+                   "check": "check_template"}
+"""The templates a judge loads (:class:`~trustjudge.modes._prompts.Prompts`), by a mode's template name."""
+
+
+def _kind_templates(kinds: tuple[str, ...]) -> list[Template]:
+    """The template options of a command asking for ``kinds`` (``"score"`` and/or ``"compare"``)."""
+    if "score" in kinds and "compare" in kinds:
+        return [("--template", "pointwise_template", "Your own pointwise prompt template (string.Template fields, "
+                                                     "see docs/formats.md)."),
+                ("--pairwise-template", "pairwise_template",
+                 "Your own pairwise prompt template (--template sets the pointwise one).")]
+    dest = "pairwise_template" if kinds == ("compare",) else "pointwise_template"
+    return [("--template", dest, "Your own prompt template (string.Template fields, see docs/formats.md).")]
+
+
+def judge_options(*kinds: str, templates: list[Template] | None = None, refuses: dict[str, str] | None = None,
+                  command: str = "") -> Callable[[Command], Command]:
     """Add the judge and engine options; the command receives them as one ``judging: JudgeOptions``.
 
     Args:
-        kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``, or a mode
-            (``"criteria"``, ``"checklist"``, ``"claims"``): ``--template`` is the template of the only kind, or
-            the pointwise one beside ``--pairwise-template`` (for ``criteria``: the per-criterion pairwise one).
-            ``claims`` takes ``--template STAGE=PATH`` (repeatable; the command gets ``claims_templates``) and
-            refuses ``--protocol`` and ``--max-new-tokens`` (:data:`_CLAIMS_REFUSES`).
+        kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``: ``--template`` is the
+            template of the only kind, or the pointwise one beside ``--pairwise-template``.
+        templates: The template options instead (a mode's command: flag, :class:`JudgeOptions` field, help).
+        refuses: Options (``--protocol``, ``--max-new-tokens``, ``--template``) that ``command`` keeps only to
+            refuse them, by flag, with why: given, they stop the command (exit 2) before any work.
     """
-    both = ("score" in kinds and "compare" in kinds) or kinds == ("criteria",)
-    dests: dict[tuple[str, ...], str] = {("compare",): "pairwise_template", ("criteria",): "criterion_template",
-                                         ("checklist",): "check_template"}
-    template_dest = dests.get(kinds, "pointwise_template")
-    pair_dest = "criterion_pair_template" if kinds == ("criteria",) else "pairwise_template"
-    modes: dict[tuple[str, ...], str] = {("criteria",): "per-criterion ", ("checklist",): "per-check "}
-    what = modes.get(kinds, "pointwise " if both else "")
-    template = _template("--template", f"Your own {what}prompt template "
-                         "(string.Template fields, see docs/formats.md).")
-    protocol: Callable[[Command], Command] = PROTOCOL
-    max_new_tokens: Callable[[Command], Command] = MAX_NEW_TOKENS
-    if kinds == ("claims",):
-        protocol = _refused("--protocol", "direct", "claims", _CLAIMS_REFUSES["--protocol"])
-        max_new_tokens = _refused("--max-new-tokens", 256, "claims", _CLAIMS_REFUSES["--max-new-tokens"])
-        template = click.option("--template", "claims_templates", multiple=True, metavar="STAGE=PATH",
-                                callback=_stage_paths,
-                                help="Your own prompt template for a stage: extract=PATH, verify=PATH or match=PATH "
-                                     "(repeatable; string.Template fields, see docs/modes.md).")
+    listed = _kind_templates(kinds) if templates is None else templates
+    refused = dict(refuses or {})
+    protocol = _refused("--protocol", "direct", command, refused["--protocol"]) if "--protocol" in refused \
+        else PROTOCOL
+    max_new_tokens = _refused("--max-new-tokens", 256, command, refused["--max-new-tokens"]) \
+        if "--max-new-tokens" in refused else MAX_NEW_TOKENS
+    template_options = [_template(flag, text, dest) for flag, dest, text in listed]
+    if "--template" in refused:
+        template_options = [_refused("--template", None, command, refused["--template"], expose=False)]
     options: list[Callable[[Command], Command]] = [
-        JUDGE, protocol, STORE, BATCH_SIZE, TEMPERATURE, SEED, max_new_tokens, MIN_LABEL_MASS, CLOSING, template, RAY]
-    if both:
-        options.append(_template("--pairwise-template",
-                                 "Your own per-criterion pairwise prompt template (--pairwise)."
-                                 if kinds == ("criteria",) else
-                                 "Your own pairwise prompt template (--template sets the pointwise one)."))
+        JUDGE, protocol, STORE, BATCH_SIZE, TEMPERATURE, SEED, max_new_tokens, MIN_LABEL_MASS, CLOSING,
+        *template_options[:1], RAY, *template_options[1:]]
 
     def decorate(fn: Command) -> Command:
         @functools.wraps(fn)
         def command(**params: Any) -> Any:
-            if kinds != ("claims",):
-                params[template_dest] = params.pop("template")
-            if both:
-                params[pair_dest] = params.pop("pairwise_template")
             ctx = click.get_current_context(silent=True)
             factory = ctx.meta.get(JUDGE_FACTORY, make_judge) if ctx is not None else make_judge
             judging = JudgeOptions(**{name: params.pop(name, None) for name in _FIELDS}, factory=factory)
@@ -331,6 +311,11 @@ CALIBRATED_MODES = ("compare", "checklist", "claims")
 _CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary")
 
 
+SUMMARY_HELP = ("Also write each system's headline value (mean score, aggregate, satisfaction, claims F1 or "
+                "precision, win rate) with a 95% bootstrap interval over items and its unscored count, as JSON "
+                "here (and print it).")
+
+
 @dataclass(frozen=True)
 class CalibrationOptions:
     """``--calibration`` and the options that go with it, as given (``path`` None: no calibration asked)."""
@@ -360,11 +345,21 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             return value
 
         hidden: list[Callable[[Command], Command]] = [
+            click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                         help=SUMMARY_HELP),
             click.option("--calibration", hidden=True, expose_value=False, callback=refuse),
             click.option("--calibration-override", is_flag=True, hidden=True, expose_value=False, callback=refuse),
             click.option("--target-agreement", hidden=True, expose_value=False, callback=refuse),
             click.option("--risk-delta", hidden=True, expose_value=False, callback=refuse)]
-        return functools.partial(_apply, hidden)
+
+        def summary_only(fn: Command) -> Command:
+            @functools.wraps(fn)
+            def command(**params: Any) -> Any:
+                return fn(calibrating=CalibrationOptions(summary=params.pop("summary", None)), **params)
+
+            return _apply(hidden, command)
+
+        return summary_only
 
     level = Finite(min=0.0, max=1.0, min_open=True, max_open=True)
     options: list[Callable[[Command], Command]] = [
@@ -383,8 +378,9 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
     ]
     if summary:
         options.append(click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                                    help="With --calibration: also write the run's calibration summary (coverage, "
-                                         "guarantee, calibration set) as JSON here."))
+                                    help=SUMMARY_HELP + " With --calibration, the run's calibration summary "
+                                         "(coverage, guarantee, calibration set) too, the systems under "
+                                         "per_system."))
 
     def decorate(fn: Command) -> Command:
         @functools.wraps(fn)
@@ -392,7 +388,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             values = {name: params.pop(name, None) for name in _CALIBRATION_FIELDS}
             ctx = click.get_current_context(silent=True)
             if values["calibration"] is None:
-                for name in ("calibration_override", "target_agreement", "risk_delta", "summary"):
+                for name in ("calibration_override", "target_agreement", "risk_delta"):
                     if ctx is not None and name in ctx.params and \
                             ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
                         raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration")

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
 from rich.markup import escape
 
-from ..io._outputs import readable_input, write_text
+from .._judge import Judge
+from ..io._files import load_suite
+from ..io._items import Item, Suite
+from ..io._outputs import readable_input, record_output, write_text
+from ..modes._prompts import LabelSet
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
+from ._summary import show_summary, write_summary
 from ._options import MAX_PAIRS_OPTION, SCALES, JudgeOptions, input_options, judge_options, output_options
+
+SUMMARY_MODES = ["score", "criteria", "checklist", "claims", "criteria-compare"]
+"""The modes `rank --mode` ranks by (compare is the default ranking)."""
 
 
 @click.command("rank")
@@ -30,20 +39,39 @@ from ._options import MAX_PAIRS_OPTION, SCALES, JudgeOptions, input_options, jud
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the ranking as JSON here.")
 @MAX_PAIRS_OPTION
+@click.option("--mode", "summary_mode", type=click.Choice(SUMMARY_MODES), default=None,
+              help="Rank by one mode's per-system headline value instead (score: mean expected score; criteria: "
+                   "mean weighted aggregate; checklist: mean satisfaction; claims: expected precision, F1 with "
+                   "gold claims; criteria-compare: win rate with BT strength), 95% CI over items.")
+@click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="With --mode criteria/checklist/criteria-compare: the suite whose criteria/checklist apply to "
+                   "items carrying none.")
+@click.option("--metric", default=None, help="With --mode: the headline value (see `trustjudge summary --help`).")
 def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
          dry_run: bool, scale: str, method: str, bootstrap: int, rank_seed: int, json_out: Path | None,
-         max_pairs: int) -> None:
-    """Rank the systems that wrote the responses (the `system` field).
+         max_pairs: int, summary_mode: str | None, suite: Path | None, metric: str | None) -> None:
+    """Rank the systems that wrote the responses (the `system` field, else the response id).
 
     Bradley-Terry with Davidson ties on the soft likelihood probabilities and on hard verdicts, with
     bootstrap intervals over questions, Elo, win rates and mean pointwise scores, and Kendall tau
-    between these rankings. The same seed gives the same numbers.
+    between these rankings. The same seed gives the same numbers. With --mode, by that mode's
+    per-system headline value instead.
     """
     from ..audit._ranking import rank as fit
 
-    judging.guard(items, {"--out": out, "--json": json_out})
+    judging.guard(items, {"--out": out, "--json": json_out}, inputs=(suite,))
     loaded = read_items(readable_input(items), skip_invalid, 1, fmt, max_pairs=max_pairs)
     j = judging.make(scale=int(scale))
+    if summary_mode is not None:
+        try:
+            _rank_mode(j, loaded, summary_mode, suite, metric, int(scale), dry_run, quiet, out, json_out, bootstrap,
+                       rank_seed)
+        finally:
+            j.close()
+        return
+    if suite is not None or metric is not None:
+        j.close()
+        raise click.UsageError("--suite and --metric need --mode")
     try:
         if dry_run:
             print_plan(j, loaded, j.score_task())
@@ -83,3 +111,43 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
                        "--json")
     finally:
         j.close()
+
+
+
+def _rank_mode(j: Judge, loaded: list[Item], mode: str, suite: Path | None, metric: str | None, scale: int,
+               dry_run: bool, quiet: bool, out: Path | None, json_out: Path | None, bootstrap: int, seed: int) -> None:
+    """``rank --mode``: judge the items with that mode, then each system's headline value with its interval."""
+    from ..audit._summary import summarize
+
+    s = load_suite(suite) if suite is not None else Suite()
+    options: dict[str, Any] = {}
+    if mode in ("criteria", "criteria-compare"):
+        options["criteria"] = s.criteria
+    if mode == "criteria":
+        options["scale"] = s.scale or (scale if scale in (5, 10) else 5)
+    if mode == "checklist":
+        options["checklist"] = s.checklist
+        if s.labels:
+            options["labels"] = LabelSet.parse(s.labels)
+    if mode == "claims":
+        options["match"] = any(it.gold_claims is not None or it.reference for it in loaded)
+    task = j.task(mode, **options)
+    todo = [it for it in loaded if len(it.responses) >= 2] if mode == "criteria-compare" else loaded
+    if dry_run:
+        print_plan(j, todo, task)
+        return
+    with progress(quiet) as bar:
+        bar_task = bar.add_task(f"rank {mode} ({j.name})", total=sum(task.size(it) for it in todo))
+        records = [r.to_dict() for r in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n))]
+    if out is not None:
+        with record_output(out, "--out") as stream:
+            for row in records:
+                stream.write(json.dumps(row) + "\n")
+    try:
+        result = summarize(records, mode=mode, metric=metric, bootstrap=bootstrap, seed=seed)
+    except ValueError as exc:
+        raise SystemExit(fail(str(exc))) from None
+    show_summary(result, f"Ranking of systems by {j.name}: {mode} {result.metric}, 95% CI over items "
+                         f"(B={bootstrap})")
+    if json_out is not None:
+        write_summary(result, json_out, "--json", judge=j.name)

@@ -52,7 +52,7 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     extra: list[tuple[str, str, str]] = []
     try:
         if dry_run:
-            plan_audit(j, loaded, scales)
+            plan_audit(j, loaded, scales, injection)
             return
         calibrator = calibrated.Calibrator.start(cal, j, j.compare_task()) if cal is not None else None
         run = run_audit(j, loaded, scales=scales, delta=delta, ks=ks, bootstrap=bootstrap, injection=injection,

@@ -34,12 +34,12 @@ from rich.table import Table
 
 from ..io._adapters import iter_dataset
 from ..engine._engine import Job
-from ..io._items import Item, Suite, load_suite
+from ..io._files import load_suite
+from ..io._items import Item, Suite
 from .._judge import Judge
 from ..modes._registry import MODES, Mode, get_mode
 from ..io._frames import is_parquet, require_parquet
 from ..io._outputs import check_outputs, readable_input, record_output, replacing
-from ..modes._prompts import YES_NO, LabelSet
 from ..engine._asking import Question
 from ..engine._store import Store, default_store_path
 from ..engine._store_io import (
@@ -55,6 +55,7 @@ from ..engine._store_io import (
 from ..backends import get_backend
 from ..errors import InputError, StoreError
 from ._common import is_utf8
+from ._mode_command import registered_modes, suite_values
 from ._inputs import InputFormat
 from ._options import SCALES, STORE, JudgeOptions, input_options, judge_options
 
@@ -237,9 +238,9 @@ def _mode_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @judge_options("score", "compare")
 @click.option("--scale", type=SCALES, default="10", show_default=True, help="The pointwise scale to look up.")
 @click.option("--kind", "judgment", default="all", show_default=True, callback=_mode_name,
-              help="Which judgments of the item to show: a mode (score, compare, criteria, checklist, "
-                   "criteria-compare, claims, or a plug-in's), or all (score and compare, and criteria and checklist "
-                   "where the item or suite has them).")
+              help=f"Which judgments of the item to show: a mode ({', '.join(m.name for m in registered_modes())}, "
+                   "or a plug-in's), or all (score and compare, and criteria and checklist where the item or suite "
+                   "has them).")
 @click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The suite file the criteria/checklist run used (for items carrying no criteria/checklist).")
 @click.option("--criteria-scale", type=click.Choice(["5", "10"]), default=None,
@@ -259,16 +260,16 @@ def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, j
     where it takes them); claims list the questions of given claims (extractions are not shown).
     """
     s = load_suite(suite) if suite is not None else Suite()
-    spec = labels or s.labels
-    points = int(criteria_scale) if criteria_scale else (s.scale or 5)
-    modes = _Modes(s, points, LabelSet.parse(spec) if spec else YES_NO)
+    # --criteria-scale and --labels stand in for the suite's scale and labels: every mode's options come from
+    # the suite through its fields' metadata["suite"], as its command's do.
+    s = dataclasses.replace(s, scale=int(criteria_scale) if criteria_scale else s.scale, labels=labels or s.labels)
     item = _find(readable_input(items), fmt, item_id)
     path = judging.store if judging.store is not None else default_store_path()
     with _reading(path) as db, tempfile.TemporaryDirectory(prefix="trustjudge-show-") as tmp:
         # The judge only renders prompts and computes keys: its own store is a scratch file, never the real one.
         j = dataclasses.replace(judging, store=Path(tmp) / "keys.sqlite").make(scale=int(scale))
         try:
-            for entry in _judgments(j, item, judgment, modes):
+            for entry in _judgments(j, item, judgment, s):
                 entry["outputs"] = _stored(db, j, entry.pop("question"), entry["protocol"])
                 click.echo(json.dumps(entry) if as_json else _describe_judgment(entry, show_prompt))
         finally:
@@ -290,57 +291,72 @@ def _find(path: Path, fmt: str, item_id: str) -> Item:
                      file=str(path))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Modes:
-    """What the criteria and checklist prompts depend on beyond the judge options."""
-
-    suite: Suite
-    criteria_points: int
-    labels: LabelSet
+def _task(j: Judge, name: str, suite: Suite) -> Any:
+    """The task of mode ``name`` with its default options, the suite's where it takes them (the mode's own
+    methods are used: store show lists each mode's questions in its own terms)."""
+    mode = MODES[name]
+    return mode.task_of(j, mode.options(**suite_values(mode, suite)))
 
 
-def _judgments(j: Judge, item: Item, judgment: str, modes: _Modes) -> Iterator[dict[str, Any]]:
-    """Each judgment of ``item`` that ``score`` / ``compare`` / ``criteria`` / ``checklist`` would make, with its
-    question (criteria and checklist only where the item or the suite gives some, unless asked by name)."""
-    fmt = j.backend.format_prompt
-    if judgment in ("score", "all"):
-        task: Any = j.score_task()  # the mode's own methods (store show lists each mode's questions)
-        for response, question in zip(item.responses, task.questions(item, fmt)):
-            yield {"judgment": "score", "item_id": item.id, "response_id": response.id, "scale": task.scale.points,
+def _score(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
+    task = _task(j, "score", suite)
+    for response, question in zip(item.responses, task.questions(item, j.backend.format_prompt)):
+        yield {"judgment": "score", "item_id": item.id, "response_id": response.id, "scale": task.scale.points,
+               "protocol": task.protocol, "question": question}
+
+
+def _compare(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
+    if len(item.responses) < 2:
+        return
+    task = _task(j, "compare", suite)
+    for pair in item.all_pairs():
+        for order, question in enumerate(task.pair_questions(item, pair, j.backend.format_prompt), start=1):
+            yield {"judgment": "compare", "item_id": item.id, "first_id": pair.first, "second_id": pair.second,
+                   "order": order, "shown_first": pair.first if order == 1 else pair.second,
                    "protocol": task.protocol, "question": question}
-    if judgment in ("compare", "all") and len(item.responses) >= 2:
-        pair_task: Any = j.compare_task()
-        for pair in item.all_pairs():
-            for order, question in enumerate(pair_task.pair_questions(item, pair, fmt), start=1):
-                yield {"judgment": "compare", "item_id": item.id, "first_id": pair.first, "second_id": pair.second,
-                       "order": order, "shown_first": pair.first if order == 1 else pair.second,
-                       "protocol": pair_task.protocol, "question": question}
-    if judgment in ("criteria", "all"):
-        criteria_task: Any = j.criteria_task(modes.suite.criteria, scale=modes.criteria_points)
-        criteria = criteria_task.criteria_of(item)
-        if judgment == "criteria":
-            criteria_task.check(item)
-        asked = [(r, c) for r in item.responses for c in criteria]
-        for (r, c), question in zip(asked, criteria_task.questions(item, fmt)):
-            yield {"judgment": "criteria", "item_id": item.id, "response_id": r.id, "criterion": c.name,
-                   "scale": criteria_task.points(c), "protocol": criteria_task.protocol, "question": question}
-    if judgment not in ("score", "compare", "criteria", "checklist", "all"):
-        yield from _mode_judgments(j, item, get_mode(judgment), modes)
-    if judgment in ("checklist", "all"):
-        checklist_task: Any = j.checklist_task(modes.suite.checklist, labels=modes.labels)
-        if judgment == "checklist":
-            checklist_task.check(item)
-        checks = [(r, check) for r in item.responses for check in checklist_task.checks_of(item, r)]
-        for (responder, check), question in zip(checks, checklist_task.questions(item, fmt)):
-            yield {"judgment": "checklist", "item_id": item.id, "response_id": responder.id, "check": check.id,
-                   "labels": list(modes.labels.labels), "protocol": checklist_task.protocol, "question": question}
 
 
-def _mode_judgments(j: Judge, item: Item, mode: Mode, modes: _Modes) -> Iterator[dict[str, Any]]:
+def _criteria(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
+    task = _task(j, "criteria", suite)
+    criteria = task.criteria_of(item)
+    if asked:
+        task.check(item)
+    pairs = [(r, c) for r in item.responses for c in criteria]
+    for (r, c), question in zip(pairs, task.questions(item, j.backend.format_prompt)):
+        yield {"judgment": "criteria", "item_id": item.id, "response_id": r.id, "criterion": c.name,
+               "scale": task.points(c), "protocol": task.protocol, "question": question}
+
+
+def _checklist(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
+    task = _task(j, "checklist", suite)
+    if asked:
+        task.check(item)
+    checks = [(r, check) for r in item.responses for check in task.checks_of(item, r)]
+    for (responder, check), question in zip(checks, task.questions(item, j.backend.format_prompt)):
+        yield {"judgment": "checklist", "item_id": item.id, "response_id": responder.id, "check": check.id,
+               "labels": list(task.labels.labels), "protocol": task.protocol, "question": question}
+
+
+_DESCRIBED = {"score": _score, "compare": _compare, "criteria": _criteria, "checklist": _checklist}
+"""The modes whose judgments store show names in their own terms (response, pair and order, criterion,
+check), in the order ``--kind all`` lists them; any other mode's are its task's questions, numbered."""
+
+
+def _judgments(j: Judge, item: Item, judgment: str, suite: Suite) -> Iterator[dict[str, Any]]:
+    """Each judgment of ``item`` that mode ``judgment`` (``all``: those of :data:`_DESCRIBED`) would make, with
+    its question (with ``all``, criteria and checklist only where the item or the suite gives some)."""
+    if judgment != "all":
+        described = _DESCRIBED.get(judgment)
+        yield from (described(j, item, suite, True) if described is not None
+                    else _mode_judgments(j, item, get_mode(judgment), suite))
+        return
+    for describe in _DESCRIBED.values():
+        yield from describe(j, item, suite, False)
+
+
+def _mode_judgments(j: Judge, item: Item, mode: Mode, suite: Suite) -> Iterator[dict[str, Any]]:
     """Every question of ``item`` under ``mode``'s task (default options, the suite's where the mode takes them)."""
-    given = {"criteria": modes.suite.criteria, "checklist": modes.suite.checklist, "labels": modes.labels}
-    names = {f.name for f in dataclasses.fields(mode.options)}
-    task = mode.task_of(j, **{k: v for k, v in given.items() if k in names})
+    task = _task(j, mode.name, suite)
     task.check(item)
     for n, question in enumerate(task.questions(item, j.backend.format_prompt)):
         yield {"judgment": mode.name, "item_id": item.id, "index": n, "protocol": task.protocol,

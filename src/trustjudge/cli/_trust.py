@@ -24,6 +24,7 @@ from .._cascade import HUMAN, human_items, thresholds
 from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..audit._trust import MODES, Calibration, abstained_items
+from ..modes._registry import get_mode
 from ..backends import DEFAULT_JUDGE
 from ._common import err, progress
 from ._inputs import read_items
@@ -44,7 +45,7 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
     judging.guard(items, {"--out": out})
     _template_fits(judging, mode)
-    todo = read_items(items, skip_invalid, 2 if mode == "compare" else 1, fmt)
+    todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
     j = judging.make()
     j.source = str(items)
     try:
@@ -107,7 +108,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
     if target_agreement is not None:
         cal.selection(target_agreement, risk_delta)  # refuse an unsupported target before any judging
-    todo = read_items(items, skip_invalid, 2 if cal.mode == "compare" else 1, fmt)
+    todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
     j = judging.make()
     j.source = str(items)
     try:

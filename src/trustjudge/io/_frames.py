@@ -36,7 +36,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ._items import Item, _csv_rows, _jsonl_records, decode_json, left_out, parse_record
+from ._files import _csv_rows, _jsonl_records, decode_json, left_out
+from ._items import Item, parse_record
 from ..errors import ConfigError, InputError, pip_dependency_error
 
 ITEM_TARGETS = ("id", "question", "context", "reference", "profile", "knowledge", "evidence", "criteria",

@@ -23,7 +23,8 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ..engine import _aggregates as A
-from ..audit._audit import conflict_ratio, ntr, score_agreement
+from ..audit._agreement import score_agreement
+from ..audit._consistency import conflict_ratio, ntr
 from ..io._items import Claim, Item
 from ._prompts import YES_NO, LabelSet
 from ._records import ChecklistRecord, CriteriaRecord, ScoreRecord

@@ -69,15 +69,23 @@ class TemplateSpec:
 
 def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # noqa: A002 (click's word for it)
            ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
-           served: bool = True) -> Any:
+           served: bool = True, **cli: Any) -> Any:
     """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``.
 
     ``choices`` (the values it may take) and the bounds ``ge``, ``gt``, ``le``, ``lt`` go into the metadata
     under those names, for the interfaces that take options from outside: the service's request schema
     enforces them (422 beyond). ``served=False`` (``metadata["served"]``) keeps an option out of the service's
     requests, which then always use its default: for an option naming a server path, or a cost the service's
-    limits do not bound."""
-    metadata: dict[str, Any] = {"help": help}
+    limits do not bound.
+
+    The keywords ``cli`` are more metadata, read by the mode's command (``trustjudge <command>``, built from the
+    fields: see :mod:`trustjudge.cli._mode_command`, which also reads ``choices`` and the bounds): ``flag``
+    (its name on the command line, default ``--`` and the field's name with dashes), ``parse``
+    (``callable(str) -> value``, for a type a command line cannot spell), ``suite`` (the suite file's field
+    that supplies it, where the command line does not), ``shown`` (how its default reads in the help, where
+    the value's own text would not do), ``cli=False`` (not on the command line: the command keeps its default).
+    """
+    metadata: dict[str, Any] = {"help": help, **cli}
     if choices is not None:
         metadata["choices"] = tuple(choices)
     metadata.update({name: bound for name, bound in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt))

@@ -165,8 +165,10 @@ class ChecklistTask(Task):
 
 @dataclass(frozen=True)
 class ChecklistOptions:
-    checklist: tuple[Check, ...] = option((), "Checks for responses whose item carries none (a suite's).")
-    labels: LabelSet = option(YES_NO, 'The answers a check may get, e.g. "FULL=1,PARTIAL=0.5,NO=0".')
+    checklist: tuple[Check, ...] = option((), "Checks for responses whose item carries none (a suite's).",
+                                          suite="checklist")
+    labels: LabelSet = option(YES_NO, 'The answers a check may get, e.g. "FULL=1,PARTIAL=0.5,NO=0".',
+                              parse=LabelSet.parse, suite="labels", shown='"YES=1,NO=0"')
     reweight: bool = option(False, "When a check is unscored, aggregate over the rest with renormalised weights.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
 

@@ -518,10 +518,12 @@ class ClaimsOptions:
     min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.",
                                 ge=0.0, le=1.0)
     max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).",
-                                 ge=1, le=MAX_EXTRACTION_TOKENS)
+                                 ge=1, le=MAX_EXTRACTION_TOKENS,
+                                 flag="--extract-tokens")
     max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).", ge=1)
     templates: Mapping[str, Any] | None = option(None, "Each stage's own prompt by name: {extract, verify, match} "
-                                                       "-> a template's text or path (STAGE=PATH).", served=False)
+                                                       "-> a template's text or path (STAGE=PATH).", served=False,
+                                                 cli=False)
     verify: bool = option(True, "Verify each claim against the evidence; off (--no-verify): match-only, no "
                                 "evidence needed.")
     coverage: Coverage = option("noisy_or", "With match: a gold claim's coverage from its P(match) over the "

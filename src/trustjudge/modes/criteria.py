@@ -157,13 +157,14 @@ class CriteriaTask(Task):
 
 @dataclass(frozen=True)
 class CriteriaOptions:
-    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
+    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).", suite="criteria")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
-    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).", choices=(5, 10))
+    scale: int = option(5, "Scale of criteria without level descriptions (5 or 10).", choices=(5, 10),
+                        suite="scale")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
-                                                  "judge's.")
+                                                  "judge's.", flag="--distribution")
 
 
 def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:

@@ -168,7 +168,7 @@ class CriteriaCompareTask(Task):
 
 @dataclass(frozen=True)
 class CriteriaCompareOptions:
-    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).")
+    criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).", suite="criteria")
     graded: bool = option(False, "5-way verdicts (A>>B .. B>>A) with an expected margin.")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")

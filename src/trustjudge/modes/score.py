@@ -104,7 +104,7 @@ class ScoreOptions:
     scale: int | None = option(None, "Rating scale 1..N (5, 10 or 100); default: the judge's.", choices=SCALES)
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, "Keep each judgment's label distribution in the record; default: the "
-                                                  "judge's.")
+                                                  "judge's.", flag="--distribution")
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:

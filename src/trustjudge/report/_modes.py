@@ -3,9 +3,9 @@
 :func:`render_mode_report` reads the audit dict of :mod:`trustjudge.modes._audits` (``criteria_audit``,
 ``checklist_audit`` or ``claims_audit``, with ``grounding`` / ``sensitivity`` inside when they were run;
 missing keys and null numbers are tolerated) and returns one HTML string in the style of the holistic
-report (:mod:`trustjudge.report._report`, whose helpers it uses): inline CSS, plots as inline SVG drawn by
-matplotlib on an Agg canvas, a Content-Security-Policy that forbids every load and script, and every piece
-of text (criterion names, reasons, keys) HTML-escaped.
+report (:mod:`trustjudge.report._report`; both are drawn with the kit of :mod:`trustjudge.report._html`):
+inline CSS, plots as inline SVG drawn by matplotlib on an Agg canvas, a Content-Security-Policy that forbids
+every load and script, and every piece of text (criterion names, reasons, keys) HTML-escaped.
 
 Plots: ``plot-reliability`` (checklist P(pass) or claims P(supported): binned predicted probability against
 the observed frequency of the positive human label, with the diagonal and the count of each bin; each bin's
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ._report import (
+from ._html import (
     _CSS,
     _RC,
     _color,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._report import _RC, _e, _figure, _figure_html, _fmt, _no_data, _num
+from ._html import _RC, _e, _figure, _figure_html, _fmt, _no_data, _num
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -1,0 +1,633 @@
+"""One ``trustjudge`` command per judging mode, built from the mode registry (issue 22).
+
+:func:`mode_command` builds the command of every mode whose :attr:`~trustjudge.Mode.command` names it: a mode
+whose command is one word is the command's own (``criteria``), one whose command adds a flag is run with that
+flag (``criteria --pairwise`` runs ``criteria-compare``). The command's mode options come from the fields of
+the modes' options dataclasses, each field's ``metadata`` saying how (see :func:`trustjudge.modes._registry.option`):
+
+* ``bool`` is a flag (``--x``; ``--x/--no-x`` where the default is true); ``int``, ``float`` and ``str`` are
+  typed options (``ge`` / ``gt`` / ``le`` / ``lt`` bound numbers; floats are always finite); a ``Literal``
+  or ``choices`` is a choice; an optional field's option defaults to ``None`` (the mode's own default);
+* ``parse`` (``callable(str) -> value``) reads a type the command line cannot spell (a label set);
+* ``suite`` names the suite file field that supplies the option where the command line does not; a command
+  whose modes have such fields takes ``--suite``;
+* ``flag`` names the option (default ``--`` and the field's name with dashes); a field spelled like a judge
+  option (``protocol``) is that option: ``--protocol`` fills it;
+* a field of another type without ``parse`` or ``suite``, or with ``cli=False``, is not on the command line.
+
+Every such command also takes what every judging command takes: the input options, the judge and engine
+options (``--template`` sets the mode's template where the judge loads it), ``--out`` and ``--dry-run``, the
+calibration options (refused, saying why, for a mode without calibration units), ``--max-pairs`` where a
+mode of the command judges pairs, and ``--audit`` / ``--report`` where the command has an audit. A built-in
+command's extra behaviour (the audits and their options, the end-of-run tables) comes from its
+:class:`Hooks`; a third party's mode gets its command from the registry alone, with none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import click
+from click.core import ParameterSource
+from rich.markup import escape
+
+from ..engine._engine import BACKEND_ERROR
+from ..errors import BackendError, ConfigError, InputError
+from ..io._files import load_suite
+from ..io._items import Item, Suite
+from ..io._outputs import atomic_output, readable_input, record_output, write_text
+from .._judge import Judge
+from ..modes._base import Task, check_item
+from ..modes._registry import MODES, Mode, mode_plugins
+from ..report._modes import render_mode_report
+from ..report._trust import calibration_section
+from . import _calibrated as calibrated
+from ._common import err, is_utf8, print_plan, progress, records_note
+from ._inputs import changed, digest, read_items, scan, stream_items
+from ._summary import SystemTally
+from ._options import (
+    JUDGE_FLAGS,
+    MAX_PAIRS_OPTION,
+    TEMPLATE_FIELDS,
+    CalibrationOptions,
+    Command,
+    Finite,
+    JudgeOptions,
+    Template,
+    calibration_options,
+    input_options,
+    judge_options,
+    make_judge,
+    output_options,
+)
+
+__all__ = ["Hooks", "Run", "Summary", "mode_command", "mode_commands", "suite_values"]
+
+SUITE_HELP = "A suite file (JSON or TOML) whose {} apply where the items and the options give none."
+AUDIT = click.option("--audit", "audit_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Also audit the mode and write the report (JSON) here.")
+REPORT = click.option("--report", "report_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                      help="Also audit the mode and write it as a self-contained HTML report (plots, tables) here.")
+
+
+# -- the end-of-run summary ---------------------------------------------------------------------------------
+
+
+class Summary:
+    """What a command says after its records: one line (records, calls, unscored); a mode's hook may table it."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.unscored: Counter[str] = Counter()
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.records += 1
+        if row.get("unscored"):
+            self.unscored[row["unscored"]] += 1
+
+    def show(self, j: Judge, task: Task, out: Path | None, items: Path, quiet: bool) -> None:
+        s = j.stats
+        if not quiet:
+            err.print(escape(f"{task.kind}: {self.records} records; model calls {s.model_calls}, from store "
+                             f"{s.from_store}; unscored: {dict(self.unscored) or 'none'}; store: {j.store.path}"),
+                      highlight=False)
+            records_note(j, self.records, out, items)
+        if self.unscored.get(BACKEND_ERROR) and s.last_error:
+            err.print(f"[yellow]backend error:[/] {escape(s.last_error)}", highlight=False)
+
+    def check(self, j: Judge) -> None:
+        """Fail (exit non-zero) when the judge failed every judgment it was asked for."""
+        if self.records and self.unscored.get(BACKEND_ERROR) == self.records:
+            raise BackendError(f"every judgment failed ({self.records} records say backend_error): "
+                               f"{j.stats.last_error or 'no message'}")
+
+
+# -- what a command is given --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One invocation of a mode's command: the mode chosen, its options, and everything else given."""
+
+    command: str
+    mode: Mode
+    """The mode the command runs (``criteria-compare`` for ``criteria --pairwise``)."""
+    options: Any
+    """An instance of ``mode.options``: the command line's values, else the suite's, else the defaults."""
+    given: Mapping[str, Any]
+    """The mode options given on the command line, by flag."""
+    suite: Suite
+    suite_path: Path | None
+    items: Path
+    fmt: str
+    skip_invalid: bool
+    quiet: bool
+    judging: JudgeOptions
+    out: Path | None
+    dry_run: bool
+    audit_out: Path | None = None
+    report_out: Path | None = None
+    max_pairs: int | None = None
+    """The most pairs an item may have (``None``: no bound, where no pair is judged)."""
+    calibrating: CalibrationOptions | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The values of the hooks' own options, by parameter name."""
+    min_responses: int = 1
+    """The fewest responses an item needs: the fewest any mode of the command needs (an item is read alike
+    whichever mode the command runs)."""
+
+    @property
+    def auditing(self) -> bool:
+        return self.audit_out is not None or self.report_out is not None
+
+    def options_of(self, name: str) -> Any:
+        """The options of another mode of the command, from the same command line and suite (for an audit)."""
+        return build_options(MODES[name], self.given, self.suite, self.judging)
+
+    def task(self, j: Judge, name: str | None = None) -> Task:
+        """The task of the chosen mode (or of the command's mode ``name``) for the judge ``j``."""
+        if name is None or name == self.mode.name:
+            return self.mode.task_of(j, self.options)
+        return MODES[name].task_of(j, self.options_of(name))
+
+    def items_list(self) -> list[Item]:
+        """Every valid item of the input (for an audit's further judgments)."""
+        return read_items(self.items, self.skip_invalid, 1, self.fmt, max_pairs=self.max_pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hooks:
+    """What a built-in command adds to the command its modes give (a third party's mode needs none)."""
+
+    doc: str | None = None
+    """The command's help (default: its mode's summary)."""
+    options: tuple[Callable[[Command], Command], ...] = ()
+    """More click options; their values reach the other hooks as :attr:`Run.extra`."""
+    check: Callable[[Run], None] | None = None
+    """More checks of the command line, before any work (raise :class:`click.UsageError`)."""
+    audit: Callable[[Run, Judge, Task, list[dict[str, Any]]], dict[str, Any]] | None = None
+    """The audit of ``--audit`` / ``--report`` (the command takes them only with it): its JSON report."""
+    summary: Callable[[], Summary] = Summary
+    """The end-of-run summary."""
+    refuses: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Judge options (``--protocol``, ``--max-new-tokens``, ``--template``) the command refuses, with why."""
+    shared: frozenset[str] = frozenset()
+    """Flags of the command's own mode that the hooks use under another mode's flag too (else refused there)."""
+    fill: Callable[[Run], Mapping[str, Any]] | None = None
+    """Mode option values from the hooks' own options (:attr:`Run.extra`), by field name, over the command
+    line's and the suite's: for a field the factory cannot spell (``claims``' repeated ``--template
+    STAGE=PATH``). The paths among the values (or in a mapping value) are inputs: no output may overwrite them."""
+    own: frozenset[str] = frozenset()
+    """Judge flags (``--template``) that the hooks' options take themselves: the factory neither adds nor refuses
+    them."""
+
+
+# -- mode options on the command line -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Option:
+    """One field of a mode's options, as the command line has it."""
+
+    name: str
+    flag: str
+    dest: str
+    meta: Mapping[str, Any]
+    convert: Callable[[Any], Any]
+    """From the command line's value (a choice's text, ``parse``'s input) to the field's."""
+    judge: str | None = None
+    """The :class:`JudgeOptions` field that fills it (a field spelled like a judge option)."""
+    click_option: Callable[[Command], Command] | None = None
+    """The click option (``None``: not on the command line)."""
+
+
+def _hints(mode: Mode) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(mode.options)
+    except Exception:  # annotations that do not resolve here: basic names only, the rest needs ``parse``
+        basic = {"int": int, "float": float, "str": str, "bool": bool}
+        return {f.name: basic.get(f.type, f.type) if isinstance(f.type, str) else f.type
+                for f in dataclasses.fields(mode.options)}
+
+
+def _optional(tp: Any) -> tuple[Any, bool]:
+    """``X | None`` -> ``(X, True)``; anything else -> ``(tp, False)``."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1 and len(args) == 2:
+            return rest[0], True
+    return tp, False
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _parser(parse: Callable[[str], Any], flag: str) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        try:
+            return parse(value)
+        except (ConfigError, InputError, ValueError, TypeError) as exc:
+            raise click.BadParameter(str(exc), param_hint=flag) from None
+
+    return convert
+
+
+def _default_text(value: Any, meta: Mapping[str, Any]) -> str:
+    if "shown" in meta:
+        return str(meta["shown"])
+    return str(value)
+
+
+def _option(f: dataclasses.Field[Any], hint: Any, prefix: str = "") -> _Option:
+    meta = f.metadata
+    flag = str(meta.get("flag") or "--" + f.name.replace("_", "-"))
+    dest = f"mode__{f.name}"
+    if flag in JUDGE_FLAGS:
+        return _Option(f.name, flag, dest, meta, _same, judge=JUDGE_FLAGS[flag])
+    if meta.get("cli", True) is False:
+        return _Option(f.name, flag, dest, meta, _same)
+    help_text = prefix + str(meta.get("help", ""))
+    default = f.default if f.default is not dataclasses.MISSING else None
+    suite = meta.get("suite")
+    tp, optional = _optional(hint)
+    choices = meta.get("choices")
+    if choices is None and typing.get_origin(tp) is Literal:
+        choices = typing.get_args(tp)
+    kind: Any
+    convert: Callable[[Any], Any] = _same
+    if "parse" in meta:
+        kind, convert = click.STRING, _parser(meta["parse"], flag)
+    elif choices is not None:
+        by_text = {str(c): c for c in choices}
+        kind, convert = click.Choice(list(by_text)), lambda v: by_text[v]
+    elif tp is bool:
+        if default:
+            return _Option(f.name, flag, dest, meta, _same, click_option=click.option(
+                f"{flag}/--no-{flag[2:]}", dest, default=True, show_default=True, help=help_text))
+        return _Option(f.name, flag, dest, meta, _same,
+                       click_option=click.option(flag, dest, is_flag=True, default=False, help=help_text))
+    elif tp in (int, float):
+        low = meta.get("ge", meta.get("gt"))
+        high = meta.get("le", meta.get("lt"))
+        bounds = dict(min=low, max=high, min_open="ge" not in meta and "gt" in meta,
+                      max_open="le" not in meta and "lt" in meta)
+        if tp is float:
+            kind = Finite(**bounds)
+        else:
+            kind = click.IntRange(**bounds) if low is not None or high is not None else click.INT
+    elif tp is str:
+        kind = click.STRING
+    else:  # a type the command line cannot spell: only a suite gives it
+        return _Option(f.name, flag, dest, meta, _same)
+    if suite is not None:
+        help_text += f" [default: the suite's, else {_default_text(default, meta)}]"
+        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+    elif default is None or optional:
+        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+    elif "parse" in meta:
+        help_text += f" [default: {_default_text(default, meta)}]"
+        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+    else:
+        option = click.option(flag, dest, type=kind, default=str(default) if choices is not None else default,
+                              show_default=True, help=help_text)
+    return _Option(f.name, flag, dest, meta, convert, click_option=option)
+
+
+def _options(mode: Mode, prefix: str = "") -> list[_Option]:
+    """The fields of ``mode``'s options as command-line options (``prefix`` begins each help text)."""
+    hints = _hints(mode)
+    return [_option(f, hints.get(f.name, f.type), prefix) for f in dataclasses.fields(mode.options)]
+
+
+def suite_values(mode: Mode, suite: Suite) -> dict[str, Any]:
+    """The options of ``mode`` that ``suite`` gives (fields whose ``metadata["suite"]`` names a suite field it
+    holds), by field name, read with the field's ``parse`` where the suite holds text."""
+    values: dict[str, Any] = {}
+    for opt in _options(mode):
+        where = opt.meta.get("suite")
+        value = getattr(suite, str(where), None) if where is not None else None
+        if value is None or value == () or value == "":
+            continue
+        if isinstance(value, str) and "parse" in opt.meta:
+            value = opt.meta["parse"](value)
+        values[opt.name] = value
+    return values
+
+
+def build_options(mode: Mode, given: Mapping[str, Any], suite: Suite, judging: JudgeOptions) -> Any:
+    """An options instance of ``mode``: the command line's values (``given``, by flag), else the suite's, else
+    the defaults; a field spelled like a judge option takes the judge option's value."""
+    values = suite_values(mode, suite)
+    for opt in _options(mode):
+        if opt.judge is not None:
+            values[opt.name] = getattr(judging, opt.judge)
+        elif opt.flag in given and opt.click_option is not None:
+            values[opt.name] = given[opt.flag]
+    try:
+        return mode.options(**values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"mode {mode.name!r}: {exc}") from None
+
+
+# -- the command --------------------------------------------------------------------------------------------
+
+
+def _templates(command: str, base: Mode | None, variants: list[tuple[str, Mode]]) -> list[Template]:
+    """``--template`` for the first template of the command's own mode the judge loads, ``--FLAG-template`` for
+    a variant's (``--pairwise-template``)."""
+    found: list[Template] = []
+    for flag, mode in [("", base), *variants]:
+        if mode is None:
+            continue
+        loadable = [name for name in mode.templates if name in TEMPLATE_FIELDS]
+        if not loadable:
+            continue
+        name = loadable[0]
+        if not flag:
+            what = name.replace("_", " ")
+            found.append(("--template", TEMPLATE_FIELDS[name],
+                          f"Your own {what} prompt template (string.Template fields, see docs/formats.md)."))
+        else:
+            found.append((f"{flag}-template", TEMPLATE_FIELDS[name],
+                          f"Your own {name.replace('_', ' ')} prompt template ({flag})."))
+    if found and found[0][0] != "--template":  # no own template: the first variant's takes --template
+        found[0] = ("--template", *found[0][1:])
+    return found
+
+
+def _split(command: str, modes: list[Mode]) -> tuple[Mode | None, list[tuple[str, Mode]]]:
+    base: Mode | None = None
+    variants: list[tuple[str, Mode]] = []
+    for mode in modes:
+        words = (mode.command or "").split()
+        if words == [command]:
+            base = mode if base is None else base
+        elif len(words) == 2 and words[0] == command and words[1].startswith("--"):
+            variants.append((words[1], mode))
+    return base, variants
+
+
+def _paths(values: Mapping[str, Any]) -> list[Path]:
+    """The paths among ``values`` and in its mapping values (a hook's filled options: files the run reads)."""
+    found: list[Path] = []
+    for value in values.values():
+        for one in value.values() if isinstance(value, Mapping) else (value,):
+            if isinstance(one, Path):
+                found.append(one)
+    return found
+
+
+def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) -> click.Command:
+    """The ``trustjudge COMMAND`` of ``modes`` (those whose :attr:`Mode.command` is ``COMMAND`` or
+    ``COMMAND --FLAG``), with ``hooks``' additions."""
+    hooks = hooks or Hooks()
+    base, variants = _split(command, modes)
+    if base is None and not variants:
+        raise ConfigError(f"no mode's command is {command!r}")
+    ordered = [m for m in [base, *(m for _, m in variants)] if m is not None]
+    first = ordered[0]
+    by_mode = {m.name: _options(m) for m in ordered}
+    # An option only a variant has says so: "With --pairwise: ..."
+    shown = {**({base.name: by_mode[base.name]} if base is not None else {}),
+             **{m.name: _options(m, f"With {flag}: ") for flag, m in variants if base is not None}}
+    flags: dict[str, _Option] = {}
+    owners: dict[str, list[str]] = {}
+    for mode in ordered:
+        for opt in shown.get(mode.name, by_mode[mode.name]):
+            if opt.click_option is None:
+                continue
+            flags.setdefault(opt.flag, opt)
+            owners.setdefault(opt.flag, []).append(mode.name)
+    templates = _templates(command, base, variants)
+    refuses = dict(hooks.refuses)
+    if "--template" in hooks.own:
+        templates = []
+    elif not templates and "--template" not in refuses:
+        names = sorted({t for m in ordered for t in m.templates})
+        refuses["--template"] = (f"its templates ({', '.join(names)}) are its own: --template sets the built-in "
+                                 "modes' templates" if names else "it renders no prompt template")
+    suite_fields = sorted({str(o.meta["suite"]) for m in ordered for o in by_mode[m.name] if "suite" in o.meta})
+    pairwise = any(m.min_responses >= 2 for m in ordered)
+    min_responses = min(m.min_responses for m in ordered)
+    variant_dest = {flag: f"variant__{flag[2:].replace('-', '_')}" for flag, _ in variants}
+
+    def callback(**params: Any) -> None:
+        ctx = click.get_current_context()
+        chosen = [(flag, m) for flag, m in variants if params.pop(variant_dest[flag])]
+        if len(chosen) > 1:
+            raise click.UsageError(f"{chosen[0][0]} and {chosen[1][0]} do not go together")
+        if chosen:
+            mode = chosen[0][1]
+        elif base is not None:
+            mode = base
+        else:
+            raise click.UsageError(f"trustjudge {command} needs one of {', '.join(f for f, _ in variants)}")
+        given: dict[str, Any] = {}
+        for flag, opt in flags.items():
+            value = params.pop(opt.dest)
+            if ctx.get_parameter_source(opt.dest) is not ParameterSource.DEFAULT:
+                given[flag] = opt.convert(value)
+        mine = {o.flag for o in by_mode[mode.name]}
+        for flag in given:
+            if flag in mine or (mode is not base and flag in hooks.shared):
+                continue
+            needs = [f for f, m in variants if m.name in owners[flag]]
+            if needs:
+                raise click.UsageError(f"{flag} needs {' or '.join(needs)}")
+            raise click.UsageError(f"{flag} does not apply with {chosen[0][0]}")
+        judging: JudgeOptions = params.pop("judging")
+        suite_path: Path | None = params.pop("suite", None)
+        run = Run(command, mode, None, given, Suite(), suite_path, params.pop("items"), params.pop("fmt"),
+                  params.pop("skip_invalid"), params.pop("quiet"), judging, params.pop("out"), params.pop("dry_run"),
+                  params.pop("audit_out", None), params.pop("report_out", None), params.pop("max_pairs", None),
+                  params.pop("calibrating", None), dict(params), min_responses)
+        if run.max_pairs is not None and not (mode.min_responses >= 2 or run.auditing):
+            run = dataclasses.replace(run, max_pairs=None)  # no pair is judged
+        if hooks.check is not None:
+            hooks.check(run)
+        filled = dict(hooks.fill(run)) if hooks.fill is not None else {}
+        cal = run.calibrating
+        judging.guard(run.items, {"--out": run.out, "--audit": run.audit_out, "--report": run.report_out,
+                                  "--summary": cal.summary if cal is not None else None},
+                      inputs=(suite_path, cal.path if cal is not None else None, *_paths(filled)))
+        suite = load_suite(suite_path) if suite_path is not None else Suite()
+        options = build_options(mode, given, suite, judging)
+        if filled:
+            try:
+                options = dataclasses.replace(options, **filled)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"mode {mode.name!r}: {exc}") from None
+        run = dataclasses.replace(run, suite=suite, options=options, items=readable_input(run.items))
+        run_mode(run, hooks)
+
+    params: list[Callable[[Command], Command]] = [
+        input_options,
+        judge_options(templates=templates, refuses=refuses, command=command),
+        output_options(stdout=True),
+        *(click.option(flag, variant_dest[flag], is_flag=True,
+                       help=f"{m.summary.rstrip('.')} (the {m.name} mode)." if m.summary else f"The {m.name} mode.")
+          for flag, m in variants),
+        *(opt.click_option for opt in flags.values() if opt.click_option is not None),
+    ]
+    if suite_fields:
+        params.append(click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                                   default=None, help=SUITE_HELP.format("/".join(suite_fields))))
+    params.extend(hooks.options)
+    if hooks.audit is not None:
+        params += [AUDIT, REPORT]
+    params.append(calibration_options(base.name if base is not None else first.name))
+    if pairwise:
+        params.append(MAX_PAIRS_OPTION)
+    fn: Command = callback
+    for decorate in reversed(params):
+        fn = decorate(fn)
+    doc = hooks.doc or first.summary or f"Judge ITEMS with the {first.name} mode."
+    made = click.command(command, help=doc)(fn)
+    seen: dict[str, str] = {}
+    for param in made.params:
+        for spelled in [*param.opts, *param.secondary_opts]:
+            if spelled in seen:
+                raise ConfigError(f"trustjudge {command}: two options are {spelled} (a field of mode "
+                                  f"{'/'.join(m.name for m in ordered)}): give one metadata['flag']")
+            seen[spelled] = str(param.name)
+    return made
+
+
+# -- running ------------------------------------------------------------------------------------------------
+
+
+def _checked(task: Task, path: Path) -> Callable[[Item], int]:
+    """Per item: its judgment count, after the task's own check (so a missing criterion stops the run
+    before any model call, naming the file, line and item)."""
+    def count(item: Item) -> int:
+        check_item(task, item, str(path))
+        return task.size(item)
+
+    return count
+
+
+def run_mode(run: Run, hooks: Hooks) -> None:
+    """Judge the input with the run's mode, streaming: items are validated first (against the task, before any
+    store is opened), then read, judged and written chunk by chunk; with ``--calibration`` each record is
+    annotated as it is written; then the summary, and the audit where ``--audit`` / ``--report`` ask."""
+    loaded = calibrated.load(run.calibrating, run.mode.name) if run.calibrating is not None else None
+    path, fmt, bound = run.items, run.fmt, run.max_pairs
+    min_responses = run.min_responses
+    if run.dry_run:
+        items = read_items(path, run.skip_invalid, min_responses, fmt, max_pairs=bound)
+        j = run.judging.make()
+        try:
+            print_plan(j, items, run.task(j))
+        finally:
+            j.close()
+        return
+    sha256 = digest(path)
+    # The task, to validate the items against it, from a judge that opens no store file and starts no Ray:
+    # bad input stops the run before anything is created or loaded.
+    probe = dataclasses.replace(run.judging, store=Path(":memory:"), ray_address=None, factory=make_judge).make()
+    try:
+        total = scan(path, run.skip_invalid, min_responses, fmt, _checked(run.task(probe), path), max_pairs=bound)
+    finally:
+        probe.close()
+    if digest(path) != sha256:
+        raise changed(path)
+    j = run.judging.make()
+    j.source = str(path)
+    summary = hooks.summary()
+    tally = SystemTally(run.calibrating.summary if run.calibrating is not None else None, run.mode.name)
+    records: list[dict[str, Any]] = []
+    try:
+        task = run.task(j)
+        calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
+        with record_output(run.out, "--out") as stream:
+            with progress(run.quiet) as bar:
+                bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)
+                todo = stream_items(path, min_responses, fmt, run.skip_invalid, sha256, max_pairs=bound)
+                ascii_only = not is_utf8(stream)
+                for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
+                    row = record.to_dict()
+                    if calibrator is not None:
+                        row = calibrator.annotate(row)
+                    stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
+                    stream.flush()
+                    summary.add(row)
+                    tally.add(row)
+                    if run.auditing:
+                        records.append(row)
+        summary.show(j, task, run.out, path, run.quiet)
+        tally.finish(run.quiet, calibrator.finish(None, run.quiet) if calibrator is not None else None)
+        if run.auditing and hooks.audit is not None:
+            report = hooks.audit(run, j, task, records)
+            if run.audit_out is not None:
+                with atomic_output(run.audit_out, "--audit") as fh:
+                    fh.write(json.dumps(report, indent=2) + "\n")
+                if not run.quiet:
+                    err.print(escape(f"audit written to {run.audit_out}"), highlight=False)
+            if run.report_out is not None:
+                extra_sections = [calibration_section(calibrator.evaluation(records))] if calibrator is not None \
+                    else []
+                write_text(run.report_out, render_mode_report(
+                    report, title=f"trustjudge {run.command} audit", mode=run.command,
+                    details={"judge": j.name, "data": str(path)}, extra_sections=extra_sections), "--report")
+                if not run.quiet:
+                    err.print(escape(f"audit report written to {run.report_out}"), highlight=False)
+        summary.check(j)
+    finally:
+        j.close()
+
+
+# -- the commands of the registry ---------------------------------------------------------------------------
+
+
+def _word(mode: Mode) -> str | None:
+    return mode.command.split()[0] if mode.command else None
+
+
+def registered_modes() -> list[Mode]:
+    """The modes registered now (built-in and registered; installed plug-ins are not loaded)."""
+    plugins = set(mode_plugins())
+    return [MODES[name] for name in MODES if name not in plugins]
+
+
+def _all_modes(wanted: str | None = None) -> list[Mode]:
+    """Every mode, plug-ins loaded: one that fails to load is left out, unless it is named ``wanted`` (its
+    error then stops the command, naming the plug-in)."""
+    found = registered_modes()
+    for name in sorted(mode_plugins()):
+        try:
+            found.append(MODES[name])
+        except (ConfigError, KeyError):
+            if name == wanted:
+                raise
+    return found
+
+
+def mode_commands(modes: list[Mode], hooks: Mapping[str, Hooks]) -> dict[str, click.Command]:
+    """The command of every command name of ``modes``, by name."""
+    names = list(dict.fromkeys(w for w in map(_word, modes) if w))
+    return {name: mode_command(name, [m for m in modes if _word(m) == name], hooks.get(name)) for name in names}
+
+
+class ModeGroup(click.Group):
+    """A command group that also finds the commands of modes registered or installed after it was built."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(super().list_commands(ctx))
+        return sorted(names | {w for w in map(_word, _all_modes()) if w})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            return found
+        modes = [m for m in _all_modes(cmd_name) if _word(m) == cmd_name]
+        return mode_command(cmd_name, modes) if modes else None
+

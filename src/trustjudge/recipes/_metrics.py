@@ -1,0 +1,194 @@
+"""The metrics that turn a recipe's records into a benchmark's number: named functions in a small registry.
+
+A :class:`Metric` gives one value per record (``None``: unscored, counted apart) from the record's dict and
+the recipe's ``[metric]`` parameters; the benchmark's number is the mean of those values over the records
+(the newest record of each ``(item_id, response_id)``), with a percentile 95% bootstrap interval over items
+and the same per system (a response's ``system``, else its id). Third-party code adds metrics with
+:func:`register_metric`; a recipe names one in ``[metric] name = ...``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..audit._stats import NAN, bootstrap_ratio, finite, jsonable
+from ..errors import ConfigError
+
+Record = Mapping[str, Any]
+ValueFn = Callable[[Record, Mapping[str, Any]], "float | None"]
+
+__all__ = ["METRICS", "Metric", "MetricResult", "compute", "get_metric", "register_metric"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named per-record value whose mean over records is a benchmark's headline number."""
+
+    name: str
+    modes: tuple[str, ...]
+    """The modes whose records it reads."""
+    value: ValueFn
+    """``value(record, params)``: the record's value, ``None`` when it has none (unscored)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The parameters a recipe may set, with their defaults (a recipe's others are refused)."""
+    description: str = ""
+
+    def checked(self, params: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """``params`` over the defaults; an unknown one or one of the wrong type is a ConfigError naming ``where``."""
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            known = ", ".join(sorted(self.params)) or "none"
+            raise ConfigError(f"metric {self.name!r} has no parameter {unknown[0]!r} (its parameters: {known})")
+        out = dict(self.params)
+        for key, value in params.items():
+            default = self.params[key]
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool) if isinstance(default, float)
+                  else isinstance(value, type(default)) if default is not None else True)
+            if not ok:
+                raise ConfigError(f"{where}.{key}: must be a {type(default).__name__}, got {value!r}")
+            out[key] = value
+        return out
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register_metric(metric: Metric, *, replace: bool = False) -> Metric:
+    """Make ``metric`` known by its name (``replace``: over one of that name)."""
+    if metric.name in METRICS and not replace and METRICS[metric.name] is not metric:
+        raise ConfigError(f"a metric named {metric.name!r} is registered already (pass replace=True to replace it)")
+    METRICS[metric.name] = metric
+    return metric
+
+
+def get_metric(name: str) -> Metric:
+    if name not in METRICS:
+        raise ConfigError(f"unknown metric {name!r}: the metrics are {', '.join(sorted(METRICS))}")
+    return METRICS[name]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its 95% bootstrap interval over items, and its counts."""
+
+    value: float
+    ci: tuple[float, float]
+    n: int
+    items: int
+    unscored: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(jsonable({"value": self.value, "ci": list(self.ci), "n": self.n, "items": self.items,
+                              "unscored": self.unscored}))
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """A metric over a run's records: overall and per system."""
+
+    metric: str
+    params: Mapping[str, Any]
+    overall: Estimate
+    systems: Mapping[str, Estimate]
+    bootstrap: int
+    seed: int
+
+    @property
+    def value(self) -> float:
+        return self.overall.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "params": dict(self.params), **self.overall.to_dict(),
+                "interval": f"percentile 95% bootstrap over items (B={self.bootstrap}, seed {self.seed})",
+                "systems": {name: e.to_dict() for name, e in self.systems.items()}}
+
+
+def _estimate(per_item: Mapping[str, list[float]], unscored: int, bootstrap: int, seed: int) -> Estimate:
+    ids = sorted(per_item)
+    sums = np.array([sum(per_item[i]) for i in ids], dtype=np.float64)
+    counts = np.array([len(per_item[i]) for i in ids], dtype=np.float64)
+    n = int(counts.sum())
+    return Estimate(float(sums.sum() / n) if n else NAN, bootstrap_ratio(sums, counts, bootstrap=bootstrap, seed=seed),
+                    n, int(np.count_nonzero(counts)), unscored)
+
+
+def compute(metric: Metric, records: Iterable[Record], params: Mapping[str, Any] | None = None, *,
+            bootstrap: int = 1000, seed: int = 0) -> MetricResult:
+    """The metric's mean over ``records`` (newest of each (item, response)), overall and per system."""
+    p = metric.checked(params or {}, "metric")
+    latest = {(str(r.get("item_id")), str(r.get("response_id"))): r for r in records}
+    overall: dict[str, list[float]] = defaultdict(list)
+    by_system: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    unscored: dict[str, int] = defaultdict(int)
+    for r in latest.values():
+        system = str(r.get("system") if r.get("system") is not None else r.get("response_id"))
+        v = metric.value(r, p) if r.get("unscored") is None else None
+        if v is None or not math.isfinite(v):
+            unscored[system] += 1
+            by_system[system]  # noqa: B018 (listed, with no value)
+            continue
+        overall[str(r["item_id"])].append(v)
+        by_system[system][str(r["item_id"])].append(v)
+    systems = {name: _estimate(by_system[name], unscored.get(name, 0), bootstrap, seed) for name in sorted(by_system)}
+    return MetricResult(metric.name, p, _estimate(overall, sum(unscored.values()), bootstrap, seed), systems,
+                        bootstrap, seed)
+
+
+# -- the built-in metrics --------------------------------------------------------------------------------
+
+def _score(r: Record, p: Mapping[str, Any]) -> float | None:
+    v = finite((r.get("scores") or {}).get(p["method"]))
+    return None if v is None else (v + p["offset"]) * p["factor"]
+
+
+def _aggregate(r: Record, p: Mapping[str, Any]) -> float | None:
+    v = finite((r.get("aggregate") or {}).get(p["method"]))
+    return None if v is None else (v + p["offset"]) * p["factor"]
+
+
+def _satisfaction(r: Record, p: Mapping[str, Any]) -> float | None:
+    return finite(r.get("satisfaction"))
+
+
+def _accuracy(r: Record, p: Mapping[str, Any]) -> float | None:
+    checks = list(r.get("checks") or [])
+    if p["check"]:
+        checks = [c for c in checks if c.get("id") == p["check"]]
+    if not checks:
+        return None
+    q = finite(checks[0].get("p_pass"))
+    if q is None:
+        return None
+    return (1.0 if q >= 0.5 else 0.0) if p["hard"] else q
+
+
+def _claims(r: Record, p: Mapping[str, Any]) -> float | None:
+    if p["value"] == "precision":
+        return finite(r.get("precision"))
+    matching = r.get("matching") or {}
+    if p["value"] == "recall":
+        return finite(matching.get("expected_recall"))
+    return finite((matching.get("hungarian") or {}).get("expected_f1"))
+
+
+for _metric in (
+    Metric("mean_score", ("score",), _score, {"method": "expected", "offset": 0.0, "factor": 1.0},
+           "Mean of (score + offset) x factor, the score read by `method` (expected: the mean of the judge's label "
+           "distribution; discrete: its most probable label)."),
+    Metric("mean_aggregate", ("criteria",), _aggregate, {"method": "expected", "offset": 0.0, "factor": 1.0},
+           "Mean of (weighted criteria aggregate + offset) x factor."),
+    Metric("mean_satisfaction", ("checklist",), _satisfaction, {},
+           "Mean expected weighted satisfaction of the checklist."),
+    Metric("accuracy", ("checklist",), _accuracy, {"check": "", "hard": False},
+           "Accuracy of the passing verdict (YES / TRUE) of one check (`check`: its id, default the first): "
+           "expected (P(pass)) or, with hard, the share of responses whose P(pass) >= 0.5."),
+    Metric("claims", ("claims",), _claims, {"value": "f1"},
+           "Claims: expected precision, expected recall or the one-to-one matching's expected F1 (`value`)."),
+):
+    register_metric(_metric)

@@ -1,0 +1,276 @@
+"""A benchmark's judging protocol as a versioned file: ``recipe.toml`` beside its templates and README.
+
+::
+
+    name = "dit"                      # a word: what `trustjudge run dit` finds
+    version = "1.0"
+    benchmark = "DIT: ..."            # what it reproduces
+    source = "https://..."            # where the protocol was read
+    mode = "score"                    # a registered mode
+    audit = ["consistency"]           # optional: the checks `--audit` adds (consistency, mode)
+
+    [judge]                           # optional: the judge's settings (protocol, scale, max_new_tokens)
+    scale = 5
+    [templates]                       # optional: the prompts, relative to this file
+    pointwise = "pointwise.txt"       # pointwise, pairwise, criterion, check, criterion_pair
+    [options]                         # optional: the mode's options (`trustjudge.get_mode(mode).options`)
+    labels = "TRUE=1,FALSE=0"
+    [metric]                          # the benchmark's number (trustjudge.recipes.METRICS)
+    name = "accuracy"
+
+The built-in recipes are the folders of this package; installed packages add recipes through the entry
+point group ``trustjudge.recipes`` (its name: the recipe's name; its value: a path to a recipe file, a
+:class:`Recipe`, or a callable returning either); any other recipe is loaded by its path. Every problem is
+an :class:`~trustjudge.errors.InputError` naming the file and field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+from .._plugins import describe, installed
+from ..errors import ConfigError, InputError
+from ..io._items import parse_checklist, parse_criteria
+from ..modes._prompts import LabelSet
+from ..modes._registry import get_mode
+from ._metrics import get_metric
+
+__all__ = ["PLUGIN_GROUP", "Recipe", "get_recipe", "load_recipe", "recipe_names"]
+
+PLUGIN_GROUP = "trustjudge.recipes"
+PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
+HERE = Path(__file__).resolve().parent
+FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
+          "description"}
+JUDGE_FIELDS = {"protocol": str, "scale": int, "max_new_tokens": int, "temperature": float}
+TEMPLATES = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
+AUDITS = ("consistency", "mode")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A benchmark's protocol: the mode and its options, the judge's settings and prompts, and the metric."""
+
+    name: str
+    version: str
+    benchmark: str
+    source: str
+    mode: str
+    metric: str
+    metric_params: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The mode's options, converted (criteria, checks, label sets)."""
+    judge: Mapping[str, Any] = field(default_factory=dict)
+    templates: Mapping[str, Path] = field(default_factory=dict)
+    audit: tuple[str, ...] = ()
+    description: str = ""
+    path: Path | None = None
+
+    def judge_kwargs(self) -> dict[str, Any]:
+        """The ``Judge`` keyword arguments the recipe fixes (settings and ``<kind>_template`` paths)."""
+        return {**self.judge, **{f"{kind}_template": path for kind, path in self.templates.items()}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "benchmark": self.benchmark, "source": self.source,
+                "mode": self.mode, "metric": {"name": self.metric, **self.metric_params}, "audit": list(self.audit),
+                "path": None if self.path is None else str(self.path)}
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    name = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise InputError(f"cannot read the recipe: {exc.strerror or exc}", file=name) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"invalid UTF-8 at byte {exc.start}", file=name) from None
+    try:
+        import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python 3.11+
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"invalid TOML: {exc}", file=name) from None
+    return data
+
+
+def _text(data: Mapping[str, Any], key: str, file: str, *, required: bool = True) -> str:
+    value = data.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError("must be a non-empty string" if key in data else "is missing", file=file, field=key)
+    return value.strip()
+
+
+def _table(data: Mapping[str, Any], key: str, file: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise InputError(f"must be a table ([{key}]), got {type(value).__name__}", file=file, field=key)
+    return value
+
+
+def _options(mode: str, raw: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """The mode's options from the recipe's ``[options]``: names checked, criteria/checks/labels parsed."""
+    names = {f.name for f in dataclasses.fields(get_mode(mode).options)}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"options.{key}"
+        if key not in names:
+            raise InputError(f"is not an option of mode {mode!r} (its options: {', '.join(sorted(names))})",
+                             file=file, field=where)
+        if key == "criteria":
+            out[key] = parse_criteria(value, file, 1, "options.")
+        elif key == "checklist":
+            out[key] = parse_checklist(value, file, 1, "options.")
+        elif key == "labels":
+            if not isinstance(value, str):
+                raise InputError('must be a label set such as "YES=1,NO=0"', file=file, field=where)
+            try:
+                out[key] = LabelSet.parse(value)
+            except ConfigError as exc:
+                raise InputError(str(exc), file=file, field=where) from None
+        else:
+            out[key] = value
+    return out
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and check a recipe file (or a folder holding ``recipe.toml``); problems name the file and field."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "recipe.toml"
+    file = str(p)
+    data = _toml(p)
+    unknown = sorted(set(data) - FIELDS)
+    if unknown:
+        raise InputError(f"is not a recipe field (known: {', '.join(sorted(FIELDS))})", file=file, field=unknown[0])
+    name = _text(data, "name", file)
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
+        raise InputError(f"must be a word (letters, digits, - _ .), got {name!r}", file=file, field="name")
+    version = data.get("version")
+    if isinstance(version, (int, float)) and not isinstance(version, bool):
+        version = str(version)
+    if not isinstance(version, str) or not version.strip():
+        raise InputError("must be a version string such as \"1.0\"", file=file, field="version")
+    mode = _text(data, "mode", file)
+    try:
+        get_mode(mode)
+    except ConfigError as exc:
+        raise InputError(str(exc), file=file, field="mode") from None
+    metric_raw = _table(data, "metric", file)
+    if "metric" not in data:
+        raise InputError("is missing (a [metric] table with its name)", file=file, field="metric")
+    metric_name = _text(metric_raw, "name", file) if "name" in metric_raw else ""
+    if not metric_name:
+        raise InputError("is missing", file=file, field="metric.name")
+    try:
+        metric = get_metric(metric_name)
+        params = metric.checked({k: v for k, v in metric_raw.items() if k != "name"}, "metric")
+    except ConfigError as exc:
+        raise InputError(str(exc), file=file, field="metric") from None
+    if mode not in metric.modes:
+        raise InputError(f"metric {metric_name!r} reads {', '.join(metric.modes)} records, not {mode}", file=file,
+                         field="metric.name")
+    judge = _table(data, "judge", file)
+    for key, value in judge.items():
+        kind = JUDGE_FIELDS.get(key)
+        if kind is None:
+            raise InputError(f"is not a judge setting a recipe fixes (known: {', '.join(sorted(JUDGE_FIELDS))})",
+                             file=file, field=f"judge.{key}")
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            if not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
+                raise InputError(f"must be a {kind.__name__}, got {value!r}", file=file, field=f"judge.{key}")
+    templates: dict[str, Path] = {}
+    for key, value in _table(data, "templates", file).items():
+        if key not in TEMPLATES:
+            raise InputError(f"is not a template kind (known: {', '.join(TEMPLATES)})", file=file,
+                             field=f"templates.{key}")
+        if not isinstance(value, str):
+            raise InputError("must be a file name relative to the recipe", file=file, field=f"templates.{key}")
+        t = (p.parent / value).resolve()
+        if not t.is_file():
+            raise InputError(f"names {value!r}, which is not a file beside the recipe ({t})", file=file,
+                             field=f"templates.{key}")
+        templates[key] = t
+    audit = data.get("audit", [])
+    if not isinstance(audit, list) or any(a not in AUDITS for a in audit):
+        raise InputError(f"must be a list of checks among {', '.join(AUDITS)}, got {audit!r}", file=file,
+                         field="audit")
+    recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
+                    metric_name, params, _options(mode, _table(data, "options", file), file), dict(judge), templates,
+                    tuple(audit), _text(data, "description", file, required=False), p)
+    _probe(recipe, file)
+    return recipe
+
+
+def _probe(recipe: Recipe, file: str) -> None:
+    """Build the recipe's task on a judge that loads nothing: bad templates or options fail here, not mid-run."""
+    from .._judge import Judge
+
+    try:
+        judge = Judge("mock/hash", store=":memory:", **recipe.judge_kwargs())
+        try:
+            judge.task(recipe.mode, **recipe.options)
+        finally:
+            judge.close()
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise InputError(str(exc), file=file, field="options" if not recipe.templates else None) from None
+
+
+def builtin_recipes() -> dict[str, Path]:
+    """The shipped recipes by name (each folder of this package holding a ``recipe.toml``)."""
+    return {p.parent.name.replace("_", "-"): p for p in sorted(HERE.glob("*/recipe.toml"))}
+
+
+def recipe_plugins() -> dict[str, list[EntryPoint]]:
+    return installed(PLUGIN_GROUP, PLUGINS_ENV, builtin_recipes())
+
+
+def recipe_names() -> list[str]:
+    """Every recipe's name: shipped, then installed."""
+    return [*builtin_recipes(), *sorted(recipe_plugins())]
+
+
+def _from_plugin(ep: EntryPoint) -> Recipe:
+    what = describe(ep, "recipe plug-in")
+    try:
+        value = ep.load()
+        if callable(value) and not isinstance(value, Recipe):
+            value = value()
+    except Exception as exc:
+        raise ConfigError(f"{what} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    if isinstance(value, (str, Path)):
+        value = load_recipe(value)
+    if not isinstance(value, Recipe):
+        raise ConfigError(f"{what} gives a {type(value).__name__}, not a recipe path or a trustjudge Recipe")
+    if value.name != ep.name:
+        raise ConfigError(f"{what} gives the recipe {value.name!r}: the entry point's name must be the recipe's")
+    return value
+
+
+def get_recipe(name_or_path: str | Path) -> Recipe:
+    """A recipe by name (shipped, then installed) or by path (a ``.toml`` file or a folder holding one)."""
+    text = str(name_or_path)
+    shipped = builtin_recipes()
+    if text in shipped:
+        return load_recipe(shipped[text])
+    p = Path(text)
+    if text.endswith(".toml") or p.is_dir() or p.exists() or "/" in text:
+        return load_recipe(p)
+    plugins = recipe_plugins()
+    if text in plugins:
+        found = plugins[text]
+        if len(found) > 1:
+            raise ConfigError(f"recipe {text!r}: {len(found)} recipe plug-ins claim it: "
+                              + "; ".join(sorted(describe(ep, "recipe plug-in") for ep in found)))
+        return _from_plugin(found[0])
+    raise ConfigError(f"unknown recipe {text!r}: the recipes are {', '.join(recipe_names())} "
+                      "(or give a recipe file's path)")
