@@ -1,7 +1,8 @@
 """Bugs the review of the task redesign found (issue 22, first step): each test failed on the code before it.
 
 1. ``audit --dry-run`` / ``report --dry-run`` planned pairwise work under "score (N-point)" titles.
-2. ``claims`` took ``--template``, ``--protocol`` and ``--max-new-tokens`` and ignored them.
+2. ``claims`` took ``--template``, ``--protocol`` and ``--max-new-tokens`` and ignored them (``--template
+   STAGE=PATH`` is honoured now: tests/test_claims_protocols.py).
 3. Python 3.10: TOML suites (``tomllib``), ``Template.is_valid``/``get_identifiers`` (3.11+).
 4. The checklist audit's human pass was "value >= 1", wrong for labels whose top value is not 1.
 5. The service's item schema lacked ``claims`` and ``gold_claims``.
@@ -74,18 +75,14 @@ CLAIMS_ITEM = {"id": "q1", "question": "Where is Paris?", "evidence": ["Paris is
 
 
 @pytest.mark.parametrize(("option", "value", "why"), [
-    ("--template", "TEMPLATE", "per-stage templates"),
     ("--protocol", "cot", "directly"),
     ("--protocol", "direct", "directly"),
     ("--max-new-tokens", "9", "--extract-tokens"),
 ])
 def test_claims_refuses_the_options_it_would_ignore(option: str, value: str, why: str, tmp_path: Path) -> None:
     items = write_jsonl(tmp_path / "items.jsonl", [CLAIMS_ITEM])
-    template = tmp_path / "verify.txt"
-    template.write_text("${claim}\n", encoding="utf-8")
     store, out = tmp_path / "s.sqlite", tmp_path / "out.jsonl"
-    result = _cli("claims", items, "-j", "mock/hash", "--store", store, "--out", out, option,
-                  template if value == "TEMPLATE" else value, "-q")
+    result = _cli("claims", items, "-j", "mock/hash", "--store", store, "--out", out, option, value, "-q")
     assert result.exit_code == 2, result.output
     assert f"{option} does not apply to claims" in result.output and why in result.output
     assert not store.exists() and not out.exists()  # refused before any work
@@ -223,7 +220,7 @@ def test_service_item_schema_documents_every_item_field() -> None:
     schemas = json.loads(openapi_json())["components"]["schemas"]
     assert {f.name for f in dataclasses.fields(Response)} <= set(schemas["ResponseIn"]["properties"])
     assert {f.name for f in dataclasses.fields(Item)} - {"line"} <= set(schemas["ItemIn"]["properties"])
-    assert set(schemas["ClaimIn"]["properties"]) == {"text", "human"}
+    assert set(schemas["ClaimIn"]["properties"]) == {"text", "human", "source"}
 
 
 def test_service_claims_takes_given_and_gold_claims(tmp_path: Path) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from . import _cascade
 from ._config import TEMPLATE_NAMES, JudgeConfig
@@ -236,17 +236,26 @@ class Judge:
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
-                    min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32) -> Task:
+                    min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
+                    templates: Mapping[str, str | Path] | None = None, verify: bool = True,
+                    coverage: Literal["noisy_or", "max"] = "noisy_or") -> Task:
+        """Claims; ``templates``: each stage's own prompt by name (``extract``, ``verify``, ``match``: a
+        template's text or path); ``verify=False``: match-only; ``coverage``: ``noisy_or`` or ``max``."""
         return self.task("claims", k=k, unknown=unknown, match=match, min_overlap=min_overlap,
-                         max_new_tokens=max_new_tokens, max_claims=max_claims)
+                         max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates, verify=verify,
+                         coverage=coverage)
 
     def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
                min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
+               templates: Mapping[str, str | Path] | None = None, verify: bool = True,
+               coverage: Literal["noisy_or", "max"] = "noisy_or",
                progress: ProgressArg = None) -> Iterator[ClaimsRecord]:
-        """Extract (or take) each response's claims, verify each against the item's evidence, and with
-        ``match`` match them against gold claims (see :mod:`trustjudge.modes.claims`)."""
+        """Extract (or take) each response's claims, verify each against the item's evidence (or the source it
+        cites), and with ``match`` match them against gold claims (see :mod:`trustjudge.modes.claims` and
+        :meth:`claims_task`)."""
         task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
-                                max_new_tokens=max_new_tokens, max_claims=max_claims)
+                                max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates,
+                                verify=verify, coverage=coverage)
         return self.run(task, items, progress=progress)  # type: ignore[return-value]
 
     def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,
@@ -293,11 +302,15 @@ class Judge:
             raise ConfigError(f"calibration covers the modes compare, checklist and claims; got {mode!r}")
         return self.task(mode)
 
-    def _template_hash(self, mode: str) -> str:
-        """The identity of the prompt a calibration of ``mode`` holds for: its template, and the system prompt
-        where it is not the default (so a calibration fitted before ``system=`` existed still fits)."""
+    def _template_hash(self, mode: str, task: Task | None = None) -> str:
+        """The identity of the prompt a calibration of ``mode`` holds for: its template (for claims: ``task``'s
+        own verification template, where it was given one), and the system prompt where it is not the default
+        (so a calibration fitted before ``system=`` existed still fits)."""
         from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template
-        if mode == "compare":
+        texts = getattr(task, "templates", None) if mode == "claims" else None
+        if texts is not None:
+            text = texts[1]
+        elif mode == "compare":
             text = self.prompts.pairwise.template
         elif mode == "checklist":
             text = self.prompts.check.template
@@ -339,7 +352,7 @@ class Judge:
         if mode == "claims" and calibration.mode == "claims" and labels is not None:
             check_classes(mode, calibration, labels.labels)
         checked = calibration.check(mode=mode, judge=self.name, fingerprint=self.backend.fingerprint,
-                                    template=self._template_hash(mode), protocol=self._protocol_of(task),
+                                    template=self._template_hash(mode, task), protocol=self._protocol_of(task),
                                     override=override)
         # A checklist calibration is fitted on YES/NO checks (`calibrate` asks those): P(pass) under another
         # label set is another quantity.

@@ -180,6 +180,13 @@ class Hooks:
     """Judge options (``--protocol``, ``--max-new-tokens``, ``--template``) the command refuses, with why."""
     shared: frozenset[str] = frozenset()
     """Flags of the command's own mode that the hooks use under another mode's flag too (else refused there)."""
+    fill: Callable[[Run], Mapping[str, Any]] | None = None
+    """Mode option values from the hooks' own options (:attr:`Run.extra`), by field name, over the command
+    line's and the suite's: for a field the factory cannot spell (``claims``' repeated ``--template
+    STAGE=PATH``). The paths among the values (or in a mapping value) are inputs: no output may overwrite them."""
+    own: frozenset[str] = frozenset()
+    """Judge flags (``--template``) that the hooks' options take themselves: the factory neither adds nor refuses
+    them."""
 
 
 # -- mode options on the command line -----------------------------------------------------------------------
@@ -390,6 +397,16 @@ def _split(command: str, modes: list[Mode]) -> tuple[Mode | None, list[tuple[str
     return base, variants
 
 
+def _paths(values: Mapping[str, Any]) -> list[Path]:
+    """The paths among ``values`` and in its mapping values (a hook's filled options: files the run reads)."""
+    found: list[Path] = []
+    for value in values.values():
+        for one in value.values() if isinstance(value, Mapping) else (value,):
+            if isinstance(one, Path):
+                found.append(one)
+    return found
+
+
 def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) -> click.Command:
     """The ``trustjudge COMMAND`` of ``modes`` (those whose :attr:`Mode.command` is ``COMMAND`` or
     ``COMMAND --FLAG``), with ``hooks``' additions."""
@@ -413,7 +430,9 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
             owners.setdefault(opt.flag, []).append(mode.name)
     templates = _templates(command, base, variants)
     refuses = dict(hooks.refuses)
-    if not templates and "--template" not in refuses:
+    if "--template" in hooks.own:
+        templates = []
+    elif not templates and "--template" not in refuses:
         names = sorted({t for m in ordered for t in m.templates})
         refuses["--template"] = (f"its templates ({', '.join(names)}) are its own: --template sets the built-in "
                                  "modes' templates" if names else "it renders no prompt template")
@@ -456,13 +475,19 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
             run = dataclasses.replace(run, max_pairs=None)  # no pair is judged
         if hooks.check is not None:
             hooks.check(run)
+        filled = dict(hooks.fill(run)) if hooks.fill is not None else {}
         cal = run.calibrating
         judging.guard(run.items, {"--out": run.out, "--audit": run.audit_out, "--report": run.report_out,
                                   "--summary": cal.summary if cal is not None else None},
-                      inputs=(suite_path, cal.path if cal is not None else None))
+                      inputs=(suite_path, cal.path if cal is not None else None, *_paths(filled)))
         suite = load_suite(suite_path) if suite_path is not None else Suite()
-        run = dataclasses.replace(run, suite=suite, options=build_options(mode, given, suite, judging),
-                                  items=readable_input(run.items))
+        options = build_options(mode, given, suite, judging)
+        if filled:
+            try:
+                options = dataclasses.replace(options, **filled)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"mode {mode.name!r}: {exc}") from None
+        run = dataclasses.replace(run, suite=suite, options=options, items=readable_input(run.items))
         run_mode(run, hooks)
 
     params: list[Callable[[Command], Command]] = [

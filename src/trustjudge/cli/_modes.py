@@ -1,5 +1,5 @@
 """``trustjudge criteria``, ``checklist`` and ``claims``: what their commands add to the registry's (the audits
-of ``--audit`` / ``--report`` and their options; claims' refused judge options).
+of ``--audit`` / ``--report`` and their options; claims' --template STAGE=PATH and refused judge options).
 
 The commands themselves, and every mode option they take, are built from the mode registry
 (:mod:`trustjudge.cli._mode_command`): they read the same items as ``score`` (with ``criteria`` /
@@ -11,6 +11,7 @@ records (``--report``: as a self-contained HTML page).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import click
@@ -18,6 +19,7 @@ import click
 from .._judge import Judge
 from ..modes._audits import checklist_audit, claims_audit, claims_sensitivity, criteria_audit, grounding_audit
 from ..modes._base import Task
+from ..modes._registry import get_mode
 from ._mode_command import Hooks, Run
 
 GROUNDING = click.option("--grounding-audit", "grounding_audit_", is_flag=True,
@@ -84,17 +86,57 @@ CHECKLIST = Hooks(
         "--calibration, each check's P(pass) also calibrated (and with --target-agreement, kept or abstained on).",
     options=(GROUNDING,), check=lambda run: _needs_audit(run, "grounding_audit_", "--grounding-audit"),
     audit=_checklist_audit)
+def _stage_paths(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Path]:
+    """``--template STAGE=PATH`` (repeatable) of ``claims``: each stage's template file, by stage name."""
+    stages = tuple(get_mode("claims").templates)
+    out: dict[str, Path] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        name = name.strip()
+        if not sep or not name or not path:
+            raise click.BadParameter(f"expected NAME=PATH with NAME one of {', '.join(stages)}, got {value!r}",
+                                     ctx=ctx, param=param)
+        if name not in stages:
+            raise click.BadParameter(f"unknown stage {name!r}: the stages are {', '.join(stages)}",
+                                     ctx=ctx, param=param)
+        if not Path(path).is_file():
+            raise click.BadParameter(f"{path}: no such file (the {name} template)", ctx=ctx, param=param)
+        if name in out:
+            raise click.BadParameter(f"the {name} template is given twice", ctx=ctx, param=param)
+        out[name] = Path(path)
+    return out
+
+
+STAGE_TEMPLATES = click.option(
+    "--template", "claims_templates", multiple=True, metavar="STAGE=PATH", callback=_stage_paths,
+    help="Your own prompt template for a stage: extract=PATH, verify=PATH or match=PATH (repeatable; "
+         "string.Template fields, see docs/modes.md).")
+
+
+def _claims_check(run: Run) -> None:
+    _needs_audit(run, "sensitivity", "--sensitivity")
+    if run.given.get("--verify") is False and not run.given.get("--match"):
+        raise click.UsageError("--no-verify needs --match (match-only: extraction and matching, no verification)",
+                               ctx=click.get_current_context(silent=True))
+
+
+def _claims_templates(run: Run) -> dict[str, Any]:
+    templates = run.extra.get("claims_templates")
+    return {"templates": dict(templates)} if templates else {}
+
+
 CLAIMS = Hooks(
     doc="Extract each response's claims (or take the given ones), verify each against the item's evidence, and "
         "report expected precision, the distribution of supported claims and, with --match, recall; with "
         "--calibration, each verification also calibrated (and with --target-agreement, kept or abstained on).",
-    options=(click.option("--sensitivity", is_flag=True, help="With --audit: evidence order, negation and extractor "
+    options=(STAGE_TEMPLATES,
+             click.option("--sensitivity", is_flag=True, help="With --audit: evidence order, negation and extractor "
                                                               "stability (a second extraction at temperature 0.7)."),),
-    check=lambda run: _needs_audit(run, "sensitivity", "--sensitivity"),
+    check=_claims_check,
     audit=_claims_audit,
+    fill=_claims_templates,
+    own=frozenset({"--template"}),
     refuses={
-        "--template": "per-stage templates (extract, verify, match) are coming; for now claims uses the built-in "
-                      "ones",
         "--protocol": "claims asks its verification and matching questions directly, with no critique",
         "--max-new-tokens": "claims writes no critique to bound; the extraction's length is --extract-tokens",
     })

@@ -168,6 +168,8 @@ class Claim:
     text: str
     human: str | None = None
     """A human verification label (SUPPORTED, PARTIAL, UNSUPPORTED, UNKNOWN; case-insensitive)."""
+    source: str | None = None
+    """The id of the item's source (``sources``) the claim cites: it is verified against that text alone."""
 
 
 HumanCheck = float | str
@@ -223,6 +225,8 @@ class Item:
     checklist: tuple[Check, ...] = ()
     gold_claims: tuple[str, ...] | None = None
     """Reference claims for recall (``None``: extracted from ``reference`` when matching is asked)."""
+    sources: dict[str, str] | None = field(default=None, hash=False)
+    """Cited sources by id (claims cite them by ``source``): each claim citing one is verified against its text."""
 
     def checks(self, response: Response) -> tuple[Check, ...]:
         """The checks asked of ``response``: the item's, then the response's own."""
@@ -498,10 +502,11 @@ def _claims(f: _Fields) -> tuple[Claim, ...] | None:
         cf = _Fields(entry, f.file, f.line, f"{f.prefix}claims[{i}].")
         text = cf.text("text")
         human = cf.text("human", required=False)
+        source = cf.text("source", required=False)
         if human is not None and human.strip().upper() not in CLAIM_LABELS:
             raise cf.error("human", f"must be one of {', '.join(CLAIM_LABELS)}, got {shown(human)}")
         assert text is not None
-        out.append(Claim(text, human.strip().upper() if human else None))
+        out.append(Claim(text, human.strip().upper() if human else None, source))
     return tuple(out)
 
 
@@ -510,6 +515,25 @@ def _gold_claims(f: _Fields) -> tuple[str, ...] | None:
     if raw is None:
         return None
     return tuple(_element(f, f"gold_claims[{i}]", v) for i, v in enumerate(_list(f, "gold_claims", "strings")))
+
+
+def _sources(f: _Fields) -> dict[str, str] | None:
+    raw = f.record.get("sources")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise f.error("sources", "must be an object mapping a source id to its text")
+    return {str(key): _element(f, f"sources.{key}", value) for key, value in raw.items()}
+
+
+def _check_cited(f: _Fields, responses: tuple[Response, ...], sources: dict[str, str] | None) -> None:
+    """Every claim's ``source`` names one of the item's sources."""
+    for i, r in enumerate(responses):
+        for j, c in enumerate(r.claims or ()):
+            if c.source is not None and c.source not in (sources or {}):
+                known = f"its sources: {', '.join(sources)}" if sources else "the item has no sources"
+                raise f.error(f"responses[{i}].claims[{j}].source",
+                              f"names no source of this item: {c.source!r} ({known})")
 
 
 def _evidence(f: _Fields) -> tuple[str, ...]:
@@ -531,7 +555,8 @@ def _modes(f: _Fields) -> dict[str, Any]:
     """The judging-mode fields of an item (grounding blocks, criteria, checklist)."""
     return dict(profile=f.text("profile", required=False), knowledge=f.text("knowledge", required=False),
                 evidence=_evidence(f), criteria=parse_criteria(f.record.get("criteria"), f.file, f.line),
-                checklist=parse_checklist(f.record.get("checklist"), f.file, f.line), gold_claims=_gold_claims(f))
+                checklist=parse_checklist(f.record.get("checklist"), f.file, f.line), gold_claims=_gold_claims(f),
+                sources=_sources(f))
 
 
 def parse_record(record: Any, file: str, line: int) -> Item:
@@ -594,7 +619,9 @@ def parse_record(record: Any, file: str, line: int) -> Item:
             ann = tuple(pf.human(f"annotators[{k}]", v) or "" for k, v in enumerate(annotators))
             built.append(Pair(str(first), str(second), pf.human("human"), ann))
         pairs = tuple(built)
-    return Item(item_id, question, responses, context, reference, pairs, line, **_modes(f))
+    modes = _modes(f)
+    _check_cited(f, responses, modes["sources"])
+    return Item(item_id, question, responses, context, reference, pairs, line, **modes)
 
 
 def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>") -> list[Item]:

@@ -265,8 +265,9 @@ def claims_sensitivity(run: Callable[[Task, list[Item]], Iterable[Any]], items: 
       or prompts) against the first run (mean |difference| in the number of claims per response).
     """
     base = list(run(task, list(items)))
-    claims = {(r.item_id, r.response_id): [c.text for c in r.claims] for r in base}
-    fixed = [replace(it, responses=tuple(replace(resp, claims=tuple(Claim(t) for t in claims[(it.id, resp.id)]))
+    claims = {(r.item_id, r.response_id): [(c.text, c.source) for c in r.claims] for r in base}
+    fixed = [replace(it, responses=tuple(replace(resp, claims=tuple(Claim(t, None, s)
+                                                                    for t, s in claims[(it.id, resp.id)]))
                                          for resp in it.responses)) for it in items]
     original = {(r.item_id, r.response_id): [c.p_supported for c in r.claims] for r in run(task, fixed)}
     reversed_items = [replace(it, evidence=tuple(reversed(it.evidence))) for it in fixed]
@@ -274,7 +275,8 @@ def claims_sensitivity(run: Callable[[Task, list[Item]], Iterable[Any]], items: 
               for a, b in zip(original[(r.item_id, r.response_id)], [c.p_supported for c in r.claims])
               if a is not None and b is not None]
     negated = [replace(it, responses=tuple(replace(resp, claims=tuple(Claim("It is not true that " + c.text[:1].lower()
-                                                                             + c.text[1:]) for c in resp.claims or ()))
+                                                                             + c.text[1:], None, c.source)
+                                                                       for c in resp.claims or ()))
                                            for resp in it.responses)) for it in fixed]
     both = total = 0
     for r in run(task, negated):

@@ -308,17 +308,22 @@ def read_template(path: str | Path | None, default: str, required: set[str]) -> 
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read template {path}: {exc}") from exc
+    return check_template(text, f"template {path or default}", required)
+
+
+def check_template(text: str, what: str, required: set[str] | frozenset[str]) -> string.Template:
+    """``text`` as a template, checked for its fields (``what`` names it in the errors: ``template PATH``)."""
     template = string.Template(text)
     names, valid = _identifiers(template)
     if not valid:
-        raise ConfigError(f"template {path or default}: a '$' that is not a field; write '$$' for a dollar sign")
+        raise ConfigError(f"{what}: a '$' that is not a field; write '$$' for a dollar sign")
     missing = required - names
     unknown = names - required - OPTIONAL_FIELDS
     if missing:
         fields = ", ".join("${" + m + "}" for m in sorted(missing))
-        raise ConfigError(f"template {path or default} lacks the field(s) {fields}")
+        raise ConfigError(f"{what} lacks the field(s) {fields}")
     if unknown:
-        raise ConfigError(f"template {path or default} uses unknown field(s) {', '.join(sorted(unknown))}")
+        raise ConfigError(f"{what} uses unknown field(s) {', '.join(sorted(unknown))}")
     return template
 
 

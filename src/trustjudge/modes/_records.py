@@ -365,6 +365,8 @@ class ClaimResult:
     label_mass: float | None = None
     unscored: str | None = None
     human: str | None = optional()
+    source: str | None = optional()
+    """The id of the item's source the claim cites: it was verified against that source's text alone."""
 
 
 @dataclass
@@ -385,11 +387,18 @@ class ClaimsRecord(ResponseHeader):
     unknown_mass: float | None
     """Mean P(UNKNOWN) over the claims: how much was not decidable from the evidence (apart, not in precision)."""
     matching: dict[str, Any] | None
-    """Against gold claims: P(match) per pair, noisy-OR coverage per gold claim, expected recall and precision,
-    the one-to-one assignment's expected F1, and the greedy prediction-order rule for comparison."""
+    """Against gold claims: P(match) per pair, coverage per gold claim (``coverage_rule``: noisy-OR or max),
+    expected recall and precision, the one-to-one assignment's expected F1, and the greedy prediction-order
+    rule for comparison."""
     unscored: str | None
     extraction: str | None = optional()
     """The judge's raw extraction text (when the claims were extracted)."""
+    verification: str | None = optional()
+    """``skipped`` where the claims were not verified (match-only: each claim is unscored ``not_verified``)."""
+    cited: int | None = optional()
+    """How many scored claims cite a source (left out where none does)."""
+    citation_accuracy: float | None = optional()
+    """The expected share of cited claims that their cited source supports: mean P(supported) over them."""
 
 
 Record = ScoreRecord | CompareRecord | CriteriaRecord | ChecklistRecord | CriteriaCompareRecord | ClaimsRecord

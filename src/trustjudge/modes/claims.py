@@ -8,10 +8,17 @@
    with the evidence first and the claim last, so a response's claims share the prompt's prefix.
 3. **Match** predicted claims with gold claims (the item's ``gold_claims``, else claims extracted from its
    reference): P(match) per pair from YES/NO; coverage of a gold claim is the noisy-OR over predictions,
-   1 - prod(1 - p); the one-to-one assignment maximising total P(match) (Hungarian) gives the expected true
+   1 - prod(1 - p) (``coverage="noisy_or"``), or its best single match, max p (``coverage="max"``); the
+   one-to-one assignment maximising total P(match) (Hungarian) gives the expected true
    positives, so its expected F1 = 2 E[TP] / (predicted + gold) is exact (the denominator is fixed).
    LiveDRBench's greedy rule (each prediction in order takes the first unmatched gold claim with
    P >= 0.5) is reported next to it, in the given and the reversed order, to show its order dependence.
+
+Each stage's prompt can be replaced by name (``templates={"extract": ..., "verify": ..., "match": ...}``); the
+prompt is part of every stored judgment's key, so another template is another judgment. With ``verify=False``
+only extraction (or the given claims) and matching run: a match-only protocol needs no evidence. A given claim
+may cite one of the item's ``sources`` (``{"text": ..., "source": "s1"}``): it is verified against that source's
+text alone, and the record gives the expected share of cited claims their sources support.
 
 Independence: the count distributions treat claims as independent given the response (stated in records).
 """
@@ -21,10 +28,11 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 from ..backends import GenerateRequest
 from ..engine import _aggregates as A
@@ -35,6 +43,7 @@ from ..io._items import Item, Response
 from ._base import Asking, Cost, Format, Task, text_bytes
 from ._prompts import (
     ANSWER_MARKER,
+    DEFAULT_TAGS,
     EXTRACT_FIELDS,
     MATCH_FIELDS,
     SYSTEM,
@@ -43,9 +52,11 @@ from ._prompts import (
     Grounding,
     LabelSet,
     Protocol,
+    check_template,
     grounding_block,
     quote,
     read_template,
+    tag_pattern,
 )
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
@@ -79,11 +90,66 @@ def parse_claims(text: str, finish_reason: str) -> list[str] | str:
     return UNPARSEABLE
 
 
+STAGES: dict[str, tuple[str, set[str]]] = {
+    "extract": ("extract.txt", EXTRACT_FIELDS), "verify": ("verify.txt", VERIFY_FIELDS),
+    "match": ("match.txt", MATCH_FIELDS)}
+"""The stages whose prompt a user may replace: name -> (packaged file, required fields)."""
+Coverage = Literal["noisy_or", "max"]
+COVERAGE_RULES: tuple[str, ...] = ("noisy_or", "max")
+_Texts = tuple[str, str, str]
+
+
+def stage_templates(given: Mapping[str, str | Path] | None) -> _Texts | None:
+    """The extraction, verification and matching template texts, each a user's where ``given`` names its stage
+    (a :class:`~pathlib.Path`, or a string: a path unless it holds a newline or a ``$``, then the text itself),
+    checked for the stage's fields; ``None`` where nothing is given (the packaged ones)."""
+    if not given:
+        return None
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"claims templates: a mapping from stage name to a template's text or path, got a "
+                          f"{type(given).__name__}")
+    for name in given:
+        if name not in STAGES:
+            raise ConfigError(f"unknown claims stage {name!r} in templates (the stages are {', '.join(STAGES)})")
+    texts: list[str] = []
+    for stage, (file, fields) in STAGES.items():
+        value = given.get(stage)
+        if value is None:
+            texts.append(read_template(None, file, fields).template)
+            continue
+        if not isinstance(value, (str, Path)):
+            raise ConfigError(f"claims {stage} template: a template's text or path, got a {type(value).__name__}")
+        if isinstance(value, Path) or ("\n" not in value and "$" not in value):
+            try:
+                text = Path(value).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"cannot read template {value} (the claims {stage} template): {exc}") from exc
+            what = f"claims {stage} template {value}"
+        else:
+            text, what = value, f"claims {stage} template (given as text)"
+        check_template(text, what, fields)
+        texts.append(text)
+    return texts[0], texts[1], texts[2]
+
+
 @cache
-def _templates() -> tuple[string.Template, string.Template, string.Template]:
-    """The packaged extraction, verification and matching templates (read once)."""
+def _templates(texts: _Texts | None = None) -> tuple[string.Template, string.Template, string.Template]:
+    """The extraction, verification and matching templates: ``texts``, else the packaged ones (read once)."""
+    if texts is not None:
+        return string.Template(texts[0]), string.Template(texts[1]), string.Template(texts[2])
     return (read_template(None, "extract.txt", EXTRACT_FIELDS), read_template(None, "verify.txt", VERIFY_FIELDS),
             read_template(None, "match.txt", MATCH_FIELDS))
+
+
+_TEMPLATE_TAG = re.compile(r"<\s*/?\s*([A-Za-z_][\w-]*)(?:\s[^<>]*)?>")
+
+
+@cache
+def _tags(texts: _Texts | None) -> re.Pattern[str]:
+    """The delimiter tags a quoted text may not write: the packaged ones and a user template's own (as
+    :class:`~trustjudge.modes._prompts.Prompts` does for the other modes)."""
+    found = _TEMPLATE_TAG.findall("".join(texts)) if texts is not None else []
+    return tag_pattern((*DEFAULT_TAGS, *found))
 
 
 _Extracted = dict[tuple[str, str], tuple[list[str] | str, str | None]]
@@ -97,6 +163,8 @@ class _Entry:
     item: Item
     response: Response
     claims: list[str] | str
+    cited: list[str | None]
+    """Per claim, the id of the source it cites (``None``: verified against the item's evidence)."""
     raw: str | None
     start: int
     gold: list[str] | str | None
@@ -131,13 +199,26 @@ class ClaimsTask(Task):
     protocol: Protocol = "direct"
     system: str = SYSTEM
     """The system prompt of every extraction, verification and match (the judge's)."""
+    templates: _Texts | None = None
+    """The extraction, verification and matching template texts (:func:`stage_templates`); ``None``: packaged."""
+    verify: bool = True
+    """Verify each claim against the evidence; ``False``: match-only (no verification question, no evidence)."""
+    coverage: Coverage = "noisy_or"
+    """How P(match) over the predictions gives a gold claim's coverage: ``noisy_or`` or ``max``."""
 
     @property
     def labels(self) -> LabelSet:
         return VERIFY_UNKNOWN if self.unknown else VERIFY
 
     def check(self, item: Item) -> None:
-        if not evidence_of(item):
+        for i, r in enumerate(item.responses):
+            for j, c in enumerate(r.claims or ()):
+                if c.source is not None and c.source not in (item.sources or {}):
+                    known = f"its sources: {', '.join(item.sources)}" if item.sources else "the item has no sources"
+                    raise InputError(f"names no source of this item: {c.source!r} ({known})", line=item.line,
+                                     field=f"responses[{i}].claims[{j}].source")
+        uncited = any(r.claims is None or any(c.source is None for c in r.claims) for r in item.responses)
+        if self.verify and uncited and not evidence_of(item):
             raise InputError("has no evidence to verify claims against (give evidence, knowledge or a reference)",
                              line=item.line, field="evidence")
         if self.match and item.gold_claims is None and not item.reference:
@@ -150,7 +231,7 @@ class ClaimsTask(Task):
         total = 0
         for r in item.responses:
             n = len(r.claims) if r.claims is not None else self.max_claims
-            total += n * (1 + (gold if self.match else 0))
+            total += n * (int(self.verify) + (gold if self.match else 0))
         return total
 
     def cost(self, item: Item) -> Cost:
@@ -175,22 +256,27 @@ class ClaimsTask(Task):
             else:
                 n, claim_bytes = self.max_claims, text_bytes(r.text)
                 quoted += asked + claim_bytes  # the response's extraction
-            quoted += n * ev + claim_bytes  # verification: the evidence, then the claim
+            if self.verify:  # verification: the evidence (or the cited source), then the claim
+                cited = [c.source for c in r.claims] if r.claims is not None else [None] * n
+                quoted += sum(text_bytes((item.sources or {})[s]) if s else ev for s in cited) + claim_bytes
             quoted += gold_n * claim_bytes + n * gold_bytes  # matching: every (gold, claim) pair
-            judgments += n * (1 + gold_n)
-            labels += n * len(self.labels.labels) + n * gold_n * len(YES_NO.labels)
+            judgments += n * (int(self.verify) + gold_n)
+            labels += n * len(self.labels.labels) * int(self.verify) + n * gold_n * len(YES_NO.labels)
         return Cost(judgments, quoted, labels)
 
     # -- prompts --------------------------------------------------------------------------------------
     def extraction(self, item: Item, text: str, fmt: Format, sampling: Sampling) -> GenerateRequest:
         """The generation that extracts the claims of ``text`` (a response, or the item's reference)."""
-        ctx = f"\n<context>\n{quote(item.context)}\n</context>\n" if item.context else ""
-        user = _templates()[0].substitute(question=quote(item.question), response=quote(text), context_block=ctx)
+        tags = _tags(self.templates)
+        ctx = f"\n<context>\n{quote(item.context, tags)}\n</context>\n" if item.context else ""
+        user = _templates(self.templates)[0].substitute(question=quote(item.question, tags),
+                                                        response=quote(text, tags), context_block=ctx)
         return GenerateRequest(fmt(self.system, user, ""), (END,), self.max_new_tokens, sampling.temperature,
                                sampling.seed)
 
-    def verify_question(self, item: Item, claim: str, fmt: Format) -> Question:
-        """The question that verifies ``claim`` against the item's evidence."""
+    def verify_question(self, item: Item, claim: str, fmt: Format, source: str | None = None) -> Question:
+        """The question that verifies ``claim`` against the item's evidence (or the text of the item's source
+        ``source``, which the claim cites)."""
         labels = self.labels
         form = ", ".join(labels.labels)
         # With UNKNOWN on offer, UNSUPPORTED must not also cover "the evidence is silent": the earlier wording
@@ -200,14 +286,17 @@ class ClaimsTask(Task):
                    if self.unknown else "UNSUPPORTED if it does not state it or contradicts it.")
         task = (f'Reply with the answer only, in the form "{ANSWER_MARKER}X]" where X is one of {form}: SUPPORTED '
                 f"if the evidence states the claim, PARTIAL if it states only part of it, {against}")
-        user = _templates()[1].substitute(grounding_block=grounding_block(evidence_of(item)), claim=quote(claim),
-                                          task=task)
+        grounding = Grounding(None, None, ((item.sources or {})[source],)) if source else evidence_of(item)
+        tags = _tags(self.templates)
+        user = _templates(self.templates)[1].substitute(grounding_block=grounding_block(grounding, tags),
+                                                        claim=quote(claim, tags), task=task)
         return Question(fmt(self.system, user, ANSWER_MARKER), labels.labels, ANSWER_MARKER)
 
     def match_question(self, gold: str, claim: str, fmt: Format) -> Question:
         """The question whether ``claim`` states the gold claim ``gold``."""
         task = f'Reply with the answer only, in the form "{ANSWER_MARKER}YES]" or "{ANSWER_MARKER}NO]".'
-        user = _templates()[2].substitute(gold=quote(gold), claim=quote(claim), task=task)
+        tags = _tags(self.templates)
+        user = _templates(self.templates)[2].substitute(gold=quote(gold, tags), claim=quote(claim, tags), task=task)
         return Question(fmt(self.system, user, ANSWER_MARKER), YES_NO.labels, ANSWER_MARKER)
 
     # -- running --------------------------------------------------------------------------------------
@@ -241,17 +330,21 @@ class ClaimsTask(Task):
             for r in item.responses:
                 raw: str | None = None
                 claims: list[str] | str
+                cited: list[str | None] = []
                 if not r.text.strip() and r.claims is None:
                     claims = EMPTY_RESPONSE
                 elif r.claims is not None:
-                    claims = [c.text for c in r.claims]
+                    claims, cited = [c.text for c in r.claims], [c.source for c in r.claims]
                 else:
                     claims, raw = extracted.get((item.id, r.id), (NOT_EXTRACTED, None))
                     if isinstance(claims, list) and len(claims) > self.max_claims:
                         claims = TOO_MANY
                 start = len(questions)
                 if isinstance(claims, list):
-                    questions.extend(self.verify_question(item, c, fmt) if fmt else None for c in claims)
+                    cited = cited or [None] * len(claims)
+                    if self.verify:
+                        questions.extend(self.verify_question(item, c, fmt, s) if fmt else None
+                                         for c, s in zip(claims, cited))
                 match_start = len(questions)
                 if isinstance(claims, list) and isinstance(gold, list):
                     for g in gold:
@@ -260,7 +353,7 @@ class ClaimsTask(Task):
                                 questions.append("prefiltered")
                             else:
                                 questions.append(self.match_question(g, c, fmt) if fmt else None)
-                entries.append(_Entry(item, r, claims, raw, start, gold, match_start))
+                entries.append(_Entry(item, r, claims, cited, raw, start, gold, match_start))
         return entries, questions
 
     def _questions(self, items: Sequence[Item], extracted: _Extracted,
@@ -296,28 +389,33 @@ class ClaimsTask(Task):
         item, r, claims, raw, start, gold, match_start = (e.item, e.response, e.claims, e.raw, e.start, e.gold,
                                                           e.match_start)
         source = "given" if r.claims is not None else "extracted"
+        skipped = None if self.verify else "skipped"
         if isinstance(claims, str):
             return ClaimsRecord(item.id, r.id, r.system, judge, source, [], None, None, None, None, None, None,
-                                claims, raw)
+                                claims, raw, skipped)
         labels = self.labels.labels
         humans = [c.human for c in r.claims] if r.claims is not None else [None] * len(claims)
         results = []
-        for n, (text, human) in enumerate(zip(claims, humans)):
+        for n, (text, human, cites) in enumerate(zip(claims, humans, e.cited)):
+            if not self.verify:
+                results.append(ClaimResult(text, None, None, None, None, "not_verified", human, cites))
+                continue
             out = outcomes[start + n]
             if out.probs is None or out.unscored is not None:
                 results.append(ClaimResult(text, None, None, None, out.mass if out.probs else None,
-                                           out.unscored or "no_label_mass", human))
+                                           out.unscored or "no_label_mass", human, cites))
                 continue
             total = sum(out.probs)
             probs = {lab: p / total for lab, p in zip(labels, out.probs)}
             unknown = probs.get("UNKNOWN") if self.unknown else None
             decided = 1.0 - (unknown or 0.0)
             p_sup = probs["SUPPORTED"] / decided if decided > 0 else 0.0
-            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human))
+            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human, cites))
         scored = [c for c in results if c.unscored is None]
-        unscored = "unscored_claims" if len(scored) < len(results) else None
+        unscored = "unscored_claims" if self.verify and len(scored) < len(results) else None
         precision = dist = expected = f1 = unknown_mass = None
-        if unscored is None:
+        cited = accuracy = None
+        if unscored is None and self.verify:
             ps = [c.p_supported or 0.0 for c in scored]
             precision = sum(ps) / len(ps) if ps else None
             dist = A.poisson_binomial(ps)
@@ -327,19 +425,24 @@ class ClaimsTask(Task):
                 f1 = {"k": self.k, "precision": ef.precision, "recall": ef.recall, "f1": ef.f1}
             if self.unknown and scored:
                 unknown_mass = sum(c.unknown or 0.0 for c in scored) / len(scored)
+            with_source = [c.p_supported or 0.0 for c in scored if c.source is not None]
+            if with_source:
+                cited, accuracy = len(with_source), sum(with_source) / len(with_source)
         matching = None
         if isinstance(gold, list) and unscored is None:
             matching = _matching(gold, claims, outcomes[match_start:match_start + len(gold) * len(claims)],
-                                 self.min_overlap)
+                                 self.min_overlap, self.coverage)
         elif self.match and unscored is None:
             unscored = NOT_EXTRACTED if gold == NOT_EXTRACTED else "unparseable_gold_extraction"
         return ClaimsRecord(item.id, r.id, r.system, judge, source, results, precision, dist, expected, f1,
-                            unknown_mass, matching, unscored, raw)
+                            unknown_mass, matching, unscored, raw, skipped, cited, accuracy)
 
 
 def evidence_of(item: Item) -> Grounding:
-    """What an item's claims are verified against: its passages and knowledge, else its reference."""
-    evidence = item.evidence or ((item.reference,) if item.reference and not item.knowledge else ())
+    """What an item's claims are verified against: its passages (else its sources' texts) and knowledge, else
+    its reference."""
+    passages = item.evidence or tuple((item.sources or {}).values())
+    evidence = passages or ((item.reference,) if item.reference and not item.knowledge else ())
     return Grounding(None, item.knowledge, evidence)
 
 
@@ -352,8 +455,20 @@ def _overlap(a: str, b: str) -> float:
     return len(x & y) / len(x | y) if x | y else 0.0
 
 
-def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], min_overlap: float) -> dict[str, Any]:
-    """Matching numbers from the P(match) of every (gold, predicted) pair, gold-major."""
+def _noisy_or(ps: Sequence[float]) -> float:
+    """P(at least one matches), the pairs taken as independent: 1 - prod(1 - p)."""
+    return 1.0 - math.prod(1.0 - p for p in ps)
+
+
+def _best(ps: Sequence[float]) -> float:
+    """The best single match: max p (0 for none)."""
+    return max(ps, default=0.0)
+
+
+def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], min_overlap: float,
+              rule: Coverage = "noisy_or") -> dict[str, Any]:
+    """Matching numbers from the P(match) of every (gold, predicted) pair, gold-major; ``rule`` combines a
+    gold claim's P(match) over the predictions into its coverage (and a prediction's over the gold claims)."""
     n, m = len(gold), len(claims)
     matrix = [[0.0] * m for _ in range(n)]
     judged = skipped = failed = 0
@@ -367,8 +482,9 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
             else:
                 judged += 1
                 matrix[i][j] = out.probs[0] / sum(out.probs)
-    coverage = [1.0 - math.prod(1.0 - p for p in row) for row in matrix]
-    support = [1.0 - math.prod(1.0 - matrix[i][j] for i in range(n)) for j in range(m)]
+    combine = _noisy_or if rule == "noisy_or" else _best
+    coverage = [combine(row) for row in matrix]
+    support = [combine([matrix[i][j] for i in range(n)]) for j in range(m)]
     pairs = A.assignment(matrix) if n and m else []
     tp = sum(matrix[i][j] for i, j in pairs)
     hungarian = {"pairs": [[i, j] for i, j in pairs], "expected_true_positives": tp,
@@ -380,7 +496,7 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
         hits = len(A.greedy_order_matching(permuted, 0.5)) if n and m else 0
         return {"matches": hits, "f1": 2 * hits / (n + m) if n + m else None}
 
-    return {"gold": n, "predicted": m, "p_match": matrix, "coverage": coverage,
+    return {"gold": n, "predicted": m, "p_match": matrix, "coverage_rule": rule, "coverage": coverage,
             "expected_recall": sum(coverage) / n if n else None,
             "expected_precision": sum(support) / m if m else None, "hungarian": hungarian,
             "greedy_in_order": greedy(list(range(m))), "greedy_reversed": greedy(list(range(m))[::-1]),
@@ -388,7 +504,7 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
 
 
 
-__all__ = ["ClaimsTask", "parse_claims"]
+__all__ = ["COVERAGE_RULES", "STAGES", "ClaimsOptions", "ClaimsTask", "parse_claims", "stage_templates"]
 
 
 POSITION = 60
@@ -408,6 +524,14 @@ class ClaimsOptions:
                                  ge=1, le=MAX_EXTRACTION_TOKENS,
                                  flag="--extract-tokens")
     max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).", ge=1)
+    templates: Mapping[str, Any] | None = option(None, "Each stage's own prompt by name: {extract, verify, match} "
+                                                       "-> a template's text or path (STAGE=PATH).", served=False,
+                                                 cli=False)
+    verify: bool = option(True, "Verify each claim against the evidence; off (--no-verify): match-only, no "
+                                "evidence needed.")
+    coverage: Coverage = option("noisy_or", "With match: a gold claim's coverage from its P(match) over the "
+                                            "predictions: noisy_or (1 - prod(1 - p)) or max (the best one).",
+                                choices=COVERAGE_RULES)
 
 
 def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
@@ -417,7 +541,12 @@ def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
         raise ConfigError(f"min_overlap must be between 0 and 1, got {o.min_overlap}")
     if o.max_claims < 1:
         raise ConfigError(f"max_claims must be 1 or more, got {o.max_claims}")
+    if o.coverage not in COVERAGE_RULES:
+        raise ConfigError(f"coverage must be one of {', '.join(COVERAGE_RULES)}, got {o.coverage!r}")
+    if not (o.verify or o.match):
+        raise ConfigError("with verify off and match off claims has nothing to do: turn match on (match-only)")
     return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims,
+                      templates=stage_templates(o.templates), verify=o.verify, coverage=o.coverage,
                       system=j.prompts.system)
 
 
@@ -428,3 +557,4 @@ MODE = Mode(
                "match": TemplateSpec("match.txt", frozenset(MATCH_FIELDS))},
     min_responses=1, summary="Claims extracted (or given), verified against the evidence, matched against gold claims.",
     command="claims", route="/v1/claims")
+

@@ -61,6 +61,8 @@ class ClaimIn(BaseModel):
     text: str = Field(description="The claim.")
     human: str | None = Field(None, description="Human verification label: SUPPORTED, PARTIAL, UNSUPPORTED or "
                                                 "UNKNOWN (any case), for the audit.")
+    source: str | None = Field(None, description="The id of the item's source the claim cites (a key of the item's "
+                                                 "sources): it is verified against that text alone.")
 
 
 class ResponseIn(BaseModel):
@@ -113,6 +115,8 @@ class ItemIn(BaseModel):
                                                                     "(/v1/checklist).")
     gold_claims: list[str] | None = Field(None, description="Reference claims to match against (/v1/claims with "
                                                             "match); default: claims extracted from the reference.")
+    sources: dict[str, str] | None = Field(None, description="Cited sources by id (/v1/claims): a claim citing one "
+                                                             "is verified against its text.")
 
 
 Items = SkipValidation[list[ItemIn]]
