@@ -109,6 +109,23 @@ def test_a_claims_calibration_does_not_fit_another_verification_template(tmp_pat
         judge.check_calibration(cal, task=mine)
 
 
+def test_stage_templates_and_the_system_prompt_hold_together(tmp_path: Path) -> None:
+    """Both a stage template and a replaced system prompt reach every claims prompt, and a calibration's
+    template identity folds in both (the two changes landed on separate branches)."""
+    templates: dict[str, str | Path] = {"verify": "MINE ${grounding_block}\n<claim>\n${claim}\n</claim>\n${task}"}
+    backend = _backend()
+    judge = Judge(backend, store=tmp_path / "s.sqlite", system="You check facts.")
+    list(judge.claims(items_from_dicts([ITEM]), templates=templates))
+    prompts = [r.prompt for r in backend.history]  # type: ignore[union-attr]
+    assert prompts and all(p.startswith("[system] You check facts.\n") for p in prompts)
+    assert sum("MINE" in p for p in prompts) == 2
+    plain = Judge(_backend(), store=tmp_path / "t.sqlite")
+    hashes = {plain._template_hash("claims", plain.claims_task(templates=templates)),
+              judge._template_hash("claims", judge.claims_task(templates=templates)),
+              judge._template_hash("claims", judge.claims_task()), plain._template_hash("claims")}
+    assert len(hashes) == 4
+
+
 @pytest.mark.parametrize(("stage", "text", "missing"), [
     ("extract", "Only ${question}", "${response}"),
     ("verify", "${claim} and no evidence", "${grounding_block}"),
