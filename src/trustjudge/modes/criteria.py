@@ -23,7 +23,7 @@ from ..engine import _aggregates as A
 from ..engine import _scoring as S
 from ..engine._asking import Question, Sampling
 from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
-from ..errors import BackendError, ConfigError, InputError
+from ..errors import BackendError, ConfigError
 from ..io._items import Criterion, Item, Response
 from ._base import (
     PARTIAL,
@@ -198,9 +198,6 @@ class CriteriaTask(Task):
     def check(self, item: Item) -> None:
         if not self.generates(item):
             _require_criteria(self.criteria_of(item), item)
-        if self.generates(item) and not item.question.strip():
-            raise InputError("has an empty question, from which criteria cannot be generated", line=item.line,
-                             field="question")
 
     def scale_of(self, c: Criterion) -> Scale:
         """The criterion's scale: its levels (their values, or labels), else the task's scale."""
