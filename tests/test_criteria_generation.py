@@ -110,6 +110,9 @@ def test_items_with_their_own_criteria_are_not_generated_and_options_are_checked
     judge = Judge(_backend({}), store=tmp_path / "s.sqlite")
     [rec] = list(judge.run(judge.task("criteria", generate_criteria=2), items_from_dicts(rows)))
     assert judge.stats.generate_calls == 0 and rec.generated_criteria is None  # type: ignore[attr-defined]
+    task = judge.task("criteria", generate_criteria=2)
+    assert judge.plan(items_from_dicts(ROWS), task).judgments == 0 and "generat" in task.plan_note  # --dry-run
+    assert judge.task("criteria").plan_note == ""
     with pytest.raises(ConfigError, match="exclude each other"):
         judge.task("criteria", generate_criteria=2, criteria=items_from_dicts(rows)[0].criteria)
     with pytest.raises(ConfigError, match="need generate_criteria"):

@@ -147,3 +147,40 @@ def test_cli_run_pqr_prints_the_parts_and_reruns_from_the_store(tmp_path: Path) 
     assert data["parts"]["FA"]["n"] == 3
     rerun = CliRunner().invoke(cli, args)
     assert rerun.exit_code == 0 and "model calls 0," in rerun.output, rerun.output
+
+
+@pytest.mark.model
+def test_pqr_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install trustjudge[llamacpp])")
+    rows = [{"id": "q1", "question": "How should I start running?", "profile": "Office worker, 40, no sport.",
+             "sources": {"s1": "Beginners should alternate walking and running."},
+             "responses": [{"id": "a", "text": "Alternate walking and running three times a week.",
+                            "claims": [{"text": "Beginners should alternate walking and running.", "source": "s1"}]}]}]
+    recipe = get_recipe("pqr")
+    store = tmp_path / "s.sqlite"
+    judge = recipe_judge(recipe, "llamacpp/smollm2-135m", store=store)
+    try:
+        run = run_recipe(recipe, items_from_dicts(rows), judge, bootstrap=50)
+        assert judge.stats.generate_calls == 2  # P's and Q's criteria, one generation each
+    finally:
+        judge.close()
+    for name in ("FA", "CC"):
+        assert run.parts[name].overall.n == 1 and 0.0 <= run.parts[name].value <= 1.0
+    for name in ("P", "Q"):
+        part = run.parts[name]
+        assert (part.overall.n == 1 and 0.0 <= part.value <= 1.0) or part.overall.unscored == 1
+    rows_p = [r for r in run.records if r["part"] == "P"]
+    assert rows_p[0]["generation"]  # the raw generation is kept, parsed or not
+    if run.result.overall.n:
+        assert 0.0 <= run.result.value <= 1.0
+    else:  # a small judge may write no parseable criteria: the report is unscored, said, never 0
+        assert run.result.overall.unscored == 1
+    again = recipe_judge(recipe, "llamacpp/smollm2-135m", store=store)
+    try:
+        rerun = run_recipe(recipe, items_from_dicts(rows), again, bootstrap=50)
+        assert again.stats.model_calls == 0 and rerun.to_dict() == run.to_dict()
+    finally:
+        again.close()

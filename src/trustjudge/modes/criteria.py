@@ -184,6 +184,11 @@ class CriteriaTask(Task):
     generation_prompt: string.Template | None = None
     """The criteria generation template (:func:`generation_template`); ``None``: the packaged one."""
 
+    def __post_init__(self) -> None:
+        if self.generate is not None:  # what a plan (--dry-run) leaves out, for this task only
+            object.__setattr__(self, "plan_note", "criteria generations, and the questions of the criteria they "
+                                                  "give: items whose criteria are generated plan none")
+
     def criteria_of(self, item: Item) -> tuple[Criterion, ...]:
         return item.criteria or self.criteria
 
