@@ -169,3 +169,21 @@ def test_generated_criteria_end_to_end_on_the_bundled_judge(tmp_path: Path) -> N
         assert [r.to_dict() for r in again.run(again.task("criteria", generate_criteria=3, scale="0-10",
                                                           generation_tokens=256), items)] == [r.to_dict() for r in recs]
         assert again.stats.model_calls == 0
+
+
+def test_the_service_takes_generate_criteria_from_the_options(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    with TestClient(create_app("mock/hash", store_path=tmp_path / "srv.sqlite")) as c:
+        body = {"items": ROWS[:1], "generate_criteria": 3, "criteria_focus": "fit to the user", "scale": "0-10"}
+        first = c.post("/v1/criteria", json=body)
+        assert first.status_code == 200, first.text
+        records = first.json()["records"]
+        assert [r["unscored"] for r in records] == ["unparseable_criteria"] * 2 and records[0]["generation"]
+        assert c.post("/v1/criteria", json=body).json() == first.json()
+        assert c.post("/v1/criteria", json={**body, "generate_criteria": 21}).status_code == 422
+        path = c.post("/v1/criteria", json={**body, "generation_template": "/etc/passwd"})
+        assert path.status_code == 422 and path.json()["detail"][0]["type"] == "extra_forbidden"
