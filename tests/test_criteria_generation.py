@@ -113,6 +113,9 @@ def test_items_with_their_own_criteria_are_not_generated_and_options_are_checked
     task = judge.task("criteria", generate_criteria=2)
     assert judge.plan(items_from_dicts(ROWS), task).judgments == 0 and "generat" in task.plan_note  # --dry-run
     assert judge.task("criteria").plan_note == ""
+    # the facade's criteria() takes it too
+    recs = list(judge.criteria(items_from_dicts(ROWS[:1]), generate_criteria=2, criteria_focus="fit"))
+    assert judge.stats.generate_calls == 1 and recs[0].unscored == "backend_error"  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="exclude each other"):
         judge.task("criteria", generate_criteria=2, criteria=items_from_dicts(rows)[0].criteria)
     with pytest.raises(ConfigError, match="need generate_criteria"):
