@@ -32,6 +32,7 @@ NO_DATA = {
     "dit": "no DIT data ships here (needs generated texts with their references)",
     "omnispatial": "no OmniSpatial data ships here (answers with their ground truths)",
     "datamind": "no DataMind data ships here (agents' answers with references)",
+    "pqr": "no PDR-Bench data ships here (reports with their personas, sources and cited claims)",
 }
 
 

@@ -55,6 +55,21 @@ def _show(recipe: Recipe, result: dict[str, Any], judge: str) -> None:
         table.add_row(escape(name), _num(e["value"]), f"[{_num(low)}, {_num(high)}]", str(e["n"]), str(e["items"]),
                       str(e["unscored"]))
     wide_console().print(table)
+    parts = result.get("parts") if "parts" in result else None
+    if parts:
+        _show_parts(parts)
+
+
+def _show_parts(parts: dict[str, Any]) -> None:
+    """A recipe with parts: each part's metric over all responses."""
+    table = Table(title="Parts (each over all responses; the headline combines them per response)")
+    for col in ("part", "metric", "value", "95% CI", "scored", "items", "unscored"):
+        table.add_column(col, justify="left" if col in ("part", "metric") else "right")
+    for name, e in parts.items():
+        low, high = e["ci"]
+        table.add_row(escape(name), escape(e["metric"]), _num(e["value"]), f"[{_num(low)}, {_num(high)}]",
+                      str(e["n"]), str(e["items"]), str(e["unscored"]))
+    wide_console().print(table)
 
 
 def _show_audit(audit: dict[str, Any]) -> None:
@@ -123,7 +138,7 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
                 for row in result.records:
                     stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
         data = result.to_dict()
-        _show(r, data["result"], j.name)
+        _show(r, {**data["result"], **({"parts": data["parts"]} if "parts" in data else {})}, j.name)
         if result.audit:
             _show_audit(result.audit)
         s = j.stats

@@ -244,6 +244,18 @@ class CriterionResult:
 
 
 @dataclass
+class GeneratedCriterion:
+    """One criterion the judge generated for an item: its name, normalised weight and description."""
+
+    __pydantic_config__ = _SCHEMA
+
+    name: str
+    weight: float
+    """Its share of the aggregate: the generated weights normalised to sum 1."""
+    description: str
+
+
+@dataclass
 class CriteriaRecord(ResponseHeader):
     """One response judged on every criterion, with the weighted aggregate."""
 
@@ -265,6 +277,12 @@ class CriteriaRecord(ResponseHeader):
     """The weighted mean of the human per-criterion scores, where every criterion has one."""
     human_score: float | None = None
     """The response's holistic human score, where given."""
+    generated_criteria: list[GeneratedCriterion] | None = optional()
+    """The criteria the judge generated for the item (``generate_criteria``), weights normalised to sum 1;
+    absent where the criteria were given."""
+    generation: str | None = optional()
+    """The judge's raw criteria generation text (kept above all when it could not be parsed: ``unscored`` is
+    then ``unparseable_criteria``)."""
 
 
 @dataclass

@@ -1,19 +1,33 @@
-"""The ``criteria`` mode: each response judged on each named criterion, with a weighted aggregate."""
+"""The ``criteria`` mode: each response judged on each named criterion, with a weighted aggregate.
+
+The criteria are the item's, else the suite's, else (``generate_criteria=N``) generated per item by the judge:
+one stored generation per item (keyed by the model, the prompt and the seed, like a claim extraction: a rerun
+makes no call), asking for N lines ``- NAME | WEIGHT | DESCRIPTION`` from the item's question, context and
+profile (a persona), the weights normalised to sum 1. A generation that cannot be parsed leaves the item's
+records unscored (``unparseable_criteria``, or ``truncated``) with the raw text kept; the generated criteria
+are in every record of the item.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+from ..backends import GenerateRequest
 from ..engine import _aggregates as A
 from ..engine import _scoring as S
-from ..engine._asking import Question
-from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..engine._asking import Question, Sampling
+from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
+from ..errors import BackendError, ConfigError
 from ..io._items import Criterion, Item, Response
 from ._base import (
     PARTIAL,
+    Asking,
     Cost,
     Format,
     Task,
@@ -28,19 +42,25 @@ from ._base import (
 )
 from ._prompts import (
     CRITERION_FIELDS,
+    DEFAULT_TAGS,
     SCORE_MARKER,
     Prompts,
     Protocol,
     Scale,
+    _identifiers,
+    quote,
     scale_text,
+    tag_pattern,
 )
 from ._prompts import scale as make_scale
 from ._records import (
     CriteriaRecord,
     CriterionResult,
+    GeneratedCriterion,
 )
 from ._registry import (
     KEEP_DISTRIBUTION_HELP,
+    MAX_EXTRACTION_TOKENS,
     PROTOCOL_HELP,
     JudgeSettings,
     Mode,
@@ -51,6 +71,79 @@ from ._registry import (
 
 POSITION = 30
 """Where the mode comes among the built-in ones (listings, help)."""
+
+UNPARSEABLE_CRITERIA = "unparseable_criteria"
+"""Why an item's records are unscored when its criteria generation gives no ``NAME | WEIGHT | ...`` line."""
+NOT_GENERATED = "not_generated"
+"""The unscored reason of a response whose item's criteria are to be generated, in :meth:`CriteriaTask.records`
+(which sees only what is known before generation); :meth:`CriteriaTask.run` generates them."""
+MAX_GENERATED = 20
+"""The most criteria one generation may be asked for."""
+GENERATE_FIELDS = frozenset({"question", "n"})
+GENERATE_OPTIONAL = frozenset({"focus", "context_block", "profile_block"})
+END = "END"
+_END_LINE = re.compile(r"^\s*END\s*$", re.MULTILINE)
+_GEN_LINE = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])?\s*(?P<name>[^|\n]*?)\s*\|\s*(?P<weight>\d+(?:\.\d*)?|\.\d+)\s*%?"
+                       r"\s*(?:\|\s*(?P<desc>[^\n]*?))?\s*$")
+
+
+def parse_generated_criteria(text: str, finish_reason: str, n: int) -> tuple[Criterion, ...] | str:
+    """The criteria of a generation (at most the first ``n`` lines ``NAME | WEIGHT | DESCRIPTION``, weights
+    normalised to sum 1, repeated names numbered), or why there are none (an unscored reason)."""
+    if finish_reason == "length":
+        return TRUNCATED
+    body = _END_LINE.split(text, 1)[0]
+    found: list[tuple[str, float, str]] = []
+    for line in body.splitlines():
+        m = _GEN_LINE.match(line)
+        if m is None:
+            continue
+        name = m.group("name").strip().strip("*_`\"' ").strip()
+        weight = float(m.group("weight"))
+        if not name or not math.isfinite(weight) or weight < 0:
+            continue
+        found.append((name, weight, (m.group("desc") or "").strip() or name))
+        if len(found) == n:
+            break
+    total = sum(w for _, w, _ in found)
+    if not found or total <= 0:
+        return UNPARSEABLE_CRITERIA
+    seen: dict[str, int] = {}
+    out: list[Criterion] = []
+    for name, weight, desc in found:
+        seen[name] = seen.get(name, 0) + 1
+        unique = name if seen[name] == 1 else f"{name} ({seen[name]})"
+        out.append(Criterion(unique, desc, weight / total))
+    return tuple(out)
+
+
+def generation_template(given: str | Path | None) -> string.Template:
+    """The criteria generation template: a user's (a path, or the text itself where it holds a newline or a
+    ``$``), else the packaged one; it must use ``${question}`` and ``${n}`` and may use ``${focus}``,
+    ``${context_block}`` and ``${profile_block}``."""
+    what = "the criteria generation template"
+    if given is None:
+        from importlib.resources import files
+
+        text = files("trustjudge").joinpath("templates").joinpath("generate_criteria.txt").read_text("utf-8")
+    elif isinstance(given, str) and ("\n" in given or "$" in given):
+        text = given
+    else:
+        try:
+            text = Path(given).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {what} {given}: {exc}") from exc
+        what = f"{what} {given}"
+    template = string.Template(text)
+    names, valid = _identifiers(template)
+    if not valid:
+        raise ConfigError(f"{what}: a '$' that is not a field; write '$$' for a dollar sign")
+    missing, unknown = GENERATE_FIELDS - names, names - GENERATE_FIELDS - GENERATE_OPTIONAL
+    if missing:
+        raise ConfigError(f"{what} lacks the field(s) {', '.join('${' + m + '}' for m in sorted(missing))}")
+    if unknown:
+        raise ConfigError(f"{what} uses unknown field(s) {', '.join(sorted(unknown))}")
+    return template
 
 
 def criterion_scale(c: Criterion, default: Scale) -> Scale:
@@ -82,12 +175,34 @@ class CriteriaTask(Task):
     """Aggregate over the scored criteria when some are unscored (renormalising the weights); the record
     lists the criteria left out. Without it an unscored criterion leaves the aggregate unscored."""
     keep_distribution: bool = False
+    generate: int | None = None
+    """Generate this many criteria per item that carries none (one stored generation per item)."""
+    focus: str = ""
+    """What the generated criteria are to assess (``for ...`` in the generation prompt); empty: the whole task."""
+    generation_tokens: int = 512
+    """Longest criteria generation (a longer one is unscored: truncated)."""
+    generation_prompt: string.Template | None = None
+    """The criteria generation template (:func:`generation_template`); ``None``: the packaged one."""
+
+    def __post_init__(self) -> None:
+        if self.generate is not None:  # what a plan (--dry-run) leaves out, for this task only
+            object.__setattr__(self, "plan_note", "criteria generations, and the questions of the criteria they "
+                                                  "give: items whose criteria are generated plan none")
 
     def criteria_of(self, item: Item) -> tuple[Criterion, ...]:
         return item.criteria or self.criteria
 
+    def generates(self, item: Item) -> bool:
+        """Whether ``item``'s criteria are generated (it carries none and generation is on)."""
+        return self.generate is not None and not self.criteria_of(item)
+
+    def _k(self, item: Item) -> int:
+        """How many criteria ``item`` is judged on (at most, where they are generated)."""
+        return int(self.generate or 0) if self.generates(item) else len(self.criteria_of(item))
+
     def check(self, item: Item) -> None:
-        _require_criteria(self.criteria_of(item), item)
+        if not self.generates(item):
+            _require_criteria(self.criteria_of(item), item)
 
     def scale_of(self, c: Criterion) -> Scale:
         """The criterion's scale: its levels (their values, or labels), else the task's scale."""
@@ -98,9 +213,16 @@ class CriteriaTask(Task):
         return self.scale_of(c).points
 
     def size(self, item: Item) -> int:
-        return len(item.responses) * len(self.criteria_of(item))
+        return len(item.responses) * self._k(item)
 
     def cost(self, item: Item) -> Cost:
+        """Where criteria are generated: ``generate`` criteria on the task's scale, their texts not counted,
+        and the generation's prompt (question, context, profile) counting its bytes but no labels."""
+        if self.generates(item):
+            n, k = len(item.responses), self._k(item)
+            quoted = (n * k * shared_bytes(item) + k * sum(text_bytes(r.text) for r in item.responses)
+                      + text_bytes(item.question) + text_bytes(item.context) + text_bytes(item.profile))
+            return Cost(n * k, quoted, n * k * len(self.scale.values))
         criteria = self.criteria_of(item)
         n, k = len(item.responses), len(criteria)
         quoted = (n * k * shared_bytes(item) + k * sum(text_bytes(r.text) for r in item.responses)
@@ -108,14 +230,30 @@ class CriteriaTask(Task):
         return Cost(n * k, quoted, n * sum(len(self.scale_of(c).values) for c in criteria))
 
     def parts(self, item: Item, size: int) -> list[Item]:
-        k = len(self.criteria_of(item))
+        k = self._k(item)
         return by_responses(item, size, lambda r: k)
 
+    def generation(self, item: Item, fmt: Format, sampling: Sampling) -> GenerateRequest:
+        """The generation that writes ``item``'s criteria (from its question, context and profile)."""
+        template = self.generation_prompt or generation_template(None)
+        tags = tag_pattern((*DEFAULT_TAGS, *re.findall(r"<\s*/?\s*([A-Za-z_][\w-]*)", template.template)))
+        ctx = f"\n<context>\n{quote(item.context, tags)}\n</context>\n" if item.context else ""
+        profile = f"\n<profile>\n{quote(item.profile, tags)}\n</profile>\n" if item.profile else ""
+        user = template.substitute(question=quote(item.question, tags), n=str(self.generate),
+                                   focus=f" for {self.focus}" if self.focus else "", context_block=ctx,
+                                   profile_block=profile)
+        return GenerateRequest(fmt(self.prompts.system, user, ""), (END,), self.generation_tokens,
+                               sampling.temperature, sampling.seed)
+
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
+        """The item's questions; none where its criteria are still to be generated (:meth:`run` does that)."""
+        return [] if self.generates(item) else self._questions(item, self.criteria_of(item), fmt)
+
+    def _questions(self, item: Item, criteria: tuple[Criterion, ...], fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
         g = grounding(item)
         for r in item.responses:  # response-major: a response's criteria share the prompt up to the criterion
-            for c in self.criteria_of(item):
+            for c in criteria:
                 if not r.text.strip():
                     out.append(EMPTY_RESPONSE)
                     continue
@@ -128,12 +266,59 @@ class CriteriaTask(Task):
         return out
 
     def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[CriteriaRecord]:
+        """The records from the outcomes of :meth:`questions` (items whose criteria are to be generated give
+        ``not_generated`` records)."""
         it = iter(outcomes)
         for item in items:
-            criteria = self.criteria_of(item)
-            for r in item.responses:
-                results = [self._result(c, next(it), r) for c in criteria]
-                yield self._record(item, r, criteria, results, judge)
+            yield from self._item_records(item, NOT_GENERATED if self.generates(item) else self.criteria_of(item),
+                                          None, it, judge)
+
+    def run(self, items: Sequence[Item], ask: Asking) -> Iterator[CriteriaRecord]:
+        """Generate the criteria of the items that need them (stored generations), then judge every response
+        on its item's criteria in one go."""
+        if self.generate is None:
+            yield from super().run(items, ask)  # type: ignore[misc]
+            return
+        wanted = {i: self.generation(item, ask.fmt, ask.sampling) for i, item in enumerate(items)
+                  if self.generates(item)}
+        gens = dict(zip(wanted, ask.generate(list(wanted.values())))) if wanted else {}
+        plan: list[tuple[Item, tuple[Criterion, ...] | str, str | None]] = []
+        questions: list[Question | str] = []
+        for i, item in enumerate(items):
+            raw: str | None = None
+            criteria: tuple[Criterion, ...] | str
+            if i not in gens:
+                criteria = self.criteria_of(item)
+            elif isinstance(gens[i], BackendError):
+                criteria = "backend_error"
+            else:
+                gen = gens[i]
+                raw = gen.text  # type: ignore[union-attr]
+                criteria = parse_generated_criteria(raw, gen.finish_reason, int(self.generate))  # type: ignore[union-attr]
+            if not isinstance(criteria, str):
+                questions.extend(self._questions(item, criteria, ask.fmt))
+            plan.append((item, criteria, raw))
+        it = iter(ask.labels(questions, self.protocol))
+        for i, (item, criteria, raw) in enumerate(plan):
+            yield from self._item_records(item, criteria, raw if i in gens else None, it, ask.judge,
+                                          generated=i in gens)
+
+    def _item_records(self, item: Item, criteria: tuple[Criterion, ...] | str, raw: str | None,
+                      outcomes: Iterator[Outcome], judge: str, *, generated: bool = False) -> Iterator[CriteriaRecord]:
+        """One item's records: judged on ``criteria``, or unscored for the reason ``criteria`` gives."""
+        for r in item.responses:
+            if isinstance(criteria, str):
+                low, top = self.scale.low, self.scale.points
+                yield CriteriaRecord(item.id, r.id, r.system, judge, self.protocol, [],
+                                     dict.fromkeys(S.SCORE_METHODS), None, [float(low), float(top)], criteria, [],
+                                     None, r.human_score, generation=raw)
+                continue
+            results = [self._result(c, next(outcomes), r) for c in criteria]
+            record = self._record(item, r, criteria, results, judge)
+            if generated:
+                record.generated_criteria = [GeneratedCriterion(c.name, c.weight, c.description) for c in criteria]
+                record.generation = raw
+            yield record
 
     def _result(self, c: Criterion, out: Outcome, r: Response) -> CriterionResult:
         sc = self.scale_of(c)
@@ -198,15 +383,41 @@ class CriteriaOptions:
                                          "default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, KEEP_DISTRIBUTION_HELP, flag="--distribution")
+    generate_criteria: int | None = option(None, "Generate N weighted criteria per item that carries none, with "
+                                                 "the judge (one stored generation per item, from its question, "
+                                                 "context and profile).", ge=1, le=MAX_GENERATED,
+                                           flag="--generate")
+    criteria_focus: str | None = option(None, "With --generate: what the criteria are to assess (e.g. "
+                                              "'how well the report fits the user in the profile').",
+                                        flag="--focus")
+    generation_tokens: int = option(512, "Longest criteria generation (a longer one is unscored: truncated).",
+                                    ge=1, le=MAX_EXTRACTION_TOKENS)
+    generation_template: str | None = option(None, "With --generate: the generation prompt's template (a path; "
+                                                   "fields ${question}, ${n}, optional ${focus}, "
+                                                   "${context_block}, ${profile_block}).", served=False)
 
 
 def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:
+    generate = o.generate_criteria
+    if generate is not None:
+        if isinstance(generate, bool) or not isinstance(generate, int) or not 1 <= generate <= MAX_GENERATED:
+            raise ConfigError(f"generate_criteria must be a whole number from 1 to {MAX_GENERATED}, got {generate!r}")
+        if o.criteria:
+            raise ConfigError("generate_criteria and criteria exclude each other: criteria are given or generated "
+                              "(an item's own criteria are always used)")
+    elif o.criteria_focus or o.generation_template:
+        raise ConfigError("criteria_focus and generation_template need generate_criteria")
+    if not isinstance(o.generation_tokens, int) or not 1 <= o.generation_tokens <= MAX_EXTRACTION_TOKENS:
+        raise ConfigError(f"generation_tokens must be from 1 to {MAX_EXTRACTION_TOKENS}, got {o.generation_tokens!r}")
+    prompt = generation_template(o.generation_template) if o.generation_template else None
     return CriteriaTask(j.prompts, make_scale(o.scale, o.scale_min), o.protocol or j.protocol, tuple(o.criteria),
-                        o.reweight, keep_distribution(j, o.keep_distribution))
+                        o.reweight, keep_distribution(j, o.keep_distribution), generate,
+                        (o.criteria_focus or "").strip(), o.generation_tokens, prompt)
 
 
 MODE = Mode(
     "criteria", CriteriaTask, CriteriaRecord, CriteriaOptions, build_criteria,
-    templates={"criterion": TemplateSpec("criterion.txt", frozenset(CRITERION_FIELDS))},
+    templates={"criterion": TemplateSpec("criterion.txt", frozenset(CRITERION_FIELDS)),
+               "generate_criteria": TemplateSpec("generate_criteria.txt", GENERATE_FIELDS)},
     min_responses=1, summary="Each response judged on each named criterion, with a weighted aggregate.",
     command="criteria", route="/v1/criteria")

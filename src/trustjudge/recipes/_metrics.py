@@ -192,3 +192,24 @@ for _metric in (
            "Claims: expected precision, expected recall or the one-to-one matching's expected F1 (`value`)."),
 ):
     register_metric(_metric)
+
+
+# -- PQR (recipe pqr): citation accuracy, and a several-part recipe's combined value ----------------------
+
+def _citation_accuracy(r: Record, p: Mapping[str, Any]) -> float | None:
+    return finite(r.get("citation_accuracy"))
+
+
+def _parts_value(r: Record, p: Mapping[str, Any]) -> float | None:
+    return finite(r.get("value"))
+
+
+for _metric in (
+    Metric("citation_accuracy", ("claims",), _citation_accuracy, {},
+           "Claims: the expected share of cited claims that their cited source supports (mean P(supported) over "
+           "the claims citing a source); responses citing none are unscored."),
+    Metric("parts_mean", ("parts",), _parts_value, {"weights": {}},
+           "A recipe with parts: per response the weighted mean of its parts' values (`weights`: part name -> "
+           "weight, default equal); unscored where a weighted part is."),
+):
+    register_metric(_metric)

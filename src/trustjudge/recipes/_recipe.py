@@ -18,6 +18,11 @@
     [metric]                          # the benchmark's number (trustjudge.recipes.METRICS)
     name = "accuracy"
 
+A protocol that needs several modes (PQR: criteria and claims) gives ``[parts.NAME]`` tables instead of
+``mode`` and ``[options]``, each with its ``mode``, ``options`` and ``metric``; parts with the same mode and
+options are judged once. Its own ``[metric]`` is then ``parts_mean``: per response the weighted mean of the
+parts' values (``weights = {P = 1, ...}``, default equal), unscored where a part is.
+
 The built-in recipes are the folders of this package; installed packages add recipes through the entry
 point group ``trustjudge.recipes`` (its name: the recipe's name; its value: a path to a recipe file, a
 :class:`Recipe`, or a callable returning either); any other recipe is loaded by its path. Every problem is
@@ -41,16 +46,31 @@ from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
 from ._metrics import get_metric
 
-__all__ = ["PLUGIN_GROUP", "Recipe", "get_recipe", "load_recipe", "recipe_names"]
+__all__ = ["PLUGIN_GROUP", "Part", "Recipe", "get_recipe", "load_recipe", "recipe_names"]
 
 PLUGIN_GROUP = "trustjudge.recipes"
 PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
 HERE = Path(__file__).resolve().parent
 FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
-          "description"}
+          "description", "parts"}
+PART_FIELDS = {"mode", "options", "metric"}
 JUDGE_FIELDS = {"protocol": str, "scale": int, "max_new_tokens": int, "temperature": float}
 TEMPLATES = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
 AUDITS = ("consistency", "mode")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a several-mode recipe: a mode with its options, and the metric of its records."""
+
+    name: str
+    mode: str
+    options: Mapping[str, Any]
+    metric: str
+    metric_params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "mode": self.mode, "metric": {"name": self.metric, **self.metric_params}}
 
 
 @dataclass(frozen=True)
@@ -71,6 +91,8 @@ class Recipe:
     audit: tuple[str, ...] = ()
     description: str = ""
     path: Path | None = None
+    parts: tuple[Part, ...] = ()
+    """The parts of a several-mode recipe (``mode`` then joins their modes with ``+``); empty: one mode."""
 
     def judge_kwargs(self) -> dict[str, Any]:
         """The ``Judge`` keyword arguments the recipe fixes (settings and ``<kind>_template`` paths)."""
@@ -79,7 +101,8 @@ class Recipe:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "benchmark": self.benchmark, "source": self.source,
                 "mode": self.mode, "metric": {"name": self.metric, **self.metric_params}, "audit": list(self.audit),
-                "path": None if self.path is None else str(self.path)}
+                "path": None if self.path is None else str(self.path),
+                **({"parts": [p.to_dict() for p in self.parts]} if self.parts else {})}
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -117,19 +140,19 @@ def _table(data: Mapping[str, Any], key: str, file: str) -> dict[str, Any]:
     return value
 
 
-def _options(mode: str, raw: Mapping[str, Any], file: str) -> dict[str, Any]:
+def _options(mode: str, raw: Mapping[str, Any], file: str, prefix: str = "") -> dict[str, Any]:
     """The mode's options from the recipe's ``[options]``: names checked, criteria/checks/labels parsed."""
     names = {f.name for f in dataclasses.fields(get_mode(mode).options)}
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        where = f"options.{key}"
+        where = f"{prefix}options.{key}"
         if key not in names:
             raise InputError(f"is not an option of mode {mode!r} (its options: {', '.join(sorted(names))})",
                              file=file, field=where)
         if key == "criteria":
-            out[key] = parse_criteria(value, file, 1, "options.")
+            out[key] = parse_criteria(value, file, 1, f"{prefix}options.")
         elif key == "checklist":
-            out[key] = parse_checklist(value, file, 1, "options.")
+            out[key] = parse_checklist(value, file, 1, f"{prefix}options.")
         elif key == "labels":
             if not isinstance(value, str):
                 raise InputError('must be a label set such as "YES=1,NO=0"', file=file, field=where)
@@ -160,25 +183,30 @@ def load_recipe(path: str | Path) -> Recipe:
         version = str(version)
     if not isinstance(version, str) or not version.strip():
         raise InputError("must be a version string such as \"1.0\"", file=file, field="version")
-    mode = _text(data, "mode", file)
-    try:
-        get_mode(mode)
-    except ConfigError as exc:
-        raise InputError(str(exc), file=file, field="mode") from None
-    metric_raw = _table(data, "metric", file)
-    if "metric" not in data:
-        raise InputError("is missing (a [metric] table with its name)", file=file, field="metric")
-    metric_name = _text(metric_raw, "name", file) if "name" in metric_raw else ""
-    if not metric_name:
-        raise InputError("is missing", file=file, field="metric.name")
-    try:
-        metric = get_metric(metric_name)
-        params = metric.checked({k: v for k, v in metric_raw.items() if k != "name"}, "metric")
-    except ConfigError as exc:
-        raise InputError(str(exc), file=file, field="metric") from None
-    if mode not in metric.modes:
-        raise InputError(f"metric {metric_name!r} reads {', '.join(metric.modes)} records, not {mode}", file=file,
-                         field="metric.name")
+    parts = _parts(data, file)
+    if parts:
+        mode = "+".join(dict.fromkeys(part.mode for part in parts))
+        metric_name, params = _metric(data, file, "metric", "parts")
+        weights = params.get("weights") or {}
+        names = [part.name for part in parts]
+        for key, w in weights.items():
+            if key not in names:
+                raise InputError(f"names no part of this recipe: {key!r} (its parts: {', '.join(names)})", file=file,
+                                 field=f"metric.weights.{key}")
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
+                raise InputError(f"must be a number 0 or more, got {w!r}", file=file, field=f"metric.weights.{key}")
+        if weights and sum(weights.values()) <= 0:
+            raise InputError("must give some part a weight above 0", file=file, field="metric.weights")
+        if data.get("audit"):
+            raise InputError("is not available for a recipe with parts (run a part as a recipe of its own to audit "
+                             "it)", file=file, field="audit")
+    else:
+        mode = _text(data, "mode", file)
+        try:
+            get_mode(mode)
+        except ConfigError as exc:
+            raise InputError(str(exc), file=file, field="mode") from None
+        metric_name, params = _metric(data, file, "metric", mode)
     judge = _table(data, "judge", file)
     for key, value in judge.items():
         kind = JUDGE_FIELDS.get(key)
@@ -204,11 +232,73 @@ def load_recipe(path: str | Path) -> Recipe:
     if not isinstance(audit, list) or any(a not in AUDITS for a in audit):
         raise InputError(f"must be a list of checks among {', '.join(AUDITS)}, got {audit!r}", file=file,
                          field="audit")
+    options = {} if parts else _options(mode, _table(data, "options", file), file)
     recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
-                    metric_name, params, _options(mode, _table(data, "options", file), file), dict(judge), templates,
-                    tuple(audit), _text(data, "description", file, required=False), p)
+                    metric_name, params, options, dict(judge), templates, tuple(audit),
+                    _text(data, "description", file, required=False), p, parts)
     _probe(recipe, file)
     return recipe
+
+
+def _metric(data: Mapping[str, Any], file: str, where: str, mode: str) -> tuple[str, dict[str, Any]]:
+    """The metric table ``where`` of ``data`` (its name and checked parameters) for records of ``mode``."""
+    key = where.rsplit(".", 1)[-1]
+    if key not in data:
+        raise InputError("is missing (a [metric] table with its name)", file=file, field=where)
+    raw = data[key]
+    if not isinstance(raw, dict):
+        raise InputError(f"must be a table, got {type(raw).__name__}", file=file, field=where)
+    metric_name = _text(raw, "name", file) if "name" in raw else ""
+    if not metric_name:
+        raise InputError("is missing", file=file, field=f"{where}.name")
+    try:
+        metric = get_metric(metric_name)
+        params = metric.checked({k: v for k, v in raw.items() if k != "name"}, where)
+    except ConfigError as exc:
+        raise InputError(str(exc), file=file, field=where) from None
+    if mode not in metric.modes:
+        what = "a recipe with parts" if mode == "parts" else mode
+        raise InputError(f"metric {metric_name!r} reads {', '.join(metric.modes)} records, not {what}", file=file,
+                         field=f"{where}.name")
+    return metric_name, params
+
+
+def _parts(data: Mapping[str, Any], file: str) -> tuple[Part, ...]:
+    """The ``[parts.NAME]`` tables of a several-mode recipe (none: a one-mode recipe)."""
+    raw = _table(data, "parts", file)
+    if not raw:
+        if "parts" in data:
+            raise InputError("must name at least one part ([parts.NAME] with its mode, options and metric)",
+                             file=file, field="parts")
+        return ()
+    for key in ("mode", "options"):
+        if key in data:
+            raise InputError("is given by each part in a recipe with [parts], not by the recipe", file=file, field=key)
+    out: list[Part] = []
+    for name, table in raw.items():
+        where = f"parts.{name}"
+        if not re.fullmatch(r"[A-Za-z][\w-]*", name):
+            raise InputError(f"must be a word (letters, digits, - _), got {name!r}", file=file, field=where)
+        if not isinstance(table, dict):
+            raise InputError(f"must be a table ([{where}]), got {type(table).__name__}", file=file, field=where)
+        unknown = sorted(set(table) - PART_FIELDS)
+        if unknown:
+            raise InputError(f"is not a part field (known: {', '.join(sorted(PART_FIELDS))})", file=file,
+                             field=f"{where}.{unknown[0]}")
+        mode = table.get("mode")
+        if not isinstance(mode, str) or not mode.strip():
+            raise InputError("is missing" if mode is None else "must be a non-empty string", file=file,
+                             field=f"{where}.mode")
+        try:
+            get_mode(mode)
+        except ConfigError as exc:
+            raise InputError(str(exc), file=file, field=f"{where}.mode") from None
+        options = table.get("options", {})
+        if not isinstance(options, dict):
+            raise InputError(f"must be a table, got {type(options).__name__}", file=file, field=f"{where}.options")
+        metric_name, params = _metric(table, file, f"{where}.metric", mode)
+        out.append(Part(name, mode, _options(mode, options, file, f"{where}."), metric_name, params))
+    return tuple(out)
 
 
 def _probe(recipe: Recipe, file: str) -> None:
@@ -218,7 +308,8 @@ def _probe(recipe: Recipe, file: str) -> None:
     try:
         judge = Judge("mock/hash", store=":memory:", **recipe.judge_kwargs())
         try:
-            judge.task(recipe.mode, **recipe.options)
+            for mode, options in [(p.mode, p.options) for p in recipe.parts] or [(recipe.mode, recipe.options)]:
+                judge.task(mode, **options)
         finally:
             judge.close()
     except (ConfigError, TypeError, ValueError) as exc:
