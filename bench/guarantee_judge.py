@@ -44,12 +44,11 @@ from typing import Any
 
 from _common import RESULTS
 from claims import stance_items
-
 from trustjudge import InputError, Item, Judge
-from trustjudge.io._adapters import iter_dataset
-from trustjudge.io._datasets import short_hash
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file, write_export
+from trustjudge.io._adapters import iter_dataset
+from trustjudge.io._datasets import short_hash
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
 PANDALM = "pandalm-testset/testset-v1.json"

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from _common import RESULTS, fmt, machine, write_results
-
 from trustjudge import InputError
 from trustjudge.io._adapters import iter_dataset
 from trustjudge.recipes import builtin_recipes, get_recipe, recipe_judge, run_recipe

@@ -16,13 +16,13 @@ from typing import Any, Literal
 import pytest
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-import trustjudge.modes._registry as modes_module  # noqa: E402
-from tests.test_mode_contract import ITEM, VerdictRecord, VerdictTask  # noqa: E402
-from trustjudge import MODES, ConfigError, Judge, Mode, items_from_dicts, register_mode, unregister_mode  # noqa: E402
-from trustjudge.audit._trust import MODES as CALIBRATED  # noqa: E402
-from trustjudge.serve import create_app, mode_bodies  # noqa: E402
+import trustjudge.modes._registry as modes_module
+from tests.test_mode_contract import ITEM, VerdictRecord, VerdictTask
+from trustjudge import MODES, ConfigError, Judge, Mode, items_from_dicts, register_mode, unregister_mode
+from trustjudge.audit._trust import MODES as CALIBRATED
+from trustjudge.serve import create_app, mode_bodies
 
 option = modes_module.option
 

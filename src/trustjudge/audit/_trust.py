@@ -191,7 +191,7 @@ class Calibration:
         def need(key: str, kind: type | tuple[type, ...]) -> Any:
             if key not in d:
                 raise ConfigError(f"{source}: missing field {key!r}")
-            if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is not bool:
+            if not isinstance(d[key], kind) or (isinstance(d[key], bool) and kind is not bool):
                 raise ConfigError(f"{source}: field {key!r} has the wrong type ({type(d[key]).__name__})")
             return d[key]
 

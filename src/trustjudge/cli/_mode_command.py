@@ -569,21 +569,20 @@ def run_mode(run: Run, hooks: Hooks) -> None:
     try:
         task = run.task(j)
         calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
-        with record_output(run.out, "--out") as stream:
-            with progress(run.quiet) as bar:
-                bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)
-                todo = stream_items(path, min_responses, fmt, run.skip_invalid, sha256, max_pairs=bound)
-                ascii_only = not is_utf8(stream)
-                for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
-                    row = record.to_dict()
-                    if calibrator is not None:
-                        row = calibrator.annotate(row)
-                    stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
-                    stream.flush()
-                    summary.add(row)
-                    tally.add(row)
-                    if run.auditing:
-                        records.append(row)
+        with record_output(run.out, "--out") as stream, progress(run.quiet) as bar:
+            bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)
+            todo = stream_items(path, min_responses, fmt, run.skip_invalid, sha256, max_pairs=bound)
+            ascii_only = not is_utf8(stream)
+            for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
+                row = record.to_dict()
+                if calibrator is not None:
+                    row = calibrator.annotate(row)
+                stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
+                stream.flush()
+                summary.add(row)
+                tally.add(row)
+                if run.auditing:
+                    records.append(row)
         summary.show(j, task, run.out, path, run.quiet)
         tally.finish(run.quiet, calibrator.finish(None, run.quiet) if calibrator is not None else None)
         if run.auditing and hooks.audit is not None:

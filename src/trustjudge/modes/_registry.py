@@ -67,7 +67,7 @@ class TemplateSpec:
     fields: frozenset[str]
 
 
-def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # noqa: A002 (click's word for it)
+def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # `help`: click's word for it
            ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
            served: bool = True, **cli: Any) -> Any:
     """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``.

@@ -329,7 +329,7 @@ class CriteriaTask(Task):
             return CriterionResult(c.name, c.weight, sc.points, dict.fromkeys(S.SCORE_METHODS), None, None,
                                    out.mass if out.probs is not None else None, out.unscored, human, out.critique,
                                    scale_min=low, labels=labels)
-        mean, var = A.distribution_moments(sc.values, out.probs)
+        _mean, var = A.distribution_moments(sc.values, out.probs)
         dist = dict(zip(sc.labels, out.probs)) if self.keep_distribution else None
         scores: dict[str, float | None] = dict(S.score_all(sc.values, out.probs))
         return CriterionResult(c.name, c.weight, sc.points, scores, math.sqrt(var),

@@ -131,7 +131,7 @@ def compute(metric: Metric, records: Iterable[Record], params: Mapping[str, Any]
         v = metric.value(r, p) if r.get("unscored") is None else None
         if v is None or not math.isfinite(v):
             unscored[system] += 1
-            by_system[system]  # noqa: B018 (listed, with no value)
+            by_system.setdefault(system, defaultdict(list))  # listed, with no value
             continue
         overall[str(r["item_id"])].append(v)
         by_system[system][str(r["item_id"])].append(v)

@@ -213,9 +213,9 @@ def load_recipe(path: str | Path) -> Recipe:
         if kind is None:
             raise InputError(f"is not a judge setting a recipe fixes (known: {', '.join(sorted(JUDGE_FIELDS))})",
                              file=file, field=f"judge.{key}")
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            if not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
-                raise InputError(f"must be a {kind.__name__}, got {value!r}", file=file, field=f"judge.{key}")
+        mistyped = not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)
+        if mistyped and not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
+            raise InputError(f"must be a {kind.__name__}, got {value!r}", file=file, field=f"judge.{key}")
     templates: dict[str, Path] = {}
     for key, value in _table(data, "templates", file).items():
         if key not in TEMPLATES:
