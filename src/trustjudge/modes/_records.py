@@ -152,7 +152,7 @@ class ResponseHeader(RecordBase):
     response_id: str
     system: str | None
     judge: str
-    turns_sha256: str | None = optional(kw_only=True)
+    turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
     """A response given as turns: the digest of its turns (``sha256:`` and hex), left out for a text response."""
 
 
@@ -163,9 +163,9 @@ class PairHeader(RecordBase):
     first_id: str
     second_id: str
     judge: str
-    first_turns_sha256: str | None = optional(kw_only=True)
+    first_turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
     """The first response given as turns: the digest of its turns; left out for a text response."""
-    second_turns_sha256: str | None = optional(kw_only=True)
+    second_turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
     """The second response given as turns: the digest of its turns; left out for a text response."""
 
 
