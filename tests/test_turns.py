@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from tests.test_prompt_quoting import structure
-from trustjudge import InputError, Judge, Response, items_from_dicts, load_items
+from trustjudge import InputError, Judge, Response, Turn, items_from_dicts, load_items
 from trustjudge.backends._mock import MockBackend
 from trustjudge.engine._asking import Question, Sampling
-from trustjudge.io._items import Item, Turn, transcript
+from trustjudge.io._items import Item
 from trustjudge.modes._prompts import DEFAULT_TAGS
 from trustjudge.modes.claims import ClaimsTask
 
