@@ -26,7 +26,7 @@ from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressF
 from .engine._store import Store
 from .errors import ConfigError
 from .io._items import Check, Criterion, Item
-from .modes._base import Asking, Task, check_item
+from .modes._base import Asking, Task, check_item, with_turns
 from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
 from .modes._prompts import scale as make_scale
 from .modes._records import (
@@ -217,7 +217,7 @@ class Judge:
             return
         asking = self.asking(progress or None)
         for chunk in self._chunks(items, task):
-            yield from task.run(chunk, asking)
+            yield from with_turns(task.run(chunk, asking), chunk)
 
     def score(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[ScoreRecord]:
         """Score every response of every item; records come out in input order, item by item."""

@@ -9,7 +9,7 @@ overrides it). The engine never sees a task, and :class:`~trustjudge.Judge` runs
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -19,13 +19,15 @@ from ..engine import _aggregates as A
 from ..engine._asking import Question, Sampling
 from ..engine._engine import Outcome
 from ..errors import BackendError, InputError
-from ..io._items import Criterion, Item, Response
+from ..io._items import Criterion, Item, Response, turns_digest
 from ._prompts import (
     Grounding,
     Protocol,
 )
 from ._records import (
+    PairHeader,
     RecordBase,
+    ResponseHeader,
 )
 
 Format = Callable[[str, str, str], str]
@@ -177,6 +179,24 @@ class Task(ABC):
         this task's protocol, then their records. A task that asks in stages overrides it."""
         questions = [q for item in items for q in self.questions(item, ask.fmt)]
         yield from self.records(items, ask.labels(questions, self.protocol), ask.judge)
+
+
+def with_turns(records: Iterable[RecordBase], items: Sequence[Item]) -> Iterator[RecordBase]:
+    """``records`` of ``items``, each about a response given as turns stamped with the digest of its turns
+    (``turns_sha256``; a pair's ``first_turns_sha256`` / ``second_turns_sha256``): the record says what was
+    judged. Records of text responses pass unchanged."""
+    digests = {(item.id, r.id): turns_digest(r.turns) for item in items for r in item.responses
+               if r.turns is not None}
+    if not digests:
+        yield from records
+        return
+    for record in records:
+        if isinstance(record, ResponseHeader):
+            record.turns_sha256 = digests.get((record.item_id, record.response_id))
+        elif isinstance(record, PairHeader):
+            record.first_turns_sha256 = digests.get((record.item_id, record.first_id))
+            record.second_turns_sha256 = digests.get((record.item_id, record.second_id))
+        yield record
 
 
 def _wmean(values: Sequence[float], weights: Sequence[float]) -> float:

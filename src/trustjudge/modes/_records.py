@@ -152,6 +152,8 @@ class ResponseHeader(RecordBase):
     response_id: str
     system: str | None
     judge: str
+    turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """A response given as turns: the digest of its turns (``sha256:`` and hex), left out for a text response."""
 
 
 @dataclass
@@ -161,6 +163,10 @@ class PairHeader(RecordBase):
     first_id: str
     second_id: str
     judge: str
+    first_turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The first response given as turns: the digest of its turns; left out for a text response."""
+    second_turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The second response given as turns: the digest of its turns; left out for a text response."""
 
 
 @dataclass

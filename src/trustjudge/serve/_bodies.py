@@ -65,12 +65,26 @@ class ClaimIn(BaseModel):
                                                  "sources): it is verified against that text alone.")
 
 
+class TurnIn(BaseModel):
+    """One turn of a response given as a trajectory (an agent's run)."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant", "tool"] = Field(description="Who spoke.")
+    content: str = Field(description="What the turn says (may be empty only with a tool_output).")
+    tool_output: str | None = Field(None, description="What the tool the turn called returned.")
+    name: str | None = Field(None, description="The tool's or agent's name: 1-64 letters, digits or _.:/-.")
+
+
 class ResponseIn(BaseModel):
-    """One response to judge."""
+    """One response to judge: its text, or its turns."""
 
     model_config = ConfigDict(extra="allow")
     id: str | None = Field(None, description="Unique within the item; default: the response's 0-based index.")
-    text: str = Field(description="The response text (may be empty: then it is unscored, `empty_response`).")
+    text: str | None = Field(None, description="The response text (may be empty: then it is unscored, "
+                                                "`empty_response`). Required unless turns are given.")
+    turns: list[TurnIn] | None = Field(
+        None, description="The response as a trajectory, instead of text: judged as a transcript in which "
+                          "each turn is quoted (no turn can close it or pose as the judge's).")
     system: str | None = Field(None, description="The system that wrote it (used by /v1/rank).")
     human_score: float | None = Field(None, description="Optional human score, for the audit.")
     checklist: list[CheckIn | str] | None = Field(None, description="Checks asked of this response only.")
