@@ -176,3 +176,35 @@ def test_trustjudge_serve_takes_named_calibrations(tmp_path: Path, calibration_f
         assert "judge fingerprint" in hash_judge.output
     finally:
         register_mock("sure", None)
+
+
+@pytest.mark.model
+def test_the_real_small_judge_served_with_a_named_calibration(tmp_path: Path) -> None:
+    name = "llamacpp/smollm2-135m"
+    store = tmp_path / "s.sqlite"
+    with Judge(name, store=store) as judge:
+        cal = judge.calibrate(load_items(write_jsonl(tmp_path / "cal.jsonl", check_rows(range(100, 124)))),
+                              "checklist")
+    cal.save(tmp_path / "smol.json")
+    app = create_app(name, store_path=store, calibrations={"smol": tmp_path / "smol.json"})
+    new = check_rows(range(8))
+    with TestClient(app) as c:
+        ask = {"items": new, "calibration_name": "smol", "target_agreement": 0.6, "risk_delta": 0.3}
+        first = c.post("/v1/checklist", json=ask)
+        assert first.status_code == 200, first.text
+        body = first.json()
+        g = body["calibration"]["guarantee"]
+        assert body["calibration"]["calibration"]["name"] == "smol" and g["calibration_n"] == 24
+        assert g["agreement_lower_bound"] >= 0.6 - 1e-9
+        for rec in body["records"]:
+            check = rec["checks"][0]
+            block = check["calibrated"]
+            assert 0.0 <= check["p_pass"] <= 1.0
+            assert block["confidence"] == pytest.approx(max(block["probabilities"].values()))
+            assert (block["abstained"] is None) == (block["confidence"] >= g["threshold"])
+        kept = sum(r["checks"][0]["calibrated"]["abstained"] is None for r in body["records"])
+        assert body["calibration"]["kept"] == kept
+        calls = app.state.judge.stats.model_calls
+        assert calls == 8
+        again = c.post("/v1/checklist", json=ask)  # every judgment from the store
+        assert again.status_code == 200 and again.json() == body and app.state.judge.stats.model_calls == calls
