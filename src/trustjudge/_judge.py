@@ -446,7 +446,7 @@ class Judge:
     def cascade(self, items: Iterable[Item], tiers: Sequence[tuple[Judge | str | Backend, Calibration | None]], *,
                 target: float, delta: float = 0.1, override: bool = False,
                 progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Judge pairs through a cascade of judges: tier k judges only what tiers before it abstained on.
+        """Judge through a cascade of judges: tier k judges only the verdicts the tiers before it abstained on.
 
         ``tiers``: ``(judge, calibration)`` in order, cheapest first; a judge is a :class:`Judge`, a backend
         or a judge name (built with this judge's settings and store; this judge's own name means this
@@ -454,11 +454,12 @@ class Judge:
         (:func:`trustjudge._cascade.human_items` writes it in the items format). Each model tier's threshold
         is chosen on the calibration units the earlier tiers abstained on, so that agreement with humans on
         the verdicts each tier keeps is >= ``target`` with probability >= 1 - ``delta`` (see
-        :mod:`trustjudge._cascade`). The calibration files must be in the compare mode, fitted on the same
-        labelled items.
+        :mod:`trustjudge._cascade`). The calibration files must be of one mode (compare: pairs; checklist:
+        checks; claims: claim verifications), fitted on the same labelled items.
 
-        Returns the records (each with ``tier``, ``tier_judge`` and the ``cascade`` trail) and a summary
-        (coverage, agreement and calls per tier, against the calls each tier would need alone).
+        Returns the records and a summary (coverage, agreement and calls per tier, against the calls each
+        tier would need alone). A pair's record, or each check or claim of a response's record, has ``tier``,
+        ``tier_judge`` and the ``cascade`` trail (:func:`trustjudge._cascade.run`).
         """
         built: list[Judge] = []
         steps: list[_cascade.Tier] = []

@@ -151,6 +151,10 @@ class Calibrated(Body):
                           "every verdict also gets a `calibrated` block (probabilities, verdict, confidence; the raw "
                           "fields stay) and the response a `calibration` summary, with zero extra model calls. One "
                           "fitted for another mode, judge, template or protocol is refused (422 naming why).")
+    calibration_name: str | None = Field(
+        None, description="The name of a calibration the server was started with (`trustjudge serve --calibration "
+                          "NAME=PATH`; GET /v1/stats lists them), instead of sending its JSON: a client never names "
+                          "a file. Unknown, or given with `calibration`: 422.")
     calibration_override: bool = Field(
         False, description="Accept a calibration fitted for another judge, template, protocol or checklist labels "
                            "(every record then lists what was overridden; a mode or class mismatch never is).")
@@ -208,6 +212,9 @@ class Stats(BaseModel):
     from_store: int
     in_progress: int = Field(description="Requests in progress (receiving their body, waiting or judged), this one "
                                          "included.")
+    calibrations: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The calibrations a request may name (`calibration_name`), by name: each "
+                                          "one's mode, judge, method, number of labelled verdicts and data hash.")
 
 
 # -- a mode's route -----------------------------------------------------------------------------------
@@ -357,7 +364,8 @@ class ModeBodies:
         """What the route's description says beyond the mode's summary."""
         notes = []
         if self.calibrated:
-            notes.append("Takes a `calibration` (with `target_agreement`, `risk_delta`, `calibration_override`): "
+            notes.append("Takes a `calibration`, or the `calibration_name` of one the server holds (with "
+                         "`target_agreement`, `risk_delta`, `calibration_override`): "
                          "each verdict gains a `calibrated` block and the response a `calibration` summary.")
         if self.skipped:
             notes.append("Options a request cannot set (their defaults apply): "
