@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from trustjudge import MockBackend, items_from_dicts
+from trustjudge import InputError, MockBackend, items_from_dicts
 from trustjudge.backends import LabelRequest
 from trustjudge.cli import cli
-from trustjudge.recipes import get_recipe, recipe_judge, run_recipe
+from trustjudge.recipes import get_recipe, load_recipe, recipe_judge, run_recipe
 from trustjudge.recipes._metrics import compute, get_metric
 
 from .conftest import write_jsonl
@@ -150,10 +150,18 @@ def test_geoprivacy_from_the_command_line(tmp_path: Path) -> None:
     assert 0.0 <= data["result"]["value"] <= 1.0
 
 
-def test_the_disclosure_metric_refuses_an_unknown_value() -> None:
-    with pytest.raises(Exception, match="value must be one of accuracy"):
+def test_the_disclosure_metric_refuses_an_unknown_value_before_judging(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="value: must be one of accuracy"):
         compute(get_metric("disclosure"), [{"item_id": "q", "response_id": "a", "unscored": None}],
                 {"value": "f1"}, bootstrap=0)
+    text = (get_recipe("geoprivacy").path or Path()).read_text().replace('value = "mae"', 'value = "f1"')
+    bad = tmp_path / "recipe.toml"
+    bad.write_text(text)
+    (tmp_path / "granularity.txt").write_text((Path(str(get_recipe("geoprivacy").path)).parent
+                                               / "granularity.txt").read_text())
+    with pytest.raises(InputError, match=r"must be one of accuracy, over_disclosure, under_disclosure, mae") as info:
+        load_recipe(bad)
+    assert info.value.file == str(bad) and info.value.field == "parts.mae.metric"
 
 
 @pytest.mark.model

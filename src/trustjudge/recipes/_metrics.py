@@ -42,6 +42,8 @@ class Metric:
     aggregate: AggregateFn | None = None
     """A number that is not a mean of per-record values (a macro F1): ``aggregate(records, params)`` over the
     scored records (those whose :attr:`value` is not ``None``), bootstrapped over items; ``None``: the mean."""
+    choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """The values a parameter may take, where it is one of a few (checked with the recipe, before any judging)."""
 
     def checked(self, params: Mapping[str, Any], where: str) -> dict[str, Any]:
         """``params`` over the defaults; an unknown one or one of the wrong type is a ConfigError naming ``where``."""
@@ -56,6 +58,9 @@ class Metric:
                   else isinstance(value, type(default)) if default is not None else True)
             if not ok:
                 raise ConfigError(f"{where}.{key}: must be a {type(default).__name__}, got {value!r}")
+            if key in self.choices and value not in self.choices[key]:
+                raise ConfigError(f"{where}.{key}: must be one of {', '.join(map(str, self.choices[key]))}, got "
+                                  f"{value!r}")
             out[key] = value
         return out
 
@@ -299,10 +304,7 @@ def _macro_f1(records: Sequence[Record], p: Mapping[str, Any]) -> float | None:
 
 
 def _disclosure_value(r: Record, p: Mapping[str, Any]) -> float | None:
-    if p["value"] not in DISCLOSURE_VALUES[:4]:
-        raise ConfigError(f"metric 'disclosure': value must be one of {', '.join(DISCLOSURE_VALUES[:4])} "
-                          f"(macro F1 is the metric 'disclosure_f1'), got {p['value']!r}")
-    return _disclosure(r, p)
+    return _disclosure(r, p)  # ``value`` is checked against the metric's choices (macro F1: disclosure_f1)
 
 
 def _f1_value(r: Record, p: Mapping[str, Any]) -> float | None:
@@ -357,7 +359,7 @@ for _metric in (
            "D none of the above) against the expected one (its human value: A 0, B 1, C 2): `value` accuracy, "
            "over_disclosure, under_disclosure or mae (the last three over the ordered levels A-C), expected under "
            "the judge's label distribution unless `hard` (the argmax). Needs the records' distributions "
-           "(keep_distribution)."),
+           "(keep_distribution).", choices={"value": DISCLOSURE_VALUES[:4]}),
     Metric("disclosure_f1", ("criteria",), _f1_value, {"criterion": ""},
            "VLM-GeoPrivacy: macro F1 of the argmax disclosure labels against the expected ones, over the labels "
            "either side uses (bootstrapped over items).", aggregate=_macro_f1),
