@@ -32,6 +32,8 @@ NO_DATA = {
     "omnispatial": "no OmniSpatial data ships here (answers with their ground truths)",
     "datamind": "no DataMind data ships here (agents' answers with references)",
     "pqr": "no PDR-Bench data ships here (reports with their personas, sources and cited claims)",
+    "sc-arena": "no SC-ARENA data ships here (answers with their references and grounding context)",
+    "geoprivacy": "no VLM-GeoPrivacy data ships here (free-form location answers with the expected levels)",
 }
 
 

@@ -267,7 +267,7 @@ def test_a_cascade_of_mixed_modes_or_of_another_judges_calibration_is_refused(tm
                                      "claims")
         with pytest.raises(ConfigError, match=r"different modes \(checklist, claims\)"):
             judge.cascade([], [(judge, cal), (other, claims_cal)], target=0.8)
-        with pytest.raises(ConfigError, match="does not fit this judging .*judge fingerprint"):
+        with pytest.raises(ConfigError, match=r"does not fit this judging .*judge fingerprint"):
             other.cascade([], [(other, cal)], target=0.8)
 
 

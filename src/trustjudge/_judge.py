@@ -26,7 +26,8 @@ from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressF
 from .engine._store import Store
 from .errors import ConfigError
 from .io._items import Check, Criterion, Item
-from .modes._base import Asking, Task, check_item, with_turns
+from .io._rules import Rule
+from .modes._base import Asking, Task, check_item, ruled, run_task, with_turns
 from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
 from .modes._prompts import scale as make_scale
 from .modes._records import (
@@ -146,9 +147,11 @@ class Judge:
         """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings."""
         return get_mode(mode).task_of(self, **options)
 
-    def score_task(self, scale: int | str | None = None, protocol: Protocol | None = None) -> Task:
-        """The pointwise task with this judge's settings (``scale``/``protocol`` override them)."""
-        return self.task("score", scale=scale, protocol=protocol)
+    def score_task(self, scale: int | str | None = None, protocol: Protocol | None = None, *,
+                   rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
+        """The pointwise task with this judge's settings (``scale``/``protocol`` override them); ``rules``:
+        shortcuts checked before the judge (:class:`~trustjudge.Rule`, or ``{"kind", "label", ...}`` mappings)."""
+        return self.task("score", scale=scale, protocol=protocol, rules=tuple(rules))
 
     def compare_task(self, protocol: Protocol | None = None, delta: float | None = None,
                      labels: PairLabels | str | None = None) -> Task:
@@ -157,18 +160,21 @@ class Judge:
 
     def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int | str = 5,
                       protocol: Protocol | None = None, generate_criteria: int | None = None,
-                      criteria_focus: str | None = None) -> Task:
+                      criteria_focus: str | None = None, rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
         """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
         descriptions are judged on ``scale`` (default 5: 1..5; a range such as ``"0-3"``).
         ``generate_criteria=N``: the judge writes N weighted criteria per item that carries none (a stored
-        generation per item; ``criteria_focus``: what they are to assess)."""
+        generation per item; ``criteria_focus``: what they are to assess). ``rules``: as :meth:`score_task`'s,
+        each rule's label given on every criterion."""
         return self.task("criteria", criteria=tuple(criteria), reweight=reweight, scale=scale, protocol=protocol,
-                         generate_criteria=generate_criteria, criteria_focus=criteria_focus)
+                         generate_criteria=generate_criteria, criteria_focus=criteria_focus, rules=tuple(rules))
 
     def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
-                       protocol: Protocol | None = None) -> Task:
-        """Checklist judging: ``checklist`` applies to responses whose item carries none."""
-        return self.task("checklist", checklist=tuple(checklist), labels=labels, reweight=reweight, protocol=protocol)
+                       protocol: Protocol | None = None, rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
+        """Checklist judging: ``checklist`` applies to responses whose item carries none; ``rules``: as
+        :meth:`score_task`'s, each rule's label given to every check."""
+        return self.task("checklist", checklist=tuple(checklist), labels=labels, reweight=reweight, protocol=protocol,
+                         rules=tuple(rules))
 
     def criteria_compare_task(self, criteria: Sequence[Criterion] = (), *, graded: bool = False,
                               reweight: bool = False, protocol: Protocol | None = None) -> Task:
@@ -217,7 +223,7 @@ class Judge:
             return
         asking = self.asking(progress or None)
         for chunk in self._chunks(items, task):
-            yield from with_turns(task.run(chunk, asking), chunk)
+            yield from with_turns(run_task(task, chunk, asking), chunk)  # rules first: what one fires on asks nothing
 
     def score(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[ScoreRecord]:
         """Score every response of every item; records come out in input order, item by item."""
@@ -493,7 +499,7 @@ class Judge:
         fmt = self.backend.format_prompt
         questions: list[Question | str] = []
         for chunk in self._chunks(items, task):
-            questions.extend(q for item in chunk for q in task.questions(item, fmt))
+            questions.extend(q for item in ruled(task, chunk)[0] for q in task.questions(item, fmt))
         return plan_questions(self.engine, questions, self.sampling(task.protocol))
 
     def __enter__(self) -> Judge:

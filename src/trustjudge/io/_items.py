@@ -37,6 +37,7 @@ from typing import Any
 
 from ..errors import InputError
 from ._quoting import DEFAULT_TAGS, quote, tag_pattern
+from ._rules import Rule, parse_rules
 
 MAX_FIELD_CHARS = 1_000_000
 MAX_WEIGHT = 1e6
@@ -772,14 +773,16 @@ class Suite:
     """The checklist's label set as ``"FULL=1,PARTIAL=0.5,NO=0"`` (default YES/NO)."""
     scale: int | None = None
     """The scale of criteria without level descriptions."""
+    rules: tuple[Rule, ...] = ()
+    """Shortcuts checked before the judge, in order (:mod:`trustjudge.io._rules`)."""
 
 
-SUITE_FIELDS = {"criteria", "checklist", "labels", "scale"}
+SUITE_FIELDS = {"criteria", "checklist", "labels", "scale", "rules"}
 
 
 def parse_suite(record: Any, name: str) -> Suite:
-    """Validate a decoded suite record (the file's criteria, checklist, labels and scale); problems name
-    the file ``name`` and the field."""
+    """Validate a decoded suite record (the file's criteria, checklist, labels, scale and rules); problems
+    name the file ``name`` and the field."""
     f = _Fields(record, name, 1)
     unknown = set(record) - SUITE_FIELDS
     if unknown:
@@ -788,7 +791,8 @@ def parse_suite(record: Any, name: str) -> Suite:
     if scale is not None and scale not in (5, 10):
         raise f.error("scale", f"must be 5 or 10, got {scale:g}")
     suite = Suite(parse_criteria(record.get("criteria"), name, 1), parse_checklist(record.get("checklist"), name, 1),
-                  f.text("labels", required=False), int(scale) if scale is not None else None)
-    if not suite.criteria and not suite.checklist:
-        raise InputError("holds neither criteria nor a checklist", file=name)
+                  f.text("labels", required=False), int(scale) if scale is not None else None,
+                  parse_rules(record.get("rules"), name, 1))
+    if not suite.criteria and not suite.checklist and not suite.rules:
+        raise InputError("holds neither criteria nor a checklist (nor rules)", file=name)
     return suite

@@ -189,6 +189,9 @@ class ScoreRecord(ResponseHeader):
     """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
     scale_min: int | None = optional()
     """The scale's bottom when it is not 1 (``scale="0-5"``: 0, with ``scale`` 5); absent on a 1-based scale."""
+    rule: str | None = optional(kw_only=True)
+    """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
+    label); absent where the judge was asked."""
 
 
 @dataclass
@@ -289,6 +292,9 @@ class CriteriaRecord(ResponseHeader):
     generation: str | None = optional()
     """The judge's raw criteria generation text (kept above all when it could not be parsed: ``unscored`` is
     then ``unparseable_criteria``)."""
+    rule: str | None = optional(kw_only=True)
+    """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
+    label); absent where the judge was asked."""
 
 
 @dataclass
@@ -331,6 +337,9 @@ class ChecklistRecord(ResponseHeader):
     unscored: str | None
     reweighted: list[str] = field(default_factory=list)
     """Checks left out (unscored) when reweighting was asked."""
+    rule: str | None = optional(kw_only=True)
+    """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
+    label); absent where the judge was asked."""
 
 
 @dataclass

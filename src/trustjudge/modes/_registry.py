@@ -256,6 +256,8 @@ MODES: Mapping[str, Mode] = _Modes()
 
 PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique first); default: the judge's."
 KEEP_DISTRIBUTION_HELP = "Keep each judgment's label distribution in the record; default: the judge's."
+RULES_HELP = ("Rules checked before the judge, in order (a suite's): a response the first of them fires on gets "
+              "its label with no model call.")
 
 
 def keep_distribution(settings: JudgeSettings, asked: bool | None) -> bool:

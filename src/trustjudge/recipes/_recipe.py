@@ -42,6 +42,7 @@ from typing import Any
 from .._plugins import describe, installed
 from ..errors import ConfigError, InputError
 from ..io._items import parse_checklist, parse_criteria
+from ..io._rules import parse_rules
 from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
 from ._metrics import get_metric
@@ -52,7 +53,7 @@ PLUGIN_GROUP = "trustjudge.recipes"
 PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
 HERE = Path(__file__).resolve().parent
 FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
-          "description", "parts"}
+          "description", "parts", "rules"}
 PART_FIELDS = {"mode", "options", "metric"}
 JUDGE_FIELDS = {"protocol": str, "scale": int, "max_new_tokens": int, "temperature": float}
 TEMPLATES = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
@@ -153,6 +154,8 @@ def _options(mode: str, raw: Mapping[str, Any], file: str, prefix: str = "") -> 
             out[key] = parse_criteria(value, file, 1, f"{prefix}options.")
         elif key == "checklist":
             out[key] = parse_checklist(value, file, 1, f"{prefix}options.")
+        elif key == "rules":
+            out[key] = parse_rules(value, file, None, f"{prefix}options.")
         elif key == "labels":
             if not isinstance(value, str):
                 raise InputError('must be a label set such as "YES=1,NO=0"', file=file, field=where)
@@ -233,10 +236,20 @@ def load_recipe(path: str | Path) -> Recipe:
         raise InputError(f"must be a list of checks among {', '.join(AUDITS)}, got {audit!r}", file=file,
                          field="audit")
     options = {} if parts else _options(mode, _table(data, "options", file), file)
+    if "rules" in data:
+        if parts:
+            raise InputError("is given by a part in a recipe with [parts] ([[parts.NAME.options.rules]])", file=file,
+                             field="rules")
+        if "rules" in options:
+            raise InputError("is given twice: as [[rules]] and as options.rules (keep one)", file=file, field="rules")
+        if "rules" not in {f.name for f in dataclasses.fields(get_mode(mode).options)}:
+            raise InputError(f"the {mode} mode takes no rules (rules apply to the modes score, criteria, checklist)",
+                             file=file, field="rules")
+        options["rules"] = parse_rules(data["rules"], file)
     recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
                     metric_name, params, options, dict(judge), templates, tuple(audit),
                     _text(data, "description", file, required=False), p, parts)
-    _probe(recipe, file)
+    _probe(recipe, file, top_rules="rules" in data)
     return recipe
 
 
@@ -301,15 +314,20 @@ def _parts(data: Mapping[str, Any], file: str) -> tuple[Part, ...]:
     return tuple(out)
 
 
-def _probe(recipe: Recipe, file: str) -> None:
+def _probe(recipe: Recipe, file: str, *, top_rules: bool = False) -> None:
     """Build the recipe's task on a judge that loads nothing: bad templates or options fail here, not mid-run."""
     from .._judge import Judge
 
     try:
         judge = Judge("mock/hash", store=":memory:", **recipe.judge_kwargs())
         try:
-            for mode, options in [(p.mode, p.options) for p in recipe.parts] or [(recipe.mode, recipe.options)]:
-                judge.task(mode, **options)
+            for mode, options, where in [(p.mode, p.options, f"parts.{p.name}.options.") for p in recipe.parts] or [
+                    (recipe.mode, recipe.options, "" if top_rules else "options.")]:
+                try:
+                    judge.task(mode, **options)
+                except InputError as exc:  # a rule whose label the task's scale or labels lack
+                    raise InputError(exc.reason, file=file, field=f"{where}{exc.field}" if exc.field else None) \
+                        from None
         finally:
             judge.close()
     except (ConfigError, TypeError, ValueError) as exc:
