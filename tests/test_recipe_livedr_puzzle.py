@@ -109,6 +109,7 @@ def test_livedrbench_greedy_f1_per_subset_by_hand_and_a_rerun_makes_no_call(tmp_
     assert run.result.systems["sys2"].value == pytest.approx((0.5 + 0.5) / 2)
     record = next(r for r in run.records if r["item_id"] == "e1" and r["response_id"] == "sys1")
     assert record["matching"]["hungarian"]["expected_true_positives"] == pytest.approx(0.7 + 0.8)
+    assert record["matching"]["greedy_in_order"]["matches"] == 1  # the mode's own greedy count agrees
     # precision and recall of the same hits, from the same records
     items = {i.id: i for i in items_from_dicts(DR_ROWS)}
     precision = compute(get_metric("greedy_claims"), run.records, {"value": "precision"}, items=items, by="subset")
