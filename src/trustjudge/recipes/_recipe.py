@@ -17,6 +17,7 @@
     labels = "TRUE=1,FALSE=0"
     [metric]                          # the benchmark's number (trustjudge.recipes.METRICS)
     name = "accuracy"
+    by = "subset"                     # optional: also per value of this item field
 
 A protocol that needs several modes (PQR: criteria and claims) gives ``[parts.NAME]`` tables instead of
 ``mode`` and ``[options]``, each with its ``mode``, ``options`` and ``metric``; parts with the same mode and
