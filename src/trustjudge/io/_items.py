@@ -316,6 +316,9 @@ class Item:
     """Reference claims for recall (``None``: extracted from ``reference`` when matching is asked)."""
     sources: dict[str, str] | None = field(default=None, hash=False)
     """Cited sources by id (claims cite them by ``source``): each claim citing one is verified against its text."""
+    fields: dict[str, str | int | float | bool] = field(default_factory=dict, hash=False, compare=False)
+    """The item's other top-level fields with a scalar value (``subset``, ``category``, ...), as given: no mode
+    reads them; a recipe's metric may group or gate by one (docs/benchmarks.md)."""
 
     def checks(self, response: Response) -> tuple[Check, ...]:
         """The checks asked of ``response``: the item's, then the response's own."""
@@ -745,7 +748,23 @@ def parse_record(record: Any, file: str, line: int) -> Item:
         pairs = tuple(built)
     modes = _modes(f)
     _check_cited(f, responses, modes["sources"])
-    return Item(item_id, question, responses, context, reference, pairs, line, **modes)
+    return Item(item_id, question, responses, context, reference, pairs, line, **modes, fields=_other_fields(record))
+
+
+_PARSED = frozenset({"id", "question", "context", "input", "reference", "responses", "pairs", "profile", "knowledge",
+                     "evidence", "criteria", "checklist", "gold_claims", "sources"})
+
+
+def _other_fields(record: dict[str, Any]) -> dict[str, str | int | float | bool]:
+    """The record's top-level scalar fields that no item field holds (a benchmark's ``subset``, ...): numbers,
+    booleans and strings of up to 200 characters (a label, not a text)."""
+    out: dict[str, str | int | float | bool] = {}
+    for key, value in record.items():
+        if key in _PARSED or not isinstance(value, (str, int, float, bool)):
+            continue
+        if not isinstance(value, str) or len(value) <= 200:
+            out[key] = value
+    return out
 
 
 def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>") -> list[Item]:

@@ -10,6 +10,7 @@ and the same per system (a response's ``system``, else its id). Third-party code
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..audit._stats import NAN, bootstrap_ratio, finite, jsonable
+from ..engine import _aggregates as A
 from ..errors import ConfigError
 
 Record = Mapping[str, Any]
@@ -107,6 +109,10 @@ class MetricResult:
     systems: Mapping[str, Estimate]
     bootstrap: int
     seed: int
+    by: str = ""
+    """The item field ``groups`` breaks the metric down by (empty: no breakdown)."""
+    groups: Mapping[str, Estimate] = field(default_factory=dict)
+    """Per value of the item field ``by`` (items without it: ``-``), the metric over those items' responses."""
 
     @property
     def value(self) -> float:
@@ -115,7 +121,9 @@ class MetricResult:
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "params": dict(self.params), **self.overall.to_dict(),
                 "interval": f"percentile 95% bootstrap over items (B={self.bootstrap}, seed {self.seed})",
-                "systems": {name: e.to_dict() for name, e in self.systems.items()}}
+                "systems": {name: e.to_dict() for name, e in self.systems.items()},
+                **({"by": self.by, "groups": {name: e.to_dict() for name, e in self.groups.items()}} if self.by
+                   else {})}
 
 
 def _estimate(per_item: Mapping[str, list[float]], unscored: int, bootstrap: int, seed: int) -> Estimate:
@@ -128,27 +136,51 @@ def _estimate(per_item: Mapping[str, list[float]], unscored: int, bootstrap: int
 
 
 def compute(metric: Metric, records: Iterable[Record], params: Mapping[str, Any] | None = None, *,
-            bootstrap: int = 1000, seed: int = 0) -> MetricResult:
-    """The metric's mean over ``records`` (newest of each (item, response)), overall and per system."""
+            bootstrap: int = 1000, seed: int = 0, items: Mapping[str, Any] | None = None,
+            by: str = "") -> MetricResult:
+    """The metric's mean over ``records`` (newest of each (item, response)), overall and per system.
+
+    ``items``: the run's items by id; the metric then sees each record with its item under ``"item"`` (a
+    metric that reads the item's reference or fields needs them). ``by``: an item field (``subset``): the
+    result's ``groups`` give the metric per value of that field (``-``: items without it)."""
     p = metric.checked(params or {}, "metric")
     latest = {(str(r.get("item_id")), str(r.get("response_id"))): r for r in records}
     if metric.aggregate is not None:
         return _compute_aggregate(metric, list(latest.values()), p, bootstrap, seed)
     overall: dict[str, list[float]] = defaultdict(list)
     by_system: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    by_group: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     unscored: dict[str, int] = defaultdict(int)
+    unscored_group: dict[str, int] = defaultdict(int)
     for r in latest.values():
+        item_id = str(r.get("item_id"))
+        item = (items or {}).get(item_id)
+        seen = {**r, "item": item} if item is not None else r
         system = str(r.get("system") if r.get("system") is not None else r.get("response_id"))
-        v = metric.value(r, p) if r.get("unscored") is None else None
+        group = _group(item, by)
+        v = metric.value(seen, p) if r.get("unscored") is None else None
         if v is None or not math.isfinite(v):
             unscored[system] += 1
+            unscored_group[group] += 1
             by_system.setdefault(system, defaultdict(list))  # listed, with no value
+            by_group.setdefault(group, defaultdict(list))
             continue
-        overall[str(r["item_id"])].append(v)
-        by_system[system][str(r["item_id"])].append(v)
+        overall[item_id].append(v)
+        by_system[system][item_id].append(v)
+        by_group[group][item_id].append(v)
     systems = {name: _estimate(by_system[name], unscored.get(name, 0), bootstrap, seed) for name in sorted(by_system)}
+    groups = ({name: _estimate(by_group[name], unscored_group.get(name, 0), bootstrap, seed)
+               for name in sorted(by_group)} if by else {})
     return MetricResult(metric.name, p, _estimate(overall, sum(unscored.values()), bootstrap, seed), systems,
-                        bootstrap, seed)
+                        bootstrap, seed, by, groups)
+
+
+def _group(item: Any, by: str) -> str:
+    """The value of the item field ``by`` (``-`` where the item has none)."""
+    if not by or item is None:
+        return "-"
+    value = getattr(item, "fields", {}).get(by)
+    return "-" if value is None else str(value)
 
 
 # -- the built-in metrics --------------------------------------------------------------------------------
@@ -363,5 +395,78 @@ for _metric in (
     Metric("disclosure_f1", ("criteria",), _f1_value, {"criterion": ""},
            "VLM-GeoPrivacy: macro F1 of the argmax disclosure labels against the expected ones, over the labels "
            "either side uses (bootstrapped over items).", aggregate=_macro_f1),
+):
+    register_metric(_metric)
+
+
+# -- LiveDRBench (recipe livedrbench): greedy one-to-one claim matching, the flights gate ----------------
+
+def _greedy_claims(r: Record, p: Mapping[str, Any]) -> float | None:
+    """Precision, recall or F1 of the benchmark's greedy matching, read from the record's P(match) matrix.
+
+    Each predicted claim in order takes the first gold claim not yet taken whose P(match) >= ``threshold``
+    (0.5: the judge's argmax verdict YES); ``hits`` = the pairs taken, precision = hits / predicted, recall =
+    hits / gold, F1 = 2 hits / (predicted + gold). In a ``gated`` subset the response scores 0 unless gold
+    claim ``key`` (the key field) is among those taken."""
+    matching = r.get("matching")
+    if not isinstance(matching, Mapping):
+        return None
+    matrix = [list(row) for row in matching.get("p_match") or []]
+    n, m = int(matching.get("gold") or 0), int(matching.get("predicted") or 0)
+    if n == 0:
+        return None
+    pairs = A.greedy_order_matching(matrix, p["threshold"]) if m else []
+    fields = getattr(r.get("item"), "fields", None) or {}
+    if str(fields.get(p["subset"], "")) in p["gated"] and all(g != p["key"] for g, _ in pairs):
+        pairs = []
+    hits = len(pairs)
+    if p["value"] == "precision":
+        return hits / m if m else 0.0
+    if p["value"] == "recall":
+        return hits / n
+    return 2 * hits / (n + m)
+
+
+# -- PuzzleWorld (recipe puzzleworld): the expected last correct step, normalised -----------------------
+
+_NUMBERED_STEP = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]\s*", re.IGNORECASE)
+"""A numbered step's start, as the steps mode splits ``split="numbered"`` (its rule, restated: no mode file is
+imported outside modes/)."""
+
+
+def _step_count(text: str, split: str) -> int:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if split == "lines":
+        return len(lines)
+    return sum(1 for k, line in enumerate(lines) if k == 0 or _NUMBERED_STEP.match(line))
+
+
+def _last_correct_share(r: Record, p: Mapping[str, Any]) -> float | None:
+    """E[min(L, n)] / n from the record's exact distribution of L (``last_correct``: P(L = k), k = 0..steps),
+    n the reference solution's step count (``normalize="reference"``) or the response's (``"response"``)."""
+    dist = r.get("last_correct")
+    if not isinstance(dist, list) or not dist:
+        return None
+    if p["normalize"] == "response":
+        n = len(dist) - 1
+    else:
+        reference = getattr(r.get("item"), "reference", None)
+        n = _step_count(reference, p["split"]) if isinstance(reference, str) else 0
+    if n == 0:
+        return None
+    return sum(min(k, n) * float(q) for k, q in enumerate(dist)) / n
+
+
+for _metric in (
+    Metric("greedy_claims", ("claims",), _greedy_claims,
+           {"value": "f1", "threshold": 0.5, "subset": "subset", "gated": ["flights"], "key": 0},
+           "Claims matched as LiveDRBench does: each predicted claim in order takes the first free gold claim with "
+           "P(match) >= threshold; precision, recall or F1 (`value`) of those hits; in a `gated` subset (the item "
+           "field `subset`) the response scores 0 unless gold claim `key` is matched.",
+           choices={"value": ("precision", "recall", "f1")}),
+    Metric("last_correct_share", ("steps",), _last_correct_share, {"normalize": "reference", "split": "lines"},
+           "Steps: the expected last correct step E[min(L, n)] / n, exact from the steps' probabilities; n the "
+           "reference solution's steps (`normalize`: reference, split as `split`) or the response's.",
+           choices={"normalize": ("reference", "response"), "split": ("lines", "numbered")}),
 ):
     register_metric(_metric)
