@@ -307,3 +307,16 @@ def test_rules_on_the_small_judge_end_to_end(tmp_path: Path) -> None:
     for rid in ("other", "judged"):
         r = by_id[rid]
         assert r["unscored"] is None and 0.0 < r["label_mass"] <= 1.0 and 0.0 <= r["scores"]["expected"] <= 5.0
+
+
+def test_the_progress_bar_counts_only_what_is_judged(capsys: pytest.CaptureFixture[str]) -> None:
+    """A rule-hit response asks nothing, so the bar's total leaves it out and the bar ends full (2 of 2 here,
+    not 2 of 6)."""
+    from trustjudge._judge import _with_bar
+
+    items = items_from_dicts(ITEMS)
+    judge = _judge(_counting())
+    records = [r.to_dict() for r in _with_bar(judge, judge.score_task("0-5", rules=RULES), items)]
+    assert sum(1 for r in records if r.get("rule") is None) == 2
+    err = capsys.readouterr().err
+    assert "2/2" in err and "/6" not in err, err

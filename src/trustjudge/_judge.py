@@ -56,7 +56,8 @@ def _with_bar(judge: Judge, task: Task, items: Iterable[Item]) -> Iterator[Recor
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = sum(task.size(item) for item in items) if isinstance(items, Sequence) else None
+    # what a rule answers asks nothing, so it is not part of the bar's total
+    total = sum(task.size(item) for item in ruled(task, items)[0]) if isinstance(items, Sequence) else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True)) as bar:
         handle = bar.add_task(f"{task.kind} ({judge.name})", total=total)
