@@ -131,6 +131,12 @@ class Mode:
         if self.min_responses < 1:
             raise ConfigError(f"mode {self.name!r}: min_responses must be 1 or more, got {self.min_responses}")
 
+    @property
+    def audits(self) -> bool:
+        """Whether its task has an audit (defines the :meth:`Task.audit` hook): its command then takes ``--audit``
+        and ``--report``."""
+        return self.task.audit is not Task.audit
+
     def option_help(self) -> dict[str, str]:
         """Each option's help text, by field name."""
         return {f.name: str(f.metadata.get("help", "")) for f in dataclasses.fields(self.options)}
