@@ -180,6 +180,10 @@ def test_a_builtin_audit_through_the_hook_matches_the_audit_function(tmp_path: P
         pairs = [r.to_dict() for r in j.compare([it for it in items if len(it.responses) >= 2])]
         context = AuditContext(lambda: list(items), lambda t, its: j.run(t, its), lambda name: j.task(name))
         assert task.audit(records, context) == checklist_audit(records, pairs)
+        calls = j.stats.model_calls
+        # a records-only context (what a recipe's "mode" audit uses) judges nothing more
+        assert task.audit(records, AuditContext.records_only(j.task)) == checklist_audit(records)
+        assert j.stats.model_calls == calls
     sections = type(task).report_sections(checklist_audit(records, pairs))
     assert [s.id for s in sections][:2] == ["calibration", "consistency"]
 

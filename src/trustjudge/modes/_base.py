@@ -142,6 +142,12 @@ class AuditContext:
     """The records of items judged again under this task by a second judge sampling at temperature 0.7 with
     the next seed (a stability probe), where the caller offers one."""
 
+    @staticmethod
+    def records_only(task_of: Callable[[str], Task]) -> AuditContext:
+        """A context that offers no item and so judges nothing: the audit of the records alone (the measures
+        that need more judgments are left out)."""
+        return AuditContext(list, lambda task, items: iter(()), task_of)
+
 
 class Task(ABC):
     """Turns items into label questions and their outcomes into records.
