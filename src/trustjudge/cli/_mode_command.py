@@ -12,7 +12,8 @@ the modes' options dataclasses, each field's ``metadata`` saying how (see :func:
 * ``suite`` names the suite file field that supplies the option where the command line does not; a command
   whose modes have such fields takes ``--suite``;
 * ``flag`` names the option (default ``--`` and the field's name with dashes); a field spelled like a judge
-  option (``protocol``) is that option: ``--protocol`` fills it;
+  option (``protocol``) is that option: ``--protocol`` fills it; ``metavar`` is how its value reads in the
+  help (``N|LO-HI``);
 * a field of another type without ``parse`` or ``suite``, or with ``cli=False``, is not on the command line.
 
 Every such command also takes what every judging command takes: the input options, the judge and engine
@@ -330,17 +331,18 @@ def _option(f: dataclasses.Field[Any], hint: Any, prefix: str = "") -> _Option:
             convert = _int_or_same
     else:  # a type the command line cannot spell: only a suite gives it
         return _Option(f.name, flag, dest, meta, _same)
+    shown: dict[str, Any] = {"metavar": str(meta["metavar"])} if "metavar" in meta else {}
     if suite is not None:
         help_text += f" [default: the suite's, else {_default_text(default, meta)}]"
-        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+        option = click.option(flag, dest, type=kind, default=None, help=help_text, **shown)
     elif default is None or optional:
-        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+        option = click.option(flag, dest, type=kind, default=None, help=help_text, **shown)
     elif "parse" in meta:
         help_text += f" [default: {_default_text(default, meta)}]"
-        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+        option = click.option(flag, dest, type=kind, default=None, help=help_text, **shown)
     else:
         option = click.option(flag, dest, type=kind, default=str(default) if choices is not None else default,
-                              show_default=True, help=help_text)
+                              show_default=True, help=help_text, **shown)
     return _Option(f.name, flag, dest, meta, convert, click_option=option)
 
 

@@ -45,6 +45,7 @@ from ._base import (
 from ._prompts import (
     CRITERION_FIELDS,
     DEFAULT_TAGS,
+    SCALE_METAVAR,
     SCORE_MARKER,
     Prompts,
     Protocol,
@@ -396,7 +397,8 @@ class CriteriaOptions:
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
     scale: int | str = option(5, "Scale of criteria without level descriptions: a top value (5: 1..5) or an "
-                                 "integer range ('0-3').", suite="scale", parse=scale_text)
+                                 "integer range ('0-3').", suite="scale", parse=scale_text,
+                              metavar=SCALE_METAVAR)
     scale_min: int | None = option(None, "Bottom of that scale when it is given by its top (0: 0..scale); "
                                          "default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
