@@ -32,6 +32,8 @@ CRITERIA = Hooks(
 CHECKLIST = Hooks(
     doc="Ask every response every check: P(pass) per check, expected satisfaction, P(all), counts; with "
         "--calibration, each check's P(pass) also calibrated (and with --target-agreement, kept or abstained on).")
+
+
 def _stage_paths(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Path]:
     """``--template STAGE=PATH`` (repeatable) of ``claims``: each stage's template file, by stage name."""
     stages = tuple(get_mode("claims").templates)
