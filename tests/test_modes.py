@@ -512,7 +512,7 @@ def test_cli_checklist_labels_and_template(tmp_path: Path) -> None:
 @pytest.mark.parametrize("suite, message", [
     ('{"criteria": [{"name": "a"}]}', "field 'criteria[0].description': is missing"),
     ('{"criteria": [], "checks": []}', "field 'checks': is not a suite field"),
-    ('{"criteria": [{"name": "a", "description": "d"}], "scale": 7}', "field 'scale': must be 5 or 10"),
+    ('{"criteria": [{"name": "a", "description": "d"}], "scale": "5-2"}', "field 'scale': needs two or more levels"),
     ('{\n  "criteria": [\n    {"name": "a",, }\n  ]\n}', ":3: invalid JSON"),
     ("{}", "holds neither criteria nor a checklist"),
 ])

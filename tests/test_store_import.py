@@ -205,10 +205,10 @@ def test_the_study_driver_resumes_from_its_export_with_no_model_call(tmp_path: P
     first = run(tmp_path / "first.sqlite")
     assert "all chunks done" in first and export.is_file()
     judged = _rows(tmp_path / "first.sqlite")
-    assert len(judged) >= 7  # at least one judgment per chunk
+    assert len(judged) >= 8  # at least one judgment per chunk
     # A later session with an empty store: imports the export, then every chunk comes from the store.
     second = run(tmp_path / "second.sqlite")
     assert f"imported {export}: {len(judged)} outputs" in second
     done = [line for line in second.splitlines() if ": done," in line]
-    assert len(done) == 7 and all(" 0 model calls" in line for line in done)
+    assert len(done) == 8 and all(" 0 model calls" in line for line in done)
     assert _rows(tmp_path / "second.sqlite") == judged

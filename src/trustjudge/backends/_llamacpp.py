@@ -27,7 +27,6 @@ without ``logits_all`` (which would allocate ``n_ctx x n_vocab`` floats).
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -36,7 +35,9 @@ import numpy as np
 
 from ..errors import BackendError, ConfigError, pip_dependency_error
 from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult, neutralise
+from ._llamacpp_tries import _Entry, _LabelTree, _prompt_trie, log_softmax
 from ._models import ModelSpec, file_sha256
+from ._threads import env_threads, physical_cores
 
 
 def _import_llama_cpp() -> Any:
@@ -45,83 +46,6 @@ def _import_llama_cpp() -> Any:
     except ImportError as exc:
         raise pip_dependency_error("The llamacpp/ judges", ["llama-cpp-python"], "llamacpp") from exc
     return llama_cpp
-
-
-_Entry = tuple[int, int, tuple[int, ...], bool]
-"""One token of a decode: token id, position, the sequences it belongs to, whether its logits are read."""
-
-
-class _LabelTree:
-    """The token trie of a label set: the nodes whose next-token distribution is needed, and its leaves.
-
-    A node is a proper prefix of some label's tokens. Each leaf (a node with no node below it) gets its own
-    llama.cpp sequence, and a node belongs to the sequences of the leaves below it.
-    """
-
-    def __init__(self, label_ids: list[tuple[int, ...]]) -> None:
-        self.label_ids = label_ids
-        self.nodes = sorted({seq[:j] for seq in label_ids for j in range(1, len(seq))})
-        has_child = {node[:-1] for node in self.nodes}
-        leaves = [node for node in self.nodes if node not in has_child]
-        self.n_seqs = max(1, len(leaves))
-        self.node_leaves = [tuple(k for k, leaf in enumerate(leaves) if leaf[: len(node)] == node)
-                            for node in self.nodes]
-
-
-def _prompt_trie(order: Sequence[int], prompts: list[list[int]], shared: int,
-                 ) -> tuple[list[tuple[int, int]], list[list[int]]]:
-    """The distinct (token, position) nodes of the prompts' tokens after ``shared``, as a prefix trie.
-
-    Nodes are numbered in creation order (a parent before its children, the first prompt's nodes first
-    and consecutive); ``paths[k]`` lists the nodes of ``prompts[order[k]]``, one per token.
-    """
-    children: dict[tuple[int, int], int] = {}
-    nodes: list[tuple[int, int]] = []
-    paths: list[list[int]] = []
-    for i in order:
-        ids, parent, path = prompts[i], -1, []
-        for pos in range(shared, len(ids)):
-            node = children.get((parent, ids[pos]))
-            if node is None:
-                node = children[(parent, ids[pos])] = len(nodes)
-                nodes.append((ids[pos], pos))
-            path.append(node)
-            parent = node
-        paths.append(path)
-    return nodes, paths
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Log-softmax of one row of logits, in float64 (the sums of label log-probabilities stay exact)."""
-    x: np.ndarray = logits.astype(np.float64)
-    x -= x.max()
-    out: np.ndarray = x - np.log(np.exp(x).sum())
-    return out
-
-
-def env_threads() -> int | None:
-    """``TRUSTJUDGE_THREADS``, the llama.cpp judges' thread count, if set (a positive integer)."""
-    raw = os.environ.get("TRUSTJUDGE_THREADS", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(f"TRUSTJUDGE_THREADS must be a positive integer, got {raw!r}")
-    return int(raw)
-
-
-def physical_cores() -> int:
-    """Physical cores among the CPUs this process may run on (SMT siblings counted once), from Linux's
-    sysfs topology; where that is unreadable, the usable CPUs."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    cores: set[tuple[str, str]] = set()
-    for cpu in cpus:
-        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            with open(f"{topology}/physical_package_id") as pkg, open(f"{topology}/core_id") as core:
-                cores.add((pkg.read().strip(), core.read().strip()))
-        except OSError:
-            return max(1, len(cpus))
-    return max(1, len(cores))
 
 
 class LlamaCppBackend(Backend):

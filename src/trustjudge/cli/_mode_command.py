@@ -12,15 +12,18 @@ the modes' options dataclasses, each field's ``metadata`` saying how (see :func:
 * ``suite`` names the suite file field that supplies the option where the command line does not; a command
   whose modes have such fields takes ``--suite``;
 * ``flag`` names the option (default ``--`` and the field's name with dashes); a field spelled like a judge
-  option (``protocol``) is that option: ``--protocol`` fills it;
+  option (``protocol``) is that option: ``--protocol`` fills it; ``metavar`` is how its value reads in the
+  help (``N|LO-HI``);
 * a field of another type without ``parse`` or ``suite``, or with ``cli=False``, is not on the command line.
 
 Every such command also takes what every judging command takes: the input options, the judge and engine
 options (``--template`` sets the mode's template where the judge loads it), ``--out`` and ``--dry-run``, the
 calibration options (refused, saying why, for a mode without calibration units), ``--max-pairs`` where a
-mode of the command judges pairs, and ``--audit`` / ``--report`` where the command has an audit. A built-in
-command's extra behaviour (the audits and their options, the end-of-run tables) comes from its
-:class:`Hooks`; a third party's mode gets its command from the registry alone, with none.
+mode of the command judges pairs, and ``--audit`` / ``--report`` where a mode of the command has an audit (its
+task's :meth:`~trustjudge.modes._base.Task.audit` hook, with a flag per name of its ``audit_options``; the report
+is drawn from its ``report_sections`` hook). A built-in command's other extra behaviour (more checks, the
+end-of-run tables) comes from its :class:`Hooks`; a third party's mode gets its command, audit and report
+included, from the registry alone, with none.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import json
 import types
 import typing
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -44,7 +47,8 @@ from ..errors import BackendError, ConfigError, InputError
 from ..io._files import load_suite
 from ..io._items import Item, Suite
 from ..io._outputs import atomic_output, readable_input, record_output, write_text
-from ..modes._base import RULE_MODES, Task, check_item
+from ..modes._base import RULE_MODES, AuditContext, Task, check_item
+from ..modes._records import RecordBase
 from ..modes._registry import MODES, Mode, mode_plugins
 from ..report._modes import render_mode_report
 from ..report._trust import calibration_section
@@ -142,6 +146,10 @@ class Run:
     min_responses: int = 1
     """The fewest responses an item needs: the fewest any mode of the command needs (an item is read alike
     whichever mode the command runs)."""
+    modes: tuple[str, ...] = ()
+    """The names of the command's modes."""
+    asked: frozenset[str] = frozenset()
+    """The optional parts of the mode's audit asked for (``--grounding-audit``: ``grounding-audit``)."""
 
     @property
     def auditing(self) -> bool:
@@ -166,6 +174,22 @@ class Run:
         """Every valid item of the input (for an audit's further judgments)."""
         return read_items(self.items, self.skip_invalid, 1, self.fmt, max_pairs=self.max_pairs)
 
+    def audit_context(self, j: Judge) -> AuditContext:
+        """What the mode's audit hook may use: the input's items, ``j`` to judge more, the other modes' tasks
+        (the command's own with its options, any other with its defaults), and a second judge sampling at
+        temperature 0.7 with the next seed."""
+        def task_of(name: str) -> Task:
+            return self.task(j, name) if name in self.modes or name == self.mode.name else j.task(name)
+
+        def resampled(items: Sequence[Item]) -> list[RecordBase]:
+            other = dataclasses.replace(self.judging, temperature=0.7, seed=self.judging.seed + 1).make()
+            try:
+                return list(other.run(self.task(other), items))
+            finally:
+                other.close()
+
+        return AuditContext(self.items_list, j.run, task_of, self.asked, resampled)
+
 
 @dataclasses.dataclass(frozen=True)
 class Hooks:
@@ -177,8 +201,6 @@ class Hooks:
     """More click options; their values reach the other hooks as :attr:`Run.extra`."""
     check: Callable[[Run], None] | None = None
     """More checks of the command line, before any work (raise :class:`click.UsageError`)."""
-    audit: Callable[[Run, Judge, Task, list[dict[str, Any]]], dict[str, Any]] | None = None
-    """The audit of ``--audit`` / ``--report`` (the command takes them only with it): its JSON report."""
     summary: Callable[[], Summary] = Summary
     """The end-of-run summary."""
     refuses: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -314,17 +336,18 @@ def _option(f: dataclasses.Field[Any], hint: Any, prefix: str = "") -> _Option:
             convert = _int_or_same
     else:  # a type the command line cannot spell: only a suite gives it
         return _Option(f.name, flag, dest, meta, _same)
+    shown: dict[str, Any] = {"metavar": str(meta["metavar"])} if "metavar" in meta else {}
     if suite is not None:
         help_text += f" [default: the suite's, else {_default_text(default, meta)}]"
-        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+        option = click.option(flag, dest, type=kind, default=None, help=help_text, **shown)
     elif default is None or optional:
-        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+        option = click.option(flag, dest, type=kind, default=None, help=help_text, **shown)
     elif "parse" in meta:
         help_text += f" [default: {_default_text(default, meta)}]"
-        option = click.option(flag, dest, type=kind, default=None, help=help_text)
+        option = click.option(flag, dest, type=kind, default=None, help=help_text, **shown)
     else:
         option = click.option(flag, dest, type=kind, default=str(default) if choices is not None else default,
-                              show_default=True, help=help_text)
+                              show_default=True, help=help_text, **shown)
     return _Option(f.name, flag, dest, meta, convert, click_option=option)
 
 
@@ -445,6 +468,13 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
     pairwise = any(m.min_responses >= 2 for m in ordered)
     min_responses = min(m.min_responses for m in ordered)
     variant_dest = {flag: f"variant__{flag[2:].replace('-', '_')}" for flag, _ in variants}
+    audits = any(m.audits for m in ordered)
+    audit_parts: dict[str, tuple[str, list[str]]] = {}
+    for m in ordered:
+        if m.audits:
+            for part, part_help in m.task.audit_options.items():
+                audit_parts.setdefault(part, (part_help, []))[1].append(m.name)
+    part_dest = {part: f"audit__{part.replace('-', '_')}" for part in audit_parts}
 
     def callback(**params: Any) -> None:
         ctx = click.get_current_context()
@@ -470,12 +500,22 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
             if needs:
                 raise click.UsageError(f"{flag} needs {' or '.join(needs)}")
             raise click.UsageError(f"{flag} does not apply with {chosen[0][0]}")
+        asked = frozenset(part for part in audit_parts if params.pop(part_dest[part]))
         judging: JudgeOptions = params.pop("judging")
         suite_path: Path | None = params.pop("suite", None)
         run = Run(command, mode, None, given, Suite(), suite_path, params.pop("items"), params.pop("fmt"),
                   params.pop("skip_invalid"), params.pop("quiet"), judging, params.pop("out"), params.pop("dry_run"),
                   params.pop("audit_out", None), params.pop("report_out", None), params.pop("max_pairs", None),
-                  params.pop("calibrating", None), dict(params), min_responses)
+                  params.pop("calibrating", None), dict(params), min_responses, tuple(m.name for m in ordered), asked)
+        for part in sorted(asked):
+            if not run.auditing:
+                raise click.UsageError(f"--{part} needs --audit or --report", ctx=ctx)
+            if mode.name not in audit_parts[part][1]:
+                raise click.UsageError(f"--{part} does not apply with {chosen[0][0] if chosen else command}", ctx=ctx)
+        if run.auditing and not mode.audits:
+            what = "--audit" if run.audit_out is not None else "--report"
+            raise click.UsageError(f"{what} does not apply with {chosen[0][0] if chosen else command}: the "
+                                   f"{mode.name} mode has no audit", ctx=ctx)
         if run.max_pairs is not None and not (mode.min_responses >= 2 or run.auditing):
             run = dataclasses.replace(run, max_pairs=None)  # no pair is judged
         if hooks.check is not None:
@@ -511,7 +551,9 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
         params.append(click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                                    default=None, help=SUITE_HELP.format("/".join(suite_fields))))
     params.extend(hooks.options)
-    if hooks.audit is not None:
+    params.extend(click.option(f"--{part}", part_dest[part], is_flag=True, help=part_help)
+                  for part, (part_help, _) in audit_parts.items())
+    if audits:
         params += [AUDIT, REPORT]
     params.append(calibration_options(base.name if base is not None else first.name))
     if pairwise:
@@ -593,8 +635,8 @@ def run_mode(run: Run, hooks: Hooks) -> None:
                     records.append(row)
         summary.show(j, task, run.out, path, run.quiet)
         tally.finish(run.quiet, calibrator.finish(None, run.quiet) if calibrator is not None else None)
-        if run.auditing and hooks.audit is not None:
-            report = hooks.audit(run, j, task, records)
+        report = task.audit(records, run.audit_context(j)) if run.auditing else None
+        if report is not None:
             if run.audit_out is not None:
                 with atomic_output(run.audit_out, "--audit") as fh:
                     fh.write(json.dumps(report, indent=2) + "\n")
@@ -604,7 +646,7 @@ def run_mode(run: Run, hooks: Hooks) -> None:
                 extra_sections = [calibration_section(calibrator.evaluation(records))] if calibrator is not None \
                     else []
                 write_text(run.report_out, render_mode_report(
-                    report, title=f"trustjudge {run.command} audit", mode=run.command,
+                    report, title=f"trustjudge {run.command} audit", mode=run.mode.name, label=run.command,
                     details={"judge": j.name, "data": str(path)}, extra_sections=extra_sections), "--report")
                 if not run.quiet:
                     err.print(escape(f"audit report written to {run.report_out}"), highlight=False)

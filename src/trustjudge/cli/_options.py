@@ -26,8 +26,7 @@ from ..errors import ConfigError
 from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
 from ..io._outputs import check_outputs
-from ..modes._prompts import check_system
-from ..modes._prompts import scale as make_scale
+from ..modes._prompts import SCALE_METAVAR, check_system, scale_text
 from ._inputs import MAX_PAIRS, InputFormat
 
 Command = Callable[..., Any]
@@ -37,20 +36,21 @@ JUDGE_FACTORY = "trustjudge.judge_factory"
 judge with (:func:`make_judge` when a command runs on its own)."""
 JUDGE_HELP = ("Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path (folder or "
               ".gguf), mock/hash.")
-SCALES = click.Choice(["5", "10", "100"])
 
 
 class ScaleRange(click.ParamType):  # type: ignore[type-arg,unused-ignore]
-    """A rating scale: a top value (``10``: 1..10) or an integer range (``0-5``), checked before any work."""
+    """A rating scale as ``score --scale`` takes it: a top value (``10``: 1..10, given as an int) or an integer
+    range (``0-5``, given as its text), checked before any work."""
 
-    name = "N|LO-HI"
+    name = SCALE_METAVAR
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
         try:
-            make_scale(str(value))
+            return scale_text(str(value))
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
-        return str(value).strip()
 
 
 SCALE_RANGE = ScaleRange()

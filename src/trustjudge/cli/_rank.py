@@ -19,7 +19,7 @@ from ..modes._base import RULE_MODES
 from ..modes._prompts import LabelSet
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
-from ._options import MAX_PAIRS_OPTION, SCALES, JudgeOptions, input_options, judge_options, output_options
+from ._options import MAX_PAIRS_OPTION, SCALE_RANGE, JudgeOptions, input_options, judge_options, output_options
 from ._summary import show_summary, write_summary
 
 SUMMARY_MODES = ["score", "criteria", "checklist", "claims", "criteria-compare"]
@@ -30,8 +30,9 @@ SUMMARY_MODES = ["score", "criteria", "checklist", "claims", "criteria-compare"]
 @input_options
 @judge_options("score", "compare")
 @output_options(stdout=False)
-@click.option("--scale", type=SCALES, default="10", show_default=True,
-              help="Scale of the pointwise scores whose means are ranked too.")
+@click.option("--scale", type=SCALE_RANGE, default="10", show_default=True,
+              help="Scale of the pointwise scores whose means are ranked too, as score's --scale: a top value "
+                   "(10: 1..10) or a range (0-5).")
 @click.option("--method", type=click.Choice(["single", "two_pass", "likelihood", "ppl"]), default="likelihood",
               show_default=True, help="Verdicts for the hard Bradley-Terry fit, Elo and win rates.")
 @click.option("--bootstrap", default=200, show_default=True, type=click.IntRange(min=0),
@@ -50,7 +51,7 @@ SUMMARY_MODES = ["score", "criteria", "checklist", "claims", "criteria-compare"]
                    "items carrying none.")
 @click.option("--metric", default=None, help="With --mode: the headline value (see `trustjudge summary --help`).")
 def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, out: Path | None,
-         dry_run: bool, scale: str, method: str, bootstrap: int, rank_seed: int, json_out: Path | None,
+         dry_run: bool, scale: int | str, method: str, bootstrap: int, rank_seed: int, json_out: Path | None,
          max_pairs: int, summary_mode: str | None, suite: Path | None, metric: str | None) -> None:
     """Rank the systems that wrote the responses (the `system` field, else the response id).
 
@@ -63,10 +64,10 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
 
     judging.guard(items, {"--out": out, "--json": json_out}, inputs=(suite,))
     loaded = read_items(readable_input(items), skip_invalid, 1, fmt, max_pairs=max_pairs)
-    j = judging.make(scale=int(scale))
+    j = judging.make(scale=scale)
     if summary_mode is not None:
         try:
-            _rank_mode(j, loaded, summary_mode, suite, metric, int(scale), dry_run, quiet, out, json_out, bootstrap,
+            _rank_mode(j, loaded, summary_mode, suite, metric, scale, dry_run, quiet, out, json_out, bootstrap,
                        rank_seed)
         finally:
             j.close()
@@ -116,7 +117,7 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
 
 
 
-def _rank_mode(j: Judge, loaded: list[Item], mode: str, suite: Path | None, metric: str | None, scale: int,
+def _rank_mode(j: Judge, loaded: list[Item], mode: str, suite: Path | None, metric: str | None, scale: int | str,
                dry_run: bool, quiet: bool, out: Path | None, json_out: Path | None, bootstrap: int, seed: int) -> None:
     """``rank --mode``: judge the items with that mode, then each system's headline value with its interval."""
     from ..audit._summary import summarize

@@ -57,7 +57,7 @@ from ..modes._registry import MODES, Mode, get_mode
 from ._common import is_utf8
 from ._inputs import InputFormat
 from ._mode_command import registered_modes, suite_values
-from ._options import SCALES, STORE, JudgeOptions, input_options, judge_options
+from ._options import SCALE_RANGE, STORE, JudgeOptions, input_options, judge_options
 
 _COLUMNS = COLUMNS
 _output = output_row
@@ -236,20 +236,22 @@ def _mode_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @input_options
 @click.argument("item_id")
 @judge_options("score", "compare")
-@click.option("--scale", type=SCALES, default="10", show_default=True, help="The pointwise scale to look up.")
+@click.option("--scale", type=SCALE_RANGE, default="10", show_default=True,
+              help="The pointwise scale to look up, as score's --scale: a top value (10: 1..10) or a range (0-5).")
 @click.option("--kind", "judgment", default="all", show_default=True, callback=_mode_name,
               help=f"Which judgments of the item to show: a mode ({', '.join(m.name for m in registered_modes())}, "
                    "or a plug-in's), or all (score and compare, and criteria and checklist where the item or suite "
                    "has them).")
 @click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The suite file the criteria/checklist run used (for items carrying no criteria/checklist).")
-@click.option("--criteria-scale", type=click.Choice(["5", "10"]), default=None,
-              help="The criteria run's --scale [default: the suite's, else 5].")
+@click.option("--criteria-scale", type=SCALE_RANGE, default=None,
+              help="The criteria run's --scale (a top value or a range) [default: the suite's, else 5].")
 @click.option("--labels", default=None, help="The checklist run's --labels [default: the suite's, else YES/NO].")
 @click.option("--prompt", "show_prompt", is_flag=True, help="Print each prompt in full.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line per judgment.")
-def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, judging: JudgeOptions, scale: str,
-         judgment: str, suite: Path | None, criteria_scale: str | None, labels: str | None, show_prompt: bool,
+def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, judging: JudgeOptions,
+         scale: int | str, judgment: str, suite: Path | None, criteria_scale: int | str | None, labels: str | None,
+         show_prompt: bool,
          as_json: bool) -> None:
     """The stored outputs of item ITEM_ID's judgments in ITEMS, under the judge options given.
 
@@ -262,12 +264,13 @@ def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, j
     s = load_suite(suite) if suite is not None else Suite()
     # --criteria-scale and --labels stand in for the suite's scale and labels: every mode's options come from
     # the suite through its fields' metadata["suite"], as its command's do.
-    s = dataclasses.replace(s, scale=int(criteria_scale) if criteria_scale else s.scale, labels=labels or s.labels)
+    s = dataclasses.replace(s, scale=criteria_scale if criteria_scale is not None else s.scale,
+                            labels=labels or s.labels)
     item = _find(readable_input(items), fmt, item_id)
     path = judging.store if judging.store is not None else default_store_path()
     with _reading(path) as db, tempfile.TemporaryDirectory(prefix="trustjudge-show-") as tmp:
         # The judge only renders prompts and computes keys: its own store is a scratch file, never the real one.
-        j = dataclasses.replace(judging, store=Path(tmp) / "keys.sqlite").make(scale=int(scale))
+        j = dataclasses.replace(judging, store=Path(tmp) / "keys.sqlite").make(scale=scale)
         try:
             for entry in _judgments(j, item, judgment, s):
                 entry["outputs"] = _stored(db, j, entry.pop("question"), entry["protocol"])

@@ -10,6 +10,9 @@
   accuracy, Cohen's kappa); with holistic pairwise records, the conflict ratio of the checklist's
   expected satisfaction against the pairwise verdicts.
 
+The modes' :meth:`~._base.Task.audit` hooks (the ``*_hook`` functions at the end) run these over a
+command's records, judging what else they need through an :class:`~._base.AuditContext`.
+
 Each measure reuses the holistic audit (``_audit``) on per-criterion projections of the records, so
 the definitions are the same as in the main audit.
 """
@@ -29,7 +32,7 @@ from ..engine import _aggregates as A
 from ..engine._scoring import SCORE_METHODS
 from ..errors import ConfigError
 from ..io._items import Claim, Item
-from ._base import Task
+from ._base import AuditContext, Task
 from ._prompts import YES_NO, LabelSet
 from ._records import ChecklistRecord, CriteriaRecord, ScoreRecord
 
@@ -293,3 +296,53 @@ def claims_sensitivity(run: Callable[[Task, list[Item]], Iterable[Any]], items: 
         "negation": {"claims": total, "both_supported": both, "share": both / total if total else math.nan},
         "extractor": {"responses": len(diffs), "mean_abs_count_difference": sum(diffs) / len(diffs) if diffs
                       else math.nan}})
+
+
+# -- the modes' audit hooks ---------------------------------------------------------------------------------
+
+GROUNDING = "grounding-audit"
+SENSITIVITY = "sensitivity"
+GROUNDING_OPTION = {GROUNDING: "With --audit: judge the items again without their profile/knowledge/evidence and "
+                               "with swapped profiles, and report the shift."}
+SENSITIVITY_OPTION = {SENSITIVITY: "With --audit: evidence order, negation and extractor stability (a second "
+                                   "extraction at temperature 0.7)."}
+
+
+def criteria_hook(records: Sequence[Record], context: AuditContext, *, pairwise: bool) -> dict[str, Any]:
+    """The criteria audit of a ``criteria`` run (``pairwise``: of a ``criteria-compare`` run): the other
+    side's judgments come from the context (the criteria-compare pairs of items with two responses or more,
+    or the criteria scores of every item); ``grounding-audit`` adds :func:`grounding_audit` of the scores."""
+    listed = context.items()
+    scoring = context.task_of("criteria")
+    if not pairwise:
+        several = [it for it in listed if len(it.responses) >= 2]
+        pairs = [r.to_dict() for r in context.run(context.task_of("criteria-compare"), several)]
+        report = criteria_audit(records, pairs)
+    else:
+        report = criteria_audit([r.to_dict() for r in context.run(scoring, listed)], records)
+    if GROUNDING in context.asked:
+        report["grounding"] = grounding_audit(context.run, listed, scoring)
+    return report
+
+
+def checklist_hook(task: Task, labels: LabelSet, records: Sequence[Record], context: AuditContext) -> dict[str, Any]:
+    """The checklist audit of a run judged with ``labels``, with holistic pairwise verdicts (the compare mode's,
+    on items with two responses or more) for its conflict ratio; ``grounding-audit`` adds :func:`grounding_audit`."""
+    listed = context.items()
+    several = [it for it in listed if len(it.responses) >= 2]
+    pairs = [r.to_dict() for r in context.run(context.task_of("compare"), several)] if several else []
+    report = checklist_audit(records, pairs, labels=labels)
+    if GROUNDING in context.asked:
+        report["grounding"] = grounding_audit(context.run, listed, task)
+    return report
+
+
+def claims_hook(task: Task, records: Sequence[Record], context: AuditContext) -> dict[str, Any]:
+    """The claims audit; ``sensitivity`` adds :func:`claims_sensitivity` (extractor stability from the context's
+    :attr:`~._base.AuditContext.resampled` judge, where it offers one)."""
+    report = claims_audit(records)
+    if SENSITIVITY in context.asked:
+        listed = context.items()
+        reruns = [context.resampled(listed)] if context.resampled is not None else []
+        report["sensitivity"] = claims_sensitivity(context.run, listed, task, reruns)
+    return report

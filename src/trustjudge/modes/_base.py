@@ -9,9 +9,9 @@ overrides it). The engine never sees a task, and :class:`~trustjudge.Judge` runs
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..backends import Backend, GenerateRequest, Generation
 from ..backends._recorded import RecordedBackend
@@ -30,6 +30,7 @@ from ._records import (
     RecordBase,
     ResponseHeader,
 )
+from ._sections import Section, fields_section
 
 Format = Callable[[str, str, str], str]
 """``backend.format_prompt(system, user, assistant_prefix)``."""
@@ -126,8 +127,40 @@ def _pair_bytes(item: Item) -> Iterator[int]:
         yield sizes.get(pair.first, 0) + sizes.get(pair.second, 0)
 
 
+@dataclass(frozen=True)
+class AuditContext:
+    """What a task's :meth:`Task.audit` may use besides its records: the input's items and the judge, to judge
+    more (an audit that compares with another mode's judgments, or judges the items again altered)."""
+
+    items: Callable[[], list[Item]]
+    """Every valid item of the input (read when called)."""
+    run: Callable[[Task, Sequence[Item]], Iterable[RecordBase]]
+    """The judge's :meth:`~trustjudge.Judge.run`: the store answers what it has, the rest is judged."""
+    task_of: Callable[[str], Task]
+    """The task of another mode by name, for this judge: with the options of the same command line and
+    suite where the command runs that mode, else with the mode's defaults."""
+    asked: frozenset[str] = frozenset()
+    """The optional parts of the audit asked for (names among the task's :attr:`Task.audit_options`)."""
+    resampled: Callable[[Sequence[Item]], list[RecordBase]] | None = None
+    """The records of items judged again under this task by a second judge sampling at temperature 0.7 with
+    the next seed (a stability probe), where the caller offers one."""
+
+    @staticmethod
+    def records_only(task_of: Callable[[str], Task]) -> AuditContext:
+        """A context that offers no item and so judges nothing: the audit of the records alone (the measures
+        that need more judgments are left out)."""
+        return AuditContext(list, lambda task, items: iter(()), task_of)
+
+
 class Task(ABC):
-    """Turns items into label questions and their outcomes into records."""
+    """Turns items into label questions and their outcomes into records.
+
+    Optional hooks give a mode an audit and its report, reached through the registry (``get_mode(name).task``)
+    by ``trustjudge <command> --audit / --report`` with no other file touched: :meth:`audit` (its records to
+    JSON-able data), :meth:`report_sections` (that data to sections of notes, tables and figures, drawn by
+    :mod:`trustjudge.report`) and :meth:`report_facts` (lines of the report's summary); a task holds no HTML
+    and no plotting code.
+    """
 
     kind: ClassVar[str]
     protocol: Protocol
@@ -189,6 +222,29 @@ class Task(ABC):
     def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> RecordBase:
         """The record ``rule`` gives ``response`` with no model call (a task that takes rules overrides it)."""
         raise ConfigError(f"the {self.kind} mode takes no rules")
+
+
+    # -- optional hooks: the mode's audit and its report ------------------------------------------------------
+    audit_options: ClassVar[Mapping[str, str]] = {}
+    """Optional parts of :meth:`audit`, by name (a word with dashes), each with its help: a command takes each
+    as the flag ``--<name>`` (with ``--audit`` / ``--report``), and :attr:`AuditContext.asked` holds those asked."""
+
+    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
+        """The audit of this task's ``records`` (dicts, as ``to_dict()`` gives them), as JSON-able data; ``None``
+        (this default) where the mode has no audit."""
+        return None
+
+    @classmethod
+    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
+        """The report of an :meth:`audit` (or its JSON read back) as sections of plain data. This default shows
+        each field of the audit in one table."""
+        found = fields_section(audit, id="audit", title="Audit")
+        return [] if found is None else [found]
+
+    @classmethod
+    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Lines (name, text) for the report's summary, after the mode and the run's details; default none."""
+        return []
 
 
 # -- rules: shortcuts before the judge ------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..engine._asking import Protocol as Protocol
 from ..engine._engine import CLOSE as CLOSE
 from ..errors import ConfigError
+from ..io._items import SCALE_SPAN
 from ..io._quoting import _TAGS as _TAGS
 from ..io._quoting import DEFAULT_TAGS as DEFAULT_TAGS
 from ..io._quoting import quote as quote
@@ -263,7 +264,7 @@ def _labels(low: int, high: int) -> tuple[str, ...]:
     return tuple(str(v) for v in _values(low, high))
 
 
-_RANGE = re.compile(r"\s*(-?\d+)\s*(?:-|\.\.|to)\s*(-?\d+)\s*")
+_RANGE = SCALE_SPAN
 
 
 def scale(spec: int | str | Scale, low: int | None = None) -> Scale:
@@ -524,6 +525,10 @@ def _shared_fields(question: str, context: str | None, reference: str | None, sc
     """The fields every response to one question shares, quoted once (copied before use)."""
     return dict(question=quote(question, tags), scale_min=scale_min, scale_max=scale_max, task=task,
                 **_blocks(context, reference, tags, grounding))
+
+
+SCALE_METAVAR = "N|LO-HI"
+"""How a scale option's value reads in a command's help."""
 
 
 def scale_text(text: str) -> int | str:

@@ -80,7 +80,8 @@ def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # 
 
     The keywords ``cli`` are more metadata, read by the mode's command (``trustjudge <command>``, built from the
     fields: see :mod:`trustjudge.cli._mode_command`, which also reads ``choices`` and the bounds): ``flag``
-    (its name on the command line, default ``--`` and the field's name with dashes), ``parse``
+    (its name on the command line, default ``--`` and the field's name with dashes), ``metavar`` (how its value
+    reads in the help: ``N|LO-HI``), ``parse``
     (``callable(str) -> value``, for a type a command line cannot spell), ``suite`` (the suite file's field
     that supplies it, where the command line does not), ``shown`` (how its default reads in the help, where
     the value's own text would not do), ``cli=False`` (not on the command line: the command keeps its default).
@@ -130,6 +131,12 @@ class Mode:
             raise ConfigError(f"mode {self.name!r}: record and options must be dataclasses")
         if self.min_responses < 1:
             raise ConfigError(f"mode {self.name!r}: min_responses must be 1 or more, got {self.min_responses}")
+
+    @property
+    def audits(self) -> bool:
+        """Whether its task has an audit (defines the :meth:`Task.audit` hook): its command then takes ``--audit``
+        and ``--report``."""
+        return self.task.audit is not Task.audit
 
     def option_help(self) -> dict[str, str]:
         """Each option's help text, by field name."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..engine import _aggregates as A
 from ..engine._asking import Question
@@ -12,8 +12,10 @@ from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..errors import InputError
 from ..io._items import Check, Item, Response
 from ..io._rules import Rule
+from . import _audits, _reports
 from ._base import (
     PARTIAL,
+    AuditContext,
     Cost,
     Format,
     Task,
@@ -40,6 +42,7 @@ from ._records import (
     CheckResult,
 )
 from ._registry import PROTOCOL_HELP, RULES_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._sections import Section
 
 POSITION = 50
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -186,6 +189,21 @@ class ChecklistTask(Task):
         return ChecklistRecord(item.id, r.id, r.system, judge, self.protocol, list(self.labels.labels), results,
                                satisfaction, p_all, passed, expected, unscored,
                                left_out if self.reweight and unscored is None else [])
+
+
+    # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
+    audit_options: ClassVar[Mapping[str, str]] = _audits.GROUNDING_OPTION
+
+    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
+        return _audits.checklist_hook(self, self.labels, records, context)
+
+    @classmethod
+    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
+        return _reports.checklist_sections(audit)
+
+    @classmethod
+    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return _reports.checklist_facts(audit)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ from ..engine._asking import Question, Sampling
 from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
 from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Item, Response
-from ._base import Asking, Cost, Format, Task, text_bytes
+from . import _audits, _reports
+from ._base import Asking, AuditContext, Cost, Format, Task, text_bytes
 from ._prompts import (
     ANSWER_MARKER,
     DEFAULT_TAGS,
@@ -60,6 +61,7 @@ from ._prompts import (
 )
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
+from ._sections import Section
 
 UNPARSEABLE = "unparseable_extraction"
 NOT_EXTRACTED = "not_extracted"
@@ -436,6 +438,21 @@ class ClaimsTask(Task):
             unscored = NOT_EXTRACTED if gold == NOT_EXTRACTED else "unparseable_gold_extraction"
         return ClaimsRecord(item.id, r.id, r.system, judge, source, results, precision, dist, expected, f1,
                             unknown_mass, matching, unscored, raw, skipped, cited, accuracy)
+
+
+    # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
+    audit_options: ClassVar[Mapping[str, str]] = _audits.SENSITIVITY_OPTION
+
+    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
+        return _audits.claims_hook(self, records, context)
+
+    @classmethod
+    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
+        return _reports.claims_sections(audit)
+
+    @classmethod
+    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return _reports.claims_facts(audit)
 
 
 def evidence_of(item: Item) -> Grounding:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..backends import GenerateRequest
 from ..engine import _aggregates as A
@@ -26,9 +26,11 @@ from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
 from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Criterion, Item, Response
 from ..io._rules import Rule
+from . import _audits, _reports
 from ._base import (
     PARTIAL,
     Asking,
+    AuditContext,
     Cost,
     Format,
     Task,
@@ -47,6 +49,7 @@ from ._base import (
 from ._prompts import (
     CRITERION_FIELDS,
     DEFAULT_TAGS,
+    SCALE_METAVAR,
     SCORE_MARKER,
     Prompts,
     Protocol,
@@ -73,6 +76,7 @@ from ._registry import (
     keep_distribution,
     option,
 )
+from ._sections import Section
 
 POSITION = 30
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -411,13 +415,29 @@ class CriteriaTask(Task):
                               unscored, left_out if self.reweight and unscored is None else [], human, r.human_score)
 
 
+    # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
+    audit_options: ClassVar[Mapping[str, str]] = _audits.GROUNDING_OPTION
+
+    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
+        return _audits.criteria_hook(records, context, pairwise=False)
+
+    @classmethod
+    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
+        return _reports.criteria_sections(audit)
+
+    @classmethod
+    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return _reports.criteria_facts(audit)
+
+
 @dataclass(frozen=True)
 class CriteriaOptions:
     criteria: tuple[Criterion, ...] = option((), "Criteria for items that carry none (a suite's).", suite="criteria")
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
     scale: int | str = option(5, "Scale of criteria without level descriptions: a top value (5: 1..5) or an "
-                                 "integer range ('0-3').", suite="scale", parse=scale_text)
+                                 "integer range ('0-3').", suite="scale", parse=scale_text,
+                              metavar=SCALE_METAVAR)
     scale_min: int | None = option(None, "Bottom of that scale when it is given by its top (0: 0..scale); "
                                          "default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)

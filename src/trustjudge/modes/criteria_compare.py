@@ -3,7 +3,7 @@ orders, aggregated by weight."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -12,8 +12,10 @@ from ..engine import _scoring as S
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Criterion, Item, Pair
+from . import _audits, _reports
 from ._base import (
     PARTIAL,
+    AuditContext,
     Cost,
     Format,
     Task,
@@ -40,6 +42,7 @@ from ._records import (
     CriterionVerdict,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._sections import Section
 
 POSITION = 40
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -163,6 +166,21 @@ class CriteriaCompareTask(Task):
         return CriteriaCompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, aggregate,
                                      margin, verdict, unscored, left_out if self.reweight and unscored is None else [],
                                      pair.human, r1.system, r2.system)
+
+
+    # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
+    audit_options: ClassVar[Mapping[str, str]] = _audits.GROUNDING_OPTION
+
+    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
+        return _audits.criteria_hook(records, context, pairwise=True)
+
+    @classmethod
+    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
+        return _reports.criteria_sections(audit)
+
+    @classmethod
+    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return _reports.criteria_facts(audit)
 
 
 @dataclass(frozen=True)

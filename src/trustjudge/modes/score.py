@@ -27,6 +27,7 @@ from ._base import (
 )
 from ._prompts import (
     POINTWISE_FIELDS,
+    SCALE_METAVAR,
     SCORE_MARKER,
     Prompts,
     Protocol,
@@ -131,7 +132,8 @@ class ScoreTask(Task):
 @dataclass(frozen=True)
 class ScoreOptions:
     scale: int | str | None = option(None, "Rating scale: a top value (10: 1..10) or any integer range ('0-5', "
-                                           "'0-10'); default: the judge's.", parse=scale_text)
+                                           "'0-10'); default: the judge's.", parse=scale_text,
+                                      metavar=SCALE_METAVAR)
     scale_min: int | None = option(None, "Bottom of the scale when it is given by its top (0 with scale 10: "
                                          "0..10); default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)

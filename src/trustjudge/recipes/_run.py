@@ -9,7 +9,8 @@ from typing import Any
 from .._judge import Judge
 from ..audit._stats import finite
 from ..io._items import Item
-from ..modes._audits import checklist_audit, claims_audit, criteria_audit
+from ..modes._base import AuditContext
+from ..modes._registry import get_mode
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
@@ -108,12 +109,9 @@ def audit_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, records: l
             scale = int(recipe.judge.get("scale", judge.scale.points))
             audited = judge.audit(list(items), scales=(scale,), bootstrap=bootstrap, seed=seed)
             out["consistency"] = audited.report.to_dict()
-        elif recipe.mode == "checklist":
-            labels = getattr(judge.task(recipe.mode, **recipe.options), "labels")  # noqa: B009 (Task has no labels)
-            out["mode"] = checklist_audit(records, labels=labels)
-        elif recipe.mode == "claims":
-            out["mode"] = claims_audit(records)
-        elif recipe.mode == "criteria":
-            out["mode"] = criteria_audit(records)
+        elif get_mode(recipe.mode).audits:  # the mode's own audit hook, on the records alone
+            own = judge.task(recipe.mode, **recipe.options).audit(records, AuditContext.records_only(judge.task))
+            if own is not None:
+                out["mode"] = own
     return out
 
