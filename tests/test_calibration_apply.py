@@ -256,7 +256,7 @@ def test_cli_refuses_a_mismatch_before_judging_and_records_an_override(
     assert "a calibration of checklist verdicts; `trustjudge compare` judges compare verdicts" in str(wrong.exception)
 
 
-@pytest.mark.parametrize("command", ["score", "criteria"])
+@pytest.mark.parametrize("command", ["criteria"])
 def test_modes_without_calibration_units_refuse_the_options(tmp_path: Path, command: str) -> None:
     items = write_jsonl(tmp_path / "items.jsonl", _check_rows(2))
     cal = tmp_path / "cal.json"
@@ -265,7 +265,7 @@ def test_modes_without_calibration_units_refuse_the_options(tmp_path: Path, comm
         result = CliRunner().invoke(cli, [command, str(items), "-j", "mock/hash", "--store",
                                           str(tmp_path / "s.sqlite"), *option])
         assert result.exit_code == 2, result.output
-        assert f"{option[0]} does not apply to {command}: calibration covers compare, checklist, claims" \
+        assert f"{option[0]} does not apply to {command}: calibration covers compare, checklist, claims, score" \
             in result.output
     assert not (tmp_path / "s.sqlite").exists()
     alone = CliRunner().invoke(cli, ["checklist", str(items), "-j", "mock/hash", "--target-agreement", "0.8"])
