@@ -374,7 +374,7 @@ def _real_rows(n: int, prefix: str, start: int = 0) -> list[dict[str, Any]]:
     """Arithmetic answers, right four times in five; the human gives a right one 4 or 5, a wrong one 1 or 2."""
     rows = []
     for i in range(start, start + n):
-        a, b = 3 + i % 7, 2 + (i * 3) % 5
+        a, b = 2 + i, 1 + (i * 3) % 5  # every item its own sum: the new items share no prompt with the others
         right = i % 5 != 0
         answer = a + b if right else a + b + 3
         human = (5 if i % 2 else 4) if right else (1 if i % 2 else 2)
