@@ -177,7 +177,8 @@ def test_bad_score_records_are_refused_clearly() -> None:
     base = [_record("i0", [0.1, 0.2, 0.3, 0.25, 0.15], 3), _record("i1", [0.6, 0.2, 0.1, 0.05, 0.05], 1)]
     args = dict(judge="mock/x", fingerprint="mock:x", template="t", protocol="direct")
     off_scale = [*base, _record("i2", [0.2] * 5, 9)]
-    with pytest.raises(ConfigError, match=r"item 'i2', response 'r': human_score 9 lies outside the judging scale 1..5"):
+    with pytest.raises(ConfigError, match=r"item 'i2', response 'r': human_score 9 lies outside the judging "
+                                          r"scale 1..5"):
         fit("score", off_scale, **args)  # type: ignore[arg-type]
     no_dist = [*base, {**_record("i3", None, 2), "unscored": None, "scores": {"expected": 2.0}}]
     with pytest.raises(ConfigError, match=r"record 3 \(item 'i3', response 'r'\): a score record without its "
