@@ -22,6 +22,7 @@ from trustjudge.audit._trust import (
     Tally,
     abstained_items,
     annotate,
+    evaluation,
     fit,
     nearest_level,
     score_agrees,
@@ -127,6 +128,11 @@ def test_the_selection_is_the_threshold_test_on_tolerance_agreement() -> None:
     hand = choose_threshold(conf, agree, alpha=1 - 0.8, delta=0.1)
     assert (sel.kept, sel.n, sel.agreement, sel.lower_bound) == (hand.kept, hand.n, hand.agreement, hand.lower_bound)
     assert sel.threshold == pytest.approx(hand.threshold)
+    # the report's numbers read the same agreement (within 1): accuracy and the selective-risk curve's end
+    report = evaluation("score", [], cal, sel)
+    assert report["source"] == "calibration set" and report["after"]["accuracy"] == pytest.approx(np.mean(agree))
+    assert report["risk_curve"][-1]["agreement"] == pytest.approx(np.mean(agree))
+    assert report["selection"]["coverage"] == pytest.approx(np.mean(np.asarray(conf) >= sel.threshold))
     assert sel.supported and sel.lower_bound is not None and sel.lower_bound >= 0.8 - 1e-9
     # tolerance 0: the top level and its probability, agreement on the level itself
     exact = _identity(probs.tolist(), human, tolerance=0).selection(0.5, 0.1)
