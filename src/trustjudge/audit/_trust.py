@@ -30,7 +30,11 @@ CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")
 POINTWISE = "score"
 """The pointwise mode: calibrated over the scale's levels, agreement within a tolerance (not served yet)."""
-CALIBRATION_MODES = (*MODES, POINTWISE)
+CRITERIA = "criteria"
+"""Per-criterion scores, calibrated like pointwise ones: one unit per criterion judged on the shared levels."""
+LEVEL_MODES = (POINTWISE, CRITERIA)
+"""The modes whose units are distributions over a scale's levels (agreement within a tolerance)."""
+CALIBRATION_MODES = (*MODES, *LEVEL_MODES)
 """Every mode a calibration file can be fitted for (``MODES``: those the service also applies)."""
 DEFAULT_TOLERANCE = 0.0
 """A pointwise verdict agrees with the human by default only on the same level (as the other modes' classes)."""
@@ -74,8 +78,8 @@ def classes_of(mode: str, records: Sequence[Mapping[str, Any]]) -> tuple[str, ..
         return PAIR_CLASSES
     if mode == "checklist":
         return CHECK_CLASSES
-    if mode == POINTWISE:
-        return _score_classes(records)
+    if mode in LEVEL_MODES:
+        return _score_classes(_level_parts(mode, records))
     for rec in records:
         for claim in rec.get("claims") or ():
             if claim.get("probabilities"):
@@ -92,6 +96,10 @@ def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str
     if mode == POINTWISE:
         values = _levels(classes, levels)
         return [_score_unit(i, rec, classes, values) for i, rec in enumerate(records)]
+    if mode == CRITERIA:
+        values = _levels(classes, levels)
+        return [_score_unit(i, c, classes, values, rec, ("criteria", j))
+                for i, rec in enumerate(records) for j, c in enumerate(rec.get("criteria") or ())]
     for i, rec in enumerate(records):
         if mode == "compare":
             p = rec.get("probabilities")
@@ -116,12 +124,30 @@ def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str
 
 # -- pointwise units: a scored response's distribution over the scale's levels -------------------------------
 
-def _score_classes(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    for rec in records:
-        if rec.get("distribution"):
-            return tuple(rec["distribution"])
-    raise ConfigError("no score record carries its distribution over the scale's levels (each is unscored, or was "
-                      "judged without `--distribution` / keep_distribution=True): calibration reads that distribution")
+def _level_parts(mode: str, records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """What holds each unit's distribution: the score records, or every criterion of the criteria records."""
+    if mode == POINTWISE:
+        return list(records)
+    return [c for rec in records for c in rec.get("criteria") or ()]
+
+
+def _score_classes(parts: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    for part in parts:
+        if part.get("distribution"):
+            return tuple(part["distribution"])
+    raise ConfigError("no score or criterion carries its distribution over the scale's levels (each is unscored, or "
+                      "was judged without `--distribution` / keep_distribution=True): calibration reads that "
+                      "distribution")
+
+
+def level_values(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> list[float] | None:
+    """The value of each level as the records give it (a criterion's labelled scale: its ``labels``), or
+    ``None`` where the labels are the values (decimal numbers)."""
+    for part in _level_parts(mode, records):
+        labels = part.get("labels")
+        if part.get("distribution") and isinstance(labels, dict):
+            return [float(labels[c]) for c in classes]
+    return None
 
 
 def _levels(classes: Sequence[str], levels: Sequence[float] | None) -> tuple[float, ...]:
@@ -146,22 +172,28 @@ def nearest_level(value: float, levels: Sequence[float]) -> int | None:
     return min((j for j, g in enumerate(gaps) if g == best), key=lambda j: levels[j])
 
 
-def _score_unit(i: int, rec: Mapping[str, Any], classes: tuple[str, ...], levels: tuple[float, ...]) -> Unit:
+def _score_unit(i: int, rec: Mapping[str, Any], classes: tuple[str, ...], levels: tuple[float, ...],
+                record: Mapping[str, Any] | None = None, path: tuple[str | int, ...] = ()) -> Unit:
+    """A score record's unit, or (``record`` and ``path`` given) one criterion ``rec`` of a criteria record."""
     dist = rec.get("distribution")
     scored = rec.get("unscored") is None and any(v is not None for v in (rec.get("scores") or {}).values())
-    where = f"record {i + 1} (item {rec.get('item_id')!r}, response {rec.get('response_id')!r})"
+    head = record if record is not None else rec
+    where = f"record {i + 1} (item {head.get('item_id')!r}, response {head.get('response_id')!r}" + \
+        (f", criterion {rec.get('name')!r})" if record is not None else ")")
     probs = None
     if scored:
         if not dist:
             raise ConfigError(f"{where}: a score record without its distribution over the levels; judge with "
                               "`--distribution` (keep_distribution=True) to calibrate or apply a calibration")
-        if set(dist) != set(classes):
+        labels = rec.get("labels")
+        if set(dist) != set(classes) or isinstance(labels, dict) and \
+                [float(labels[c]) for c in classes] != list(levels):
             raise ConfigError(f"{where}: its levels {list(dist)} are not the calibration's {list(classes)} (another "
                               "scale)")
         probs = tuple(float(dist[c]) for c in classes)
-    h = rec.get("human_score")
+    h = rec.get("human_score" if record is None else "human")
     human = nearest_level(float(h), levels) if isinstance(h, (int, float)) and not isinstance(h, bool) else None
-    return Unit(i, (), probs, human)
+    return Unit(i, path, probs, human)
 
 
 def score_verdicts(probs: npt.ArrayLike, levels: Sequence[float],
@@ -239,26 +271,26 @@ class Calibration:
         """Each calibrated row's verdict (class index) and confidence: the top class and its probability, or in
         the score mode the level with the most mass within the tolerance and that mass (:func:`score_verdicts`)."""
         p = np.atleast_2d(np.asarray(q, dtype=np.float64))
-        if self.mode == POINTWISE:
+        if self.mode in LEVEL_MODES:
             return score_verdicts(p, _levels(self.map.classes, self.levels), self.tolerance or 0.0)
         return p.argmax(axis=1).astype(np.int64), p.max(axis=1)
 
     def agrees(self, verdict: npt.ArrayLike, human: npt.ArrayLike) -> npt.NDArray[np.bool_]:
-        """Whether each verdict agrees with the human class (the score mode: within the tolerance)."""
-        if self.mode == POINTWISE:
+        """Whether each verdict agrees with the human class (score, criteria: within the tolerance)."""
+        if self.mode in LEVEL_MODES:
             return score_agrees(verdict, human, _levels(self.map.classes, self.levels), self.tolerance or 0.0)
         return np.asarray(np.asarray(verdict) == np.asarray(human))
 
     def check_tolerance(self, tolerance: float | None) -> None:
-        """Refuse a tolerance other than the one this (score) calibration was fitted with (never overridable:
-        agreement would mean another thing); ``None`` takes the file's."""
+        """Refuse a tolerance other than the one this (score, criteria) calibration was fitted with (never
+        overridable: agreement would mean another thing); ``None`` takes the file's."""
         if tolerance is None:
             return
-        if self.mode != POINTWISE:
-            raise ConfigError(f"a tolerance applies to score calibrations, not to {self.mode} ones")
+        if self.mode not in LEVEL_MODES:
+            raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {self.mode} ones")
         if abs(_check_tolerance(tolerance, "--tolerance") - (self.tolerance or 0.0)) > _SLACK:
             raise ConfigError(f"this calibration was fitted with tolerance {self.tolerance:g}, not {tolerance:g}: "
-                              f"refit it with `trustjudge calibrate --mode score --tolerance {tolerance:g}` (the "
+                              f"refit it with `trustjudge calibrate --mode {self.mode} --tolerance {tolerance:g}` (the "
                               "store holds the judgments: zero model calls)")
 
     @property
@@ -304,7 +336,7 @@ class Calibration:
                 "fingerprint": self.fingerprint, "template": self.template, "protocol": self.protocol,
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
-                **({"levels": self.levels, "tolerance": self.tolerance} if self.mode == POINTWISE else {}),
+                **({"levels": self.levels, "tolerance": self.tolerance} if self.mode in LEVEL_MODES else {}),
                 "calibration_set": {"probs": self.probs, "human": self.human,
                                     **({"keys": self.keys} if self.keys is not None else {})}}
 
@@ -378,11 +410,11 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
     ``vector`` (default, and the only one) on several classes. The score mode (:func:`_fit_score`):
     ``levels`` are the scale's values (default: its labels read as numbers), ``tolerance`` the agreement's.
     """
-    if mode == POINTWISE:
-        return _fit_score(records, judge=judge, fingerprint=fingerprint, template=template, protocol=protocol,
+    if mode in LEVEL_MODES:
+        return _fit_score(mode, records, judge=judge, fingerprint=fingerprint, template=template, protocol=protocol,
                           method=method, levels=levels, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
     if tolerance is not None:
-        raise ConfigError(f"a tolerance applies to score calibrations, not to {mode} ones")
+        raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {mode} ones")
     classes = classes_of(mode, records)
     labelled = [u for u in units(mode, records, classes) if u.probs is not None and u.human is not None]
     if len(labelled) < 2:
@@ -410,40 +442,44 @@ VECTOR_MAX_LEVELS = 11
 temperature alone: a bias per level would need humans on every one of a hundred levels."""
 
 
-def _fit_score(records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str, protocol: str,
-               method: str | None, levels: Sequence[float] | None, tolerance: float) -> Calibration:
-    """A score calibration: vector scaling over the levels (``temperature`` alone on scales of more than
-    :data:`VECTOR_MAX_LEVELS` levels, or when asked), fitted by likelihood on the human's nearest level."""
+def _fit_score(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str,
+               protocol: str, method: str | None, levels: Sequence[float] | None, tolerance: float) -> Calibration:
+    """A score (or criteria) calibration: vector scaling over the levels (``temperature`` alone on scales of
+    more than :data:`VECTOR_MAX_LEVELS` levels, or when asked), fitted by likelihood on the human's nearest
+    level; criteria pool every criterion judged on the same levels."""
     tolerance = _check_tolerance(tolerance, "tolerance")
-    classes = classes_of(POINTWISE, records)
-    values = _levels(classes, levels)
-    all_units = units(POINTWISE, records, classes, values)
+    classes = classes_of(mode, records)
+    values = _levels(classes, levels if levels is not None else level_values(mode, records, classes))
+    all_units = units(mode, records, classes, values)
+    field_name = "human_score" if mode == POINTWISE else "human_criteria"
     for u in all_units:
-        h = records[u.record].get("human_score")
+        rec = records[u.record]
+        part: Mapping[str, Any] = rec if not u.path else rec["criteria"][u.path[1]]
+        h = part.get("human_score" if mode == POINTWISE else "human")
         if h is not None and u.human is None:
-            rec = records[u.record]
-            raise ConfigError(f"item {rec.get('item_id')!r}, response {rec.get('response_id')!r}: human_score {h!r} "
-                              f"lies outside the judging scale {min(values):g}..{max(values):g} (give human scores "
-                              "on the scale the judge scores on)")
+            name = "" if mode == POINTWISE else f", criterion {part.get('name')!r}"
+            raise ConfigError(f"item {rec.get('item_id')!r}, response {rec.get('response_id')!r}{name}: {field_name} "
+                              f"{h!r} lies outside the judging scale {min(values):g}..{max(values):g} (give human "
+                              "scores on the scale the judge scores on)")
     labelled = [u for u in all_units if u.probs is not None and u.human is not None]
     if len(labelled) < 2:
         raise ConfigError(f"calibration needs labelled, scored verdicts: found {len(labelled)} in {len(records)} "
-                          "score record(s) (give human scores: responses' `human_score`)")
+                          f"{mode} record(s) (give human scores: responses' `{field_name}`)")
     chosen = method or ("vector" if len(classes) <= VECTOR_MAX_LEVELS else "temperature")
     if chosen not in ("vector", "temperature"):
         raise ConfigError(f"score calibration is vector scaling or temperature over the levels, not {chosen!r}")
     probs = np.asarray([u.probs for u in labelled], dtype=np.float64)
     human = np.asarray([u.human for u in labelled], dtype=np.int64)
     cmap = C.fit_vector(probs, human, classes) if chosen == "vector" else C.fit_temperature(probs, human, classes)
-    keys = [list(unit_key(POINTWISE, records[u.record], u)) for u in labelled]
-    return Calibration(POINTWISE, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(),
+    keys = [list(unit_key(mode, records[u.record], u)) for u in labelled]
+    return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(),
                        None, keys=keys, levels=list(values), tolerance=tolerance)
 
 
 def _read_pointwise(d: Mapping[str, Any], mode: str, classes: tuple[str, ...],
                     source: str) -> tuple[list[float] | None, float | None]:
     """A score calibration file's level values and tolerance, checked (``None, None`` in the other modes)."""
-    if mode != POINTWISE:
+    if mode not in LEVEL_MODES:
         return None, None
     levels = d.get("levels")
     if not (isinstance(levels, list) and len(levels) == len(classes)
@@ -498,7 +534,7 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
             verdict, confidence = calibration.verdicts(q)
             block = {"probabilities": dict(zip(classes, map(float, q[0]))), "verdict": classes[int(verdict[0])],
                      "confidence": float(confidence[0])}
-        if mode == POINTWISE:
+        if mode in LEVEL_MODES:
             block.update(_score_block(calibration, block["probabilities"]))
         if selection is not None:
             block["abstained"] = (UNSCORED if block["confidence"] is None
@@ -564,7 +600,7 @@ class Tally:
             "labelled_kept": self.labelled,
             "calibration": {"judge": cal.judge, "n": cal.n, "method": cal.map.method, "data_hash": cal.data_hash,
                             "overridden": list(cal.overridden)}}
-        if cal.mode == POINTWISE:
+        if cal.mode in LEVEL_MODES:
             out["calibration"]["tolerance"] = cal.tolerance
         if self.selection is not None:
             out["guarantee"] = self.selection.to_dict()
@@ -660,7 +696,8 @@ def abstained_items(mode: str, annotated: Sequence[Mapping[str, Any]],
             if (rec.get("calibrated") or {}).get("abstained") is not None:
                 wanted.setdefault(rec["item_id"], set()).add((rec["first_id"], rec["second_id"]))
         else:
-            parts = [rec] if mode == POINTWISE else rec.get("checks" if mode == "checklist" else "claims") or ()
+            parts = [rec] if mode == POINTWISE else rec.get({"checklist": "checks", CRITERIA: "criteria"}.get(
+                mode, "claims")) or ()
             if any((p.get("calibrated") or {}).get("abstained") is not None for p in parts):
                 wanted.setdefault(rec["item_id"], set()).add(rec["response_id"])
     out = []

@@ -1,4 +1,5 @@
-"""``--calibration`` on compare, checklist, claims, score and report: calibrated verdicts added as records stream out.
+"""``--calibration`` on compare, checklist, claims, score, criteria and report: calibrated verdicts added as
+records stream out.
 
 In two steps, so that nothing is judged in vain: :func:`load` reads the file, checks its mode and that the
 calibration set supports the target (before any item is read or judge built); :meth:`Calibrator.start`
@@ -59,9 +60,10 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
 
 
 def task_for(loaded: Loaded | None, task: Task) -> Task:
-    """``task`` as the calibration reads it: a score calibration reads each response's distribution over the
+    """``task`` as the calibration reads it: a score or criteria calibration reads each distribution over the
     levels, so the records keep it (as with ``--distribution``)."""
-    if loaded is not None and loaded.calibration.mode == "score" and getattr(task, "keep_distribution", True) is False:
+    if loaded is not None and loaded.calibration.mode in ("score", "criteria") \
+            and getattr(task, "keep_distribution", True) is False:
         return dataclasses.replace(task, keep_distribution=True)  # type: ignore[type-var]
     return task
 

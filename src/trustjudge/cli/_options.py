@@ -351,7 +351,7 @@ def audit_options(fn: Command) -> Command:
 
 # -- calibration on the judging commands --------------------------------------------------------------------
 
-CALIBRATED_MODES = ("compare", "checklist", "claims", "score")
+CALIBRATED_MODES = ("compare", "checklist", "claims", "score", "criteria")
 """The commands whose verdicts a calibration file applies to (the modes with calibration units)."""
 _CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary",
                        "tolerance")
@@ -379,7 +379,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
     """Add ``--calibration``, ``--calibration-override``, ``--target-agreement``, ``--risk-delta`` (and, with
     ``summary``, ``--summary``); the command receives them as one ``calibrating: CalibrationOptions``.
 
-    For a mode without calibration units (score, criteria) the options are hidden and refused when given,
+    For a mode without calibration units (a plug-in's) the options are hidden and refused when given,
     saying why, so that nobody believes a calibration was applied.
     """
     if mode not in CALIBRATED_MODES:
@@ -424,7 +424,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
         click.option("--risk-delta", type=level, default=0.1, show_default=True,
                      help="With --target-agreement: the allowed probability that the guarantee fails."),
     ]
-    if mode == "score":
+    if mode in ("score", "criteria"):
         options.append(click.option("--tolerance", type=Finite(min=0.0), default=None,
                                     help="With --calibration: the agreement tolerance in score points (default: the "
                                          "file's); a file fitted with another is refused."))

@@ -39,30 +39,33 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
 @input_options
 @judge_options("compare")
 @click.option("--mode", type=click.Choice(CALIBRATION_MODES), default="compare", show_default=True,
-              help="What to calibrate: pairwise verdicts, checklist checks, claim verifications or pointwise scores.")
+              help="What to calibrate: pairwise verdicts, checklist checks, claim verifications, pointwise scores or "
+                   "per-criterion scores.")
 @click.option("--method", type=click.Choice(["platt", "temperature", "isotonic", "vector"]), default=None,
               help="Two classes (checklist): platt (default), temperature or isotonic; several classes: vector; "
-                   "score: vector (default up to 11 levels) or temperature (default above).")
+                   "score, criteria: vector (default up to 11 levels) or temperature (default above).")
 @click.option("--tolerance", type=Finite(min=0.0), default=None,
-              help="--mode score: a verdict agrees with the human's score when at most this many points away "
-                   "(default 0: the same level). Stored in the file.")
+              help="--mode score or criteria: a verdict agrees with the human's score when at most this many points "
+                   "away (default 0: the same level). Stored in the file.")
 @_SCALE
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Write the calibration file (JSON) here.")
 def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, mode: str,
               method: str | None, tolerance: float | None, scale: str | None, out: Path) -> None:
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
-    if mode != "score" and (tolerance is not None or scale is not None):
-        raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode score")
+    if mode not in ("score", "criteria") and (tolerance is not None or scale is not None):
+        raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode score or "
+                               "criteria")
     judging.guard(items, {"--out": out})
     _template_fits(judging, mode)
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
-    j = judging.make(**({"scale": scale} if scale is not None else {}))
+    j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
     j.source = str(items)
     try:
+        judged = j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None
         with progress(quiet) as bar:
             task = bar.add_task(f"calibrate {mode} ({j.name})", total=None)
-            cal = j.calibrate(todo, mode, method=method, tolerance=tolerance,
+            cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
                               progress=lambda n: bar.advance(task, n))
         cal.save(out)
         s = j.stats
@@ -120,7 +123,9 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     cal = Calibration.load(calibration_path)
     _template_fits(judging, cal.mode)
     if scale is not None and cal.mode != "score":
-        raise click.UsageError(f"--scale applies to a score calibration; {calibration_path} is a {cal.mode} one")
+        raise click.UsageError(f"--scale applies to a score calibration; {calibration_path} is a {cal.mode} one"
+                               + (" (judge with `trustjudge criteria --scale S --calibration FILE`)"
+                                  if cal.mode == "criteria" else ""))
     if abstained_out is not None and target_agreement is None:
         raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
     if target_agreement is not None:
