@@ -170,7 +170,7 @@ def test_the_file_keeps_the_tolerance_and_refuses_a_mismatch_or_a_bad_field(tmp_
     with pytest.raises(ConfigError, match="missing field 'tolerance'"):
         Calibration.load(missing)
     # the other modes take no tolerance
-    with pytest.raises(ConfigError, match="a tolerance applies to score calibrations"):
+    with pytest.raises(ConfigError, match="a tolerance applies to score and criteria calibrations, not to compare"):
         fit("compare", [], judge="j", fingerprint="f", template="t", protocol="direct", tolerance=1)
     # temperature alone when asked (and by default above 11 levels): no bias
     temp = fit("score", records, judge="mock/x", fingerprint="mock:x", template="t", protocol="direct",
@@ -190,7 +190,7 @@ def test_bad_score_records_are_refused_clearly() -> None:
     with pytest.raises(ConfigError, match=r"record 3 \(item 'i3', response 'r'\): a score record without its "
                                           r"distribution.*--distribution"):
         fit("score", no_dist, **args)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="no score record carries its distribution"):
+    with pytest.raises(ConfigError, match="no score or criterion carries its distribution"):
         fit("score", [_record("i4", None, 2)], **args)  # type: ignore[arg-type]
 
 
@@ -282,11 +282,13 @@ def knowing() -> Iterator[MockBackend]:
 
 
 def _score_rows(n: int, prefix: str = "s", start: int = 0) -> list[dict[str, Any]]:
-    """One response per item naming a level 1..5; the human agrees with it, except one in five (one away)."""
+    """One response per item naming a level 1..5; the human agrees with it, except on half the items the judge
+    is least sure of (:func:`_knowing`'s lowest quarter of sharpness), where the human is two levels away."""
     rows = []
     for i in range(start, start + n):
         level = 1 + (i * 7) % 5
-        human = level if i % 5 else min(5, level + 1)
+        unsure = (i * 37) % 100 < 25 and i % 2 == 0
+        human = level if not unsure else level + 2 if level <= 3 else level - 2
         rows.append({"id": f"{prefix}{i}", "question": "Rate it.",
                      "responses": [{"id": "r", "text": f"Answer worth {level} ({i})", "human_score": human}]})
     return rows
@@ -371,8 +373,97 @@ def test_cli_calibrate_score_apply_and_refuse_a_tolerance_mismatch(tmp_path: Pat
     assert sel.exit_code == 0, sel.output
     assert "model calls 0" in sel.stderr
     assert [r["calibrated"] for r in _lines(tmp_path / "s.jsonl")] == [r["calibrated"] for r in records]
-    todo = [it["id"] for it in load_items(tmp_path / "todo.jsonl")]
-    assert todo == [r["item_id"] for r in records if r["calibrated"]["abstained"] is not None]
+    todo = [it.id for it in load_items(tmp_path / "todo.jsonl")]
+    assert todo and todo == [r["item_id"] for r in records if r["calibrated"]["abstained"] is not None]
+
+
+# -- criteria: one unit per criterion ------------------------------------------------------------------------
+
+def _criteria_record(item: str, parts: list[tuple[str, list[float] | None, float | None]],
+                     labels: dict[str, int] | None = None) -> dict[str, Any]:
+    crits = []
+    for name, dist, human in parts:
+        names = list(labels) if labels else list(LEVELS)
+        crits.append({"name": name, "scores": {"expected": 1.0 if dist else None},
+                      "unscored": None if dist else "no_label_mass", "human": human,
+                      **({"distribution": dict(zip(names, dist))} if dist else {}),
+                      **({"labels": labels} if labels else {})})
+    return {"item_id": item, "response_id": "r", "criteria": crits}
+
+
+def test_criteria_units_are_each_criterion_on_the_shared_levels(tmp_path: Path) -> None:
+    records = [_criteria_record("i0", [("acc", [0.1, 0.2, 0.3, 0.25, 0.15], 4), ("style", [0.6, 0.2, 0.1, 0.05, 0.05],
+                                                                                       1)]),
+               _criteria_record("i1", [("acc", [0.0, 0.1, 0.1, 0.3, 0.5], 5), ("style", None, 2)]),
+               _criteria_record("i2", [("acc", [0.2, 0.5, 0.2, 0.05, 0.05], 2.4)])]
+    args = dict(judge="mock/x", fingerprint="mock:x", template="t", protocol="direct")
+    cal = fit("criteria", records, tolerance=1, **args)  # type: ignore[arg-type]
+    assert cal.mode == "criteria" and cal.n == 4 and cal.human == [3, 0, 4, 1] and cal.levels == [1, 2, 3, 4, 5]
+    assert [k[2:] for k in cal.keys or []] == [["criteria", 0], ["criteria", 1], ["criteria", 0], ["criteria", 0]]
+    ident = Calibration("criteria", "mock/x", "mock:x", "t", "direct",
+                        CalibrationMap("vector", LEVELS, {"temperature": 1.0, "bias": [0.0] * 5}), cal.probs,
+                        cal.human, levels=[1.0, 2.0, 3.0, 4.0, 5.0], tolerance=1)
+    out = annotate("criteria", records, ident, Selection(0.72, 0.5, 0.5, 4, 2, 1.0, 0.5))
+    blocks = [c["calibrated"] for rec in out for c in rec["criteria"]]
+    # within 1: .75 at level 3; .9 at level 2 (.6 + .2 + .1, not level 1's .8); .9 at 4; .9 at 2
+    assert [b["verdict"] for b in blocks] == ["3", "2", "4", None, "2"]
+    assert [b["confidence"] for b in blocks if b["confidence"] is not None] == pytest.approx([0.75, 0.9, 0.9, 0.9])
+    assert [b["abstained"] for b in blocks] == [None, None, None, "unscored", None]
+    tally = Tally("criteria", ident, None)
+    for rec in out:
+        tally.add(rec)
+    # agreement within 1: 3 vs 4 yes, 2 vs 1 yes, 4 vs 5 yes, 2 vs 2 (2.4 -> 2) yes
+    assert (tally.result()["kept"], tally.result()["agreement_on_kept"]) == (4, 1.0)
+    items = {f"i{k}": {"id": f"i{k}", "question": "q", "responses": [{"id": "r", "text": "t"}]} for k in range(3)}
+    assert [it["id"] for it in abstained_items("criteria", out, items)] == ["i1"]
+    # a labelled scale: the levels are its values; another scale among the criteria is refused
+    named = {"poor": 0, "fair": 2, "good": 4}
+    labelled = [_criteria_record(f"n{k}", [("acc", [0.2, 0.3, 0.5], h)], named) for k, h in enumerate([0, 2.9, 4])]
+    lab = fit("criteria", labelled, **args)  # type: ignore[arg-type]
+    assert lab.levels == [0, 2, 4] and lab.human == [0, 1, 2] and lab.map.classes == ("poor", "fair", "good")
+    mixed = [*records, _criteria_record("i9", [("acc", [0.5, 0.5, 0.0], 1)], {"1": 1, "2": 2, "3": 3})]
+    with pytest.raises(ConfigError, match=r"criterion 'acc'\): its levels \['1', '2', '3'\] are not the "
+                                          r"calibration's"):
+        fit("criteria", mixed, **args)  # type: ignore[arg-type]
+    off = [*records, _criteria_record("i8", [("acc", [0.2] * 5, 8)])]
+    with pytest.raises(ConfigError, match=r"item 'i8', response 'r', criterion 'acc': human_criteria 8 lies outside"):
+        fit("criteria", off, **args)  # type: ignore[arg-type]
+
+
+def _criteria_rows(n: int, prefix: str = "k", start: int = 0) -> list[dict[str, Any]]:
+    rows = _score_rows(n, prefix, start)
+    for row in rows:
+        row["criteria"] = [{"name": "worth", "description": "How much is the answer worth?"}]
+        response = row["responses"][0]
+        response["human_criteria"] = {"worth": response.pop("human_score")}
+    return rows
+
+
+def test_cli_calibrates_criteria_and_applies_it(tmp_path: Path, knowing: MockBackend) -> None:
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", _criteria_rows(100))
+    new_items = write_jsonl(tmp_path / "new.jsonl", _criteria_rows(20, prefix="m", start=700))
+    store = tmp_path / "s.sqlite"
+    fitted = _invoke("calibrate", cal_items, "--mode", "criteria", "-j", "mock/knowscore",
+                     "--store", store, "--out", tmp_path / "cal.json")
+    assert fitted.exit_code == 0, fitted.output
+    cal = Calibration.load(tmp_path / "cal.json")
+    assert cal.mode == "criteria" and cal.n == 100 and cal.tolerance == 0  # the default: the same level
+    args = ["criteria", new_items, "-j", "mock/knowscore", "--store", store, "--calibration", tmp_path / "cal.json",
+            "--target-agreement", "0.85", "--risk-delta", "0.1"]
+    first = _invoke(*args, "--out", tmp_path / "a.jsonl", "--summary", tmp_path / "a.json")
+    assert first.exit_code == 0, first.output
+    summary = json.loads((tmp_path / "a.json").read_text())
+    records = _lines(tmp_path / "a.jsonl")
+    g = summary["guarantee"]
+    blocks = [c["calibrated"] for r in records for c in r["criteria"]]
+    assert len(blocks) == 20 and summary["kept"] == sum(b["abstained"] is None for b in blocks)
+    assert 0 < summary["kept"] < 20 and g["agreement_lower_bound"] >= 0.85 - 1e-9
+    assert all((b["abstained"] is None) == (b["confidence"] >= g["threshold"]) for b in blocks)
+    again = _invoke(*args, "--out", tmp_path / "b.jsonl")
+    assert again.exit_code == 0 and "model calls 0, from store 20" in again.stderr, again.stderr
+    assert _lines(tmp_path / "b.jsonl") == records
+    wrong = CliRunner().invoke(cli, [str(a) for a in [*args, "--tolerance", "1"]])
+    assert wrong.exit_code == 1 and "fitted with tolerance 0, not 1" in str(wrong.exception)
 
 
 # -- the real small judge, end to end -------------------------------------------------------------------------

@@ -144,9 +144,9 @@ def level_values(mode: str, records: Sequence[Mapping[str, Any]], classes: Seque
     """The value of each level as the records give it (a criterion's labelled scale: its ``labels``), or
     ``None`` where the labels are the values (decimal numbers)."""
     for part in _level_parts(mode, records):
-        labels = part.get("labels")
-        if part.get("distribution") and isinstance(labels, dict):
-            return [float(labels[c]) for c in classes]
+        if part.get("distribution"):  # the first distribution, whose levels the classes are
+            labels = part.get("labels")
+            return [float(labels[c]) for c in classes] if isinstance(labels, dict) else None
     return None
 
 
