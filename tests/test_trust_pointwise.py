@@ -519,3 +519,44 @@ def test_selective_scores_on_the_real_small_judge_and_a_rerun_makes_zero_calls(t
     assert again.exit_code == 0, again.output
     assert "model calls: 0" in again.stderr, again.stderr
     assert _lines(tmp_path / "b.jsonl") == records
+
+
+@pytest.mark.model
+def test_selective_criteria_on_the_real_small_judge_and_a_rerun_makes_zero_calls(tmp_path: Path) -> None:
+    judge = "llamacpp/smollm2-135m"
+
+    def rows(n: int, prefix: str, start: int) -> list[dict[str, Any]]:
+        out = _real_rows(n, prefix, start)
+        for row in out:
+            row["criteria"] = [{"name": "correct", "description": "Is the sum right?"}]
+            response = row["responses"][0]
+            response["human_criteria"] = {"correct": response.pop("human_score")}
+        return out
+
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", rows(30, "c", 0))
+    new_items = write_jsonl(tmp_path / "new.jsonl", rows(6, "n", 200))
+    store = tmp_path / "s.sqlite"
+    fitted = _invoke("calibrate", cal_items, "--mode", "criteria", "--tolerance", "1", "-j", judge, "--store", store,
+                     "--out", tmp_path / "cal.json")
+    assert fitted.exit_code == 0, fitted.output
+    assert "model calls 30" in fitted.stderr, fitted.stderr
+    args = ["criteria", new_items, "-j", judge, "--store", store, "--calibration", tmp_path / "cal.json",
+            "--target-agreement", "0.6", "--risk-delta", "0.3"]
+    first = _invoke(*args, "--out", tmp_path / "a.jsonl", "--summary", tmp_path / "a.json")
+    assert first.exit_code == 0, first.output
+    assert "model calls 6" in first.stderr, first.stderr
+    summary = json.loads((tmp_path / "a.json").read_text())
+    g = summary["guarantee"]
+    assert g["calibration_n"] == 30 and g["agreement_lower_bound"] >= 0.6 - 1e-9
+    records = _lines(tmp_path / "a.jsonl")
+    for rec in records:
+        crit = rec["criteria"][0]
+        block = crit["calibrated"]
+        mass = {int(k): v for k, v in block["probabilities"].items()}
+        verdict = int(block["verdict"])
+        assert block["confidence"] == pytest.approx(sum(p for v, p in mass.items() if abs(v - verdict) <= 1))
+        assert (block["abstained"] is None) == (block["confidence"] >= g["threshold"])
+    again = _invoke(*args, "--out", tmp_path / "b.jsonl")
+    assert again.exit_code == 0, again.output
+    assert "model calls 0, from store 6" in again.stderr, again.stderr
+    assert _lines(tmp_path / "b.jsonl") == records
