@@ -2,7 +2,8 @@
 
 A *unit* is one probabilistic verdict a record holds: a pair's likelihood-aggregated verdict
 (``compare``), one check of a checklist (``checklist``), one claim's verification (``claims``), one scored
-response's distribution over the scale's levels (``score``: see :func:`score_verdicts`). This
+response's distribution over the scale's levels (``score``; ``criteria``: one per criterion; a verdict agrees
+within a tolerance, see :func:`score_verdicts`). This
 module reads units and their human labels from record dicts, fits a :class:`Calibration` (saved as JSON
 naming what it is valid for), and writes the calibrated probabilities, a confidence and, with a
 :class:`~trustjudge.audit._calibration.Selection`, whether each verdict is kept or abstained on, back into the
@@ -259,9 +260,10 @@ class Calibration:
     """Which verdict each calibration unit is (:func:`unit_key`), so that the calibration sets of several
     judges line up in a cascade; ``None`` in files written before cascades."""
     levels: list[float] | None = None
-    """Score mode: each class's level value (the scale's values); ``None`` in the other modes."""
+    """Score and criteria modes: each class's level value (the scale's values); ``None`` in the other modes."""
     tolerance: float | None = None
-    """Score mode: a verdict agrees with a human level at most this many points away; ``None`` in the other modes."""
+    """Score and criteria modes: a verdict agrees with a human level at most this many points away; ``None``
+    in the other modes."""
 
     @property
     def n(self) -> int:
