@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -14,10 +15,11 @@ from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 
-WORDS = ("the model answer explains why water expands when it freezes because hydrogen bonds hold molecules "
-         "in an open hexagonal lattice which is less dense than liquid water so ice floats and lakes freeze from "
-         "the top down protecting fish during winter this property is unusual among common substances most of "
-         "which are denser as solids than as liquids").split()
+WORDS = ["the", "model", "answer", "explains", "why", "water", "expands", "when", "it", "freezes", "because",
+         "hydrogen", "bonds", "hold", "molecules", "in", "an", "open", "hexagonal", "lattice", "which", "is", "less",
+         "dense", "than", "liquid", "water", "so", "ice", "floats", "and", "lakes", "freeze", "from", "the",
+         "top", "down", "protecting", "fish", "during", "winter", "this", "property", "is", "unusual", "among",
+         "common", "substances", "most", "of", "which", "are", "denser", "as", "solids", "than", "as", "liquids"]
 
 
 def synthetic_items(n_questions: int, per_question: int, response_words: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -38,15 +40,13 @@ def machine() -> dict[str, Any]:
     import torch
 
     cpu = ""
-    try:
+    with contextlib.suppress(OSError, StopIteration):
         cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                    if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip()}
+                                     check=False, cwd=Path(__file__).parent).stdout.strip()}
 
 
 def peak_rss_mb(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
@@ -55,7 +55,7 @@ def peak_rss_mb(args: list[str], env: dict[str, str] | None = None) -> tuple[flo
             "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, time.perf_counter() - t, "
             "r.returncode); sys.stderr.write(r.stderr[-2000:])")
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
     out = proc.stdout.split()
     if proc.returncode != 0 or len(out) != 3 or out[2] != "0":
         raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")

@@ -51,15 +51,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import RESULTS, corr, fmt, machine, write_results
 
+from _common import RESULTS, corr, fmt, machine, write_results
 from trustjudge import InputError, Item, Judge, items_from_dicts
-from trustjudge.engine import _aggregates as A
 from trustjudge.audit._stats import jsonable
+from trustjudge.engine import _aggregates as A
 from trustjudge.io._adapters import iter_dataset
 from trustjudge.io._datasets import summhay_published
-from trustjudge.modes.claims import _overlap
 from trustjudge.modes._audits import claims_audit
+from trustjudge.modes.claims import _overlap
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
 STANCE3 = "factcheck-gpt/subtask3_claim_evidence_stance.jsonl"

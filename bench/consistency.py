@@ -77,8 +77,9 @@ def pct(x: float) -> str:
 def summarise(report: dict[str, Any]) -> dict[str, Any]:
     cr = report["conflict"]
     out: dict[str, Any] = {"items": report["items"], "pairs": report["pairs"]}
-    for key, label in (("5/discrete", "CR discrete-5"), ("5/geval", "CR geval-5"), ("100/trustjudge", "CR trustjudge-100"),
-                       ("100/discrete", "CR discrete-100"), ("100/expected", "CR expected-100")):
+    for key, label in (("5/discrete", "CR discrete-5"), ("5/geval", "CR geval-5"),
+                       ("100/trustjudge", "CR trustjudge-100"), ("100/discrete", "CR discrete-100"),
+                       ("100/expected", "CR expected-100")):
         for agg in ("two_pass", "likelihood"):
             out[f"{label} x {agg}"] = pick(cr, f"{key}/{agg}", "ratio")
     for agg in ("two_pass", "likelihood", "ppl", "single"):
@@ -111,10 +112,10 @@ def table(rows: list[tuple[str, str, str, dict[str, Any]]]) -> list[str]:
              "human acc single / 2p / lik / ppl | acc no-ties lik | Spearman d5 / tj100 |",
              "|" + "---|" * 13]
     for judge, data, protocol, s in rows:
-        def two(label: str) -> str:
+        def two(label: str, s: dict[str, Any] = s) -> str:
             return f"{pct(s[f'{label} x two_pass'])} / {pct(s[f'{label} x likelihood'])}"
 
-        def three(prefix: str) -> str:
+        def three(prefix: str, s: dict[str, Any] = s) -> str:
             return " / ".join(pct(s[f"{prefix} {a}"]) for a in ("two_pass", "likelihood", "ppl"))
 
         acc = " / ".join(pct(s[f"acc {a}"]) for a in ("single", "two_pass", "likelihood", "ppl"))
@@ -137,14 +138,14 @@ def scale_table(rows: list[tuple[str, str, str, dict[str, Any]]], chosen: dict[s
         if protocol != "direct" or "CR trustjudge-10 x likelihood" not in s:
             continue
 
-        def sp(points: int) -> str:
+        def sp(points: int, s: dict[str, Any] = s) -> str:
             a, b = s.get(f"spearman {points}/discrete", math.nan), s.get(f"spearman {points}/trustjudge", math.nan)
             return "-" if a != a and b != b else f"{a:.2f} / {b:.2f}"
 
-        def cr(points: int) -> str:
+        def cr(points: int, s: dict[str, Any] = s) -> str:
             return pct(s.get(f"CR trustjudge-{points} x likelihood", math.nan))
 
-        def sec(points: int) -> str:
+        def sec(points: int, c: dict[str, Any] = c) -> str:
             v = c.get(f"s_per_judgment_{points}")
             return "-" if v is None else f"{v:.1f}"
 

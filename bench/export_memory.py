@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WORDS, peak_rss_mb, write_results  # noqa: E402
+from _common import WORDS, peak_rss_mb, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [float(x) for x in args.mb.split(",") if x.strip()]
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+                            text=True, check=False).stdout.strip()
     runs = []
     with tempfile.TemporaryDirectory(prefix="export-memory-") as tmp:
         folder = Path(tmp)

@@ -35,17 +35,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from _common import RESULTS
 from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
-
 from trustjudge import ConfigError, Item, Judge
 from trustjudge.audit import _calibration as C
+from trustjudge.backends import Backend, get_backend
 from trustjudge.engine import _scoring as S
-from trustjudge.io._datasets import short_hash
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file
-from trustjudge.backends import Backend, get_backend
 from trustjudge.errors import BackendError
+from trustjudge.io._datasets import short_hash
 
 ALPHAS = (0.1, 0.2, 0.3)
 DELTA = 0.1
@@ -465,7 +465,7 @@ def main() -> None:
                                                                        args.seed)
         else:
             probs, y = binary_units(mode, recs)
-            entry["labelled_scored_units"] = int(len(y))
+            entry["labelled_scored_units"] = len(y)
             if len(y) >= 20:
                 entry["mean_p_positive"] = float(probs[:, 1].mean())
                 entry["positive_rate"] = float(y.mean())

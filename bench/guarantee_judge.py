@@ -17,6 +17,8 @@ priority order (the items of each chunk are fixed, so a later session extends ex
   f qags-60-235      QAGS articles 61-235, as b.
   g topical-10       Topical-Chat USR, the first 10 dialogues in file order (6 responses each), `compare`
                      on all 15 pairs of each in both orders (the human side is the `overall` ratings).
+  h pandalm-400-460  PandaLM rows 400-459, as a (rows 0-399 hold 363 distinct pairs: these bring the study
+                     to at least 400).
 
 The store caches everything, so a rerun (or a run after an interruption) judges only what is missing.
 Every --export-every minutes and at the end of each chunk the store is exported (through the library,
@@ -44,12 +46,11 @@ from typing import Any
 
 from _common import RESULTS
 from claims import stance_items
-
 from trustjudge import InputError, Item, Judge
-from trustjudge.io._adapters import iter_dataset
-from trustjudge.io._datasets import short_hash
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file, write_export
+from trustjudge.io._adapters import iter_dataset
+from trustjudge.io._datasets import short_hash
 
 JUDGE = "llamacpp/qwen2.5-coder-1.5b"
 PANDALM = "pandalm-testset/testset-v1.json"
@@ -106,6 +107,7 @@ CHUNKS = [
     Chunk("llmbar-natural", "compare", lambda d: load(d / LLMBAR, "llmbar")),
     Chunk("qags-60-235", "checklist", lambda d: load(d / QAGS, "qags")[60:]),
     Chunk("topical-10", "compare", lambda d: load(d / TOPICAL, "topical-chat")[:10]),
+    Chunk("pandalm-400-460", "compare", lambda d: pandalm_items(d, 400, 460)),
 ]
 
 

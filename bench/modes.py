@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import RESULTS, corr, fmt, machine, write_results
 
+from _common import RESULTS, corr, fmt, machine, write_results
 from trustjudge import InputError, Item, Judge, LabelSet
-from trustjudge.engine import _aggregates as A
 from trustjudge.audit._stats import jsonable
+from trustjudge.engine import _aggregates as A
 from trustjudge.io._adapters import iter_dataset
 from trustjudge.io._datasets import USR_RANGES, summhay_published
 from trustjudge.io._subsets import budget_subset
@@ -518,7 +518,7 @@ def report_qags(r: dict[str, Any]) -> list[str]:
              f"Subset: {len(r['subset']['items'])} of {r['subset']['of']} articles ({r['subset']['how']}). "
              + timing_line(r["timing"]) + ".", "", mass_line(r["mass"]) + ".", ""]
     if not r.get("sentences"):
-        return lines + ["No scored sentence."]
+        return [*lines, "No scored sentence."]
     lines += [f"{r['sentences']} sentences, {r['positives']} supported by the worker majority "
               f"({r['ties_skipped']} ties skipped).", "",
               "| accuracy (P(YES) > 0.5) | majority baseline | Cohen kappa | AUROC | Brier | Brier of base rate | "

@@ -11,8 +11,8 @@ Starts llama-cpp-python's OpenAI-compatible server on loopback with the bundled 
   OpenAI-compatible ``LocalModel`` pointed at the same server (chat completions, temperature 0), a fresh
   GEval per item as ``deepeval.evaluate`` copies the metric per test case, in two variants: ``criteria``
   (each judgment generates its evaluation steps, then the JSON score and reason) and fixed
-  ``evaluation_steps`` written from the same criteria (one generation per judgment). DeepEval is installed in a separate virtual
-  environment in the temp folder (never in the project's) and run by a driver script written there,
+  ``evaluation_steps`` written from the same criteria (one generation per judgment). DeepEval is installed in a
+  separate virtual environment in the temp folder (never in the project's) and run by a driver script written there,
   with telemetry off, update checks off, proxies pointing at a closed loopback port and a socket guard
   that refuses (and counts) any connection to a non-loopback address.
 
@@ -44,11 +44,11 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # for tests._llama_server
 
-from _common import machine, write_results
+from tests._llama_server import running_server  # noqa: E402 (after the sys.path set-up)
 
-from tests._llama_server import running_server
-from trustjudge import Judge, items_from_dicts
-from trustjudge.backends._models import smollm2_gguf
+from _common import machine, write_results  # noqa: E402 (after the sys.path set-up)
+from trustjudge import Judge, items_from_dicts  # noqa: E402 (after the sys.path set-up)
+from trustjudge.backends._models import smollm2_gguf  # noqa: E402 (after the sys.path set-up)
 
 DEEPEVAL_VERSION = "4.3.1"
 ALIAS = "smollm2"
@@ -298,8 +298,8 @@ def install_peer(tmp: Path, version: str) -> tuple[Path, float, dict[str, str]]:
     py = venv / "bin" / "python"
     log = tmp / "pip.log"
     with log.open("w") as out:
-        rc = subprocess.run([str(py), "-m", "pip", "install", "--quiet", f"deepeval=={version}"], check=False, stdout=out,
-                            stderr=subprocess.STDOUT, timeout=1800).returncode
+        rc = subprocess.run([str(py), "-m", "pip", "install", "--quiet", f"deepeval=={version}"], check=False,
+                            stdout=out, stderr=subprocess.STDOUT, timeout=1800).returncode
     if rc:
         raise SystemExit(f"installing deepeval=={version} failed:\n{log.read_text()[-3000:]}")
     seconds = time.perf_counter() - t0
@@ -396,7 +396,8 @@ def separation(items: list[dict[str, Any]], scores: dict[str, float | None]) -> 
     """Mean score on the correct and on the wrong answers (scored judgments only)."""
     out: dict[str, float | None] = {}
     for kind in ("correct", "wrong"):
-        vals = [s for it in items if it["kind"] == kind and (s := scores.get(it["id"])) is not None and math.isfinite(s)]
+        vals = [s for it in items
+                if it["kind"] == kind and (s := scores.get(it["id"])) is not None and math.isfinite(s)]
         out[kind] = sum(vals) / len(vals) if vals else None
     return out
 
@@ -529,7 +530,8 @@ after it, {load['after_deepeval']:.1f} after DeepEval). Commit {m['commit']}, Py
 
 {table}
 
-- **trustjudge**: `Judge("llamacpp-server/{ALIAS}@URL?labels=top_k&template=chatml", store=<temp sqlite>, scale={SCALE})`,
+- **trustjudge**: `Judge("llamacpp-server/{ALIAS}@URL?labels=top_k&template=chatml", store=<temp sqlite>,
+  scale={SCALE})`,
   direct protocol; `list(judge.score(items))` timed whole ({tj['seconds']:.1f} s, including the backend's
   one-time server detection). `labels=top_k` because llama-cpp-python's server computes echoed prompt
   log-probabilities in Python over the whole 49k vocabulary (~10 s per 300-token prompt), so the exact echo

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from _common import machine, write_results
 
 MAX_CLIENTS = 64

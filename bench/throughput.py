@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import RESULTS, machine, peak_rss_mb, synthetic_items, write_results
 from scipy.stats import spearmanr
 
+from _common import RESULTS, machine, peak_rss_mb, synthetic_items, write_results
 from trustjudge import Judge, items_from_dicts
 from trustjudge.audit._audit import audit
 from trustjudge.engine._asking import Question
@@ -225,7 +225,7 @@ def scale_part(tmp: Path, n: int) -> dict[str, Any]:
     small.write_text("".join(json.dumps(r) + "\n" for r in rows[: 1000 // 5]))
     cli = [sys.executable, "-m", "trustjudge.cli"]
     store = tmp / "scale.sqlite"
-    rss_small, t_small = peak_rss_mb([*cli, "score", str(small), "--judge", "mock/hash", "--store",
+    rss_small, _t_small = peak_rss_mb([*cli, "score", str(small), "--judge", "mock/hash", "--store",
                                       str(tmp / "small.sqlite"), "-q", "--out", str(tmp / "small.out")])
     rss_big, t_big = peak_rss_mb([*cli, "score", str(big), "--judge", "mock/hash", "--store", str(store), "-q",
                                   "--out", str(tmp / "big.out")])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as _hyp_settings
 
 # Keep converted models in one cache folder across the test session (conversion takes ~20 s).
 os.environ.setdefault("TRUSTJUDGE_CACHE", str(Path.home() / ".cache" / "trustjudge-tests"))
@@ -61,7 +62,6 @@ def smollm() -> Iterator[Any]:
 
 # CI replays a fixed set of generated examples (derandomized), so that a landing never depends on luck;
 # local runs keep exploring new examples.
-from hypothesis import settings as _hyp_settings
 
 _hyp_settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from trustjudge.io._adapters import FORMATS, detect_format, iter_dataset
-from trustjudge.io._subsets import budget_subset, stratified_subset
-from trustjudge.io._items import Item, Pair, Response
 from trustjudge.errors import ConfigError, InputError
+from trustjudge.io._adapters import FORMATS, detect_format, iter_dataset
+from trustjudge.io._items import Item, Pair, Response
+from trustjudge.io._subsets import budget_subset, stratified_subset
 
 
 def _write_json(path: Path, rows: Any) -> Path:

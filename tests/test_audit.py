@@ -334,7 +334,7 @@ def test_unscored_records_are_counted_by_reason() -> None:
     assert A.unscored_counts(cr_case()[1]) == {"truncated": 1}
     # A record marked unscored never counts, even if it carries (stale) verdicts.
     stale = cmp("q", "a", "b", "first") | {"unscored": "backend_error"}
-    assert A.ntr(chain("q", {("b", "c"): "first", ("a", "c"): "first"}) + [stale], "likelihood", 3).valid_subsets == 0
+    assert A.ntr([*chain("q", {("b", "c"): "first", ("a", "c"): "first"}), stale], "likelihood", 3).valid_subsets == 0
 
 
 # -- bootstrap and the whole audit ------------------------------------------------------------------

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 from trustjudge.backends import GenerateRequest, LabelRequest, get_backend
 from trustjudge.errors import PrerequisiteError
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 
 from ._llama_server import require_llama_cpp, time_bound  # noqa: F401 - autouse fixture
 
@@ -111,7 +111,7 @@ def test_trie_equals_brute_force(smol: Any, full_logits: Any, points: int) -> No
         smol.reset_cache()
         got = smol.label_logprobs([LabelRequest(prompt, labels)])[0].logprobs
         want = brute_force(full_logits, smol, prompt, labels)
-        worst = max(worst, max(abs(math.exp(a) - math.exp(b)) for a, b in zip(got, want)))
+        worst = max(worst, *(abs(math.exp(a) - math.exp(b)) for a, b in zip(got, want)))
         assert 0 < sum(math.exp(x) for x in got) <= 1.0 + 1e-6
     assert worst < TRIE_TOLERANCE, worst
 
@@ -172,7 +172,8 @@ def test_generation_is_deterministic_and_stops(smol: Any) -> None:
     a = smol.generate([req])[0]
     smol.reset_cache()
     b = smol.generate([req])[0]
-    assert a == b.__class__(b.text, b.token_logprobs, b.finish_reason, b.prompt_tokens, a.latency_s, b.completion_tokens)
+    assert a == b.__class__(b.text, b.token_logprobs, b.finish_reason, b.prompt_tokens, a.latency_s,
+                            b.completion_tokens)
     assert a.finish_reason in ("stop", "length", "eos") and "Score:" not in a.text
     assert len(a.token_logprobs) >= 1 and all(x <= 0 for x in a.token_logprobs)
     sampled = smol.generate([GenerateRequest(prompt, ("Score:",), 20, temperature=0.8, seed=3)] * 2)

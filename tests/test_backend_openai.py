@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 from trustjudge.backends import GenerateRequest, LabelRequest, get_backend
 from trustjudge.backends._openai import PRESETS, OpenAICompatibleBackend, split_name
 from trustjudge.errors import (
@@ -28,6 +27,7 @@ from trustjudge.errors import (
     PrerequisiteError,
     TransientBackendError,
 )
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 
 from ._llama_server import require_llama_cpp, smollm2_server, time_bound  # noqa: F401 - time_bound: autouse
 
@@ -101,7 +101,7 @@ class FakeServer:
             return {"index": index, "text": text, "finish_reason": finish,
                     "logprobs": {"tokens": list(text), "token_logprobs": [-0.5] * len(text),
                                  "top_logprobs": None, "text_offset": list(range(len(text)))}}
-        chars = list(prompt) + [gen] if body.get("echo") else [gen]
+        chars = [*list(prompt), gen] if body.get("echo") else [gen]
         lps: list[float | None] = [char_lp(c) for c in chars]
         if body.get("echo"):
             lps[0] = None
@@ -374,7 +374,7 @@ def test_server_exact_labels_match_in_process(llama_server: str, in_process: Any
     for prompt, res in zip(prompts, got):
         in_process.reset_cache()
         want = in_process.label_logprobs([LabelRequest(prompt, labels)])[0].logprobs
-        worst = max(worst, max(abs(math.exp(a) - math.exp(b)) for a, b in zip(res.logprobs, want)))
+        worst = max(worst, *(abs(math.exp(a) - math.exp(b)) for a, b in zip(res.logprobs, want)))
     # Measured 2e-8: the fixture starts the server with a float32 KV cache like the in-process backend,
     # and then llama.cpp gives the same logits however prompt + label are split into batches (the
     # server reuses the cached prompt prefix of the previous request). With the float16 default the

@@ -36,8 +36,8 @@ class Spoiling(MockBackend):
     def _spoil(self, request: LabelRequest, good: LabelResult) -> LabelResult:
         n = len(request.labels)
         logprobs: dict[str, tuple[float, ...]] = {
-            "short": good.logprobs[:2], "long": good.logprobs + (-1.0,), "nan": (math.nan,) * n,
-            "positive": (0.5,) + good.logprobs[1:], "inf": (math.inf,) + good.logprobs[1:]}
+            "short": good.logprobs[:2], "long": (*good.logprobs, -1.0), "nan": (math.nan,) * n,
+            "positive": (0.5, *good.logprobs[1:]), "inf": (math.inf, *good.logprobs[1:])}
         return LabelResult(logprobs[self.how], good.prompt_tokens)
 
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:

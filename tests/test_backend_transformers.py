@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 from trustjudge.backends import LabelRequest
 from trustjudge.backends._transformers import _EMPTY, TransformersBackend, build_trie
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM, VERDICT_MARKER
 
 pytestmark = pytest.mark.model
 

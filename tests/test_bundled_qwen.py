@@ -158,7 +158,7 @@ def test_the_cli_without_judge_uses_the_default_judge_and_tells_answers_apart(tm
     assert records["good"]["scores"]["expected"] > records["wrong"]["scores"]["expected"]
     # Run again: zero model calls, the same records.
     again = tmp_path / "again.jsonl"
-    subprocess.run(cmd[:-3] + ["--out", str(again), "-q"], check=True, timeout=300)
+    subprocess.run([*cmd[:-3], "--out", str(again), "-q"], check=True, timeout=300)
     assert again.read_text() == out.read_text()
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from trustjudge.audit._calibration import (
-    ece,
     brier,
     choose_cascade,
     choose_threshold,
     clopper_pearson_lower,
+    ece,
     fit_binary,
     fit_vector,
     min_kept,
@@ -139,7 +139,7 @@ def test_selective_guarantee_holds_over_a_thousand_random_calibration_sets() -> 
 
 def test_selection_bound_and_refusal_of_a_too_small_calibration_set() -> None:
     assert min_kept(0.2, 0.1) == 11  # 0.8**11 = 0.086 <= 0.1 < 0.8**10
-    with pytest.raises(ConfigError, match="cannot support agreement >= 0.8"):
+    with pytest.raises(ConfigError, match=r"cannot support agreement >= 0.8"):
         choose_threshold(np.linspace(0.9, 1.0, 10), np.ones(10, bool), alpha=0.2, delta=0.1)
     sel = choose_threshold(np.linspace(0.9, 1.0, 11), np.ones(11, bool), alpha=0.2, delta=0.1)
     assert sel.kept == 11 and sel.agreement == 1.0

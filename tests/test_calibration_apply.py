@@ -17,12 +17,12 @@ from fastapi.testclient import TestClient
 from tests.conftest import write_jsonl
 from trustjudge import ConfigError, Judge, LabelSet, MockBackend, load_items, register_mock
 from trustjudge.audit._calibration import CalibrationMap, Selection
-from trustjudge.serve import create_app
 from trustjudge.audit._trust import Calibration, Tally, annotate, evaluation, summary
-from trustjudge.report._trust import PLOT_IDS, calibration_section
 from trustjudge.backends import LabelRequest
 from trustjudge.cli import cli
 from trustjudge.cli._calibrated import describe
+from trustjudge.report._trust import PLOT_IDS, calibration_section
+from trustjudge.serve import create_app
 
 # -- a scripted judge that knows the answer on most checks --------------------------------------------------
 
@@ -180,7 +180,7 @@ def test_mismatched_judge_is_refused_and_an_override_is_recorded(tmp_path: Path,
         with pytest.raises(ConfigError, match="labels: calibrated YES/NO, now FULL/PARTIAL/NO"):
             judge.check_calibration(cal, task=graded)
         assert judge.check_calibration(cal, task=graded, override=True).overridden == ["labels"]
-        with pytest.raises(ConfigError, match="claims classes .* UNKNOWN"):
+        with pytest.raises(ConfigError, match=r"claims classes .* UNKNOWN"):
             claims_cal = Calibration("claims", cal.judge, cal.fingerprint, cal.template, "direct",
                                      CalibrationMap("vector", ("SUPPORTED", "PARTIAL", "UNSUPPORTED"),
                                                     {"temperature": 1.0, "bias": [0.0, 0.0, 0.0]}),

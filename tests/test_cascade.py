@@ -228,7 +228,7 @@ def test_a_cascade_is_refused_clearly(tmp_path: Path) -> None:
             judge.cascade(items, [("human", None), (judge, cal)], target=0.8)
         with pytest.raises(ConfigError, match="has no calibration file"):
             judge.cascade(items, [(judge, None)], target=0.8)
-        with pytest.raises(ConfigError, match="no tier of the cascade can support agreement >= 0.95"):
+        with pytest.raises(ConfigError, match=r"no tier of the cascade can support agreement >= 0.95"):
             judge.cascade(items, [(judge, cal), ("human", None)], target=0.95)
         old = Calibration.from_dict({**cal.to_dict(), "data_hash": None,
                                      "calibration_set": {"probs": cal.probs, "human": cal.human}})

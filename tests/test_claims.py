@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from trustjudge import Judge, MockBackend, Store, items_from_dicts
-from trustjudge.modes.claims import parse_claims
 from trustjudge.backends import GenerateRequest, Generation, LabelRequest
 from trustjudge.errors import InputError
+from trustjudge.modes.claims import parse_claims
 
 
 def _backend(verify: dict[str, dict[str, float]], extraction: str = "- Paris is in France.\nEND",
@@ -59,7 +59,7 @@ def test_precision_counts_and_expected_f1_by_hand(tmp_path: Path) -> None:
     assert rec.f1_at_k["recall"] == pytest.approx(.6)
     # The evidence comes first, the claim last: a response's claims share the prompt up to the claim.
     first, second = (r.prompt for r in backend.history)  # type: ignore[union-attr]
-    shared = os.path.commonprefix([first, second])
+    shared = os.path.commonprefix([first, second])  # noqa: RUF071 (characters)
     assert "Paris is the capital of France.\n</evidence>" in shared and "<claim>\n" in shared  # both claims: "Paris "
 
 
@@ -73,7 +73,7 @@ def test_unknown_mass_is_reported_apart(tmp_path: Path) -> None:
     # overlapping wording drew the argmax to UNSUPPORTED on Factcheck-GPT); without UNKNOWN it covers both.
     [asked] = [r.prompt for r in backend.history]  # type: ignore[union-attr]
     assert "UNSUPPORTED if it contradicts the claim, UNKNOWN if" in asked and "does not state it" not in asked
-    [plain] = list(Judge(backend, store=tmp_path / "s.sqlite").claims(items_from_dicts([item])))
+    [_plain] = list(Judge(backend, store=tmp_path / "s.sqlite").claims(items_from_dicts([item])))
     assert "UNSUPPORTED if it does not state it or contradicts it." in backend.history[-1].prompt  # type: ignore[union-attr]
     assert "UNKNOWN" not in backend.history[-1].prompt.split("where X is one of")[1]  # type: ignore[union-attr]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import pytest
 from click.testing import CliRunner, Result
 
@@ -136,7 +137,7 @@ def test_a_stage_template_without_a_required_field_is_refused(stage: str, text: 
     judge = Judge(_backend(), store=tmp_path / "s.sqlite")
     with pytest.raises(ConfigError, match=rf"claims {stage} template .*lacks the field\(s\) \$\{{{missing[2:-1]}\}}"):
         judge.claims_task(templates={stage: text})
-    with pytest.raises(ConfigError, match="unknown claims stage 'verification'.*extract, verify, match"):
+    with pytest.raises(ConfigError, match=r"unknown claims stage 'verification'.*extract, verify, match"):
         judge.claims_task(templates={"verification": text})
     with pytest.raises(ConfigError, match="cannot read template"):
         judge.claims_task(templates={stage: tmp_path / "absent.txt"})
@@ -345,7 +346,7 @@ def test_sources_alone_are_the_evidence_of_uncited_claims(tmp_path: Path) -> Non
 def test_an_unknown_source_id_is_refused_with_file_line_and_field(tmp_path: Path) -> None:
     bad = json.loads(json.dumps(CITED))
     bad["responses"][0]["claims"][1]["source"] = "s9"
-    with pytest.raises(InputError, match="names no source of this item: 's9'.*s1, s2") as info:
+    with pytest.raises(InputError, match=r"names no source of this item: 's9'.*s1, s2") as info:
         items_from_dicts([bad])
     assert info.value.field == "responses[0].claims[1].source"
     none = {k: v for k, v in bad.items() if k != "sources"}

@@ -96,8 +96,8 @@ def test_public_api_is_pinned() -> None:
         "DEFAULT_JUDGE", "Backend", "BackendError", "Calibration", "Check", "ChecklistRecord", "CompareRecord",
         "ConfigError",
         "CriteriaRecord", "Criterion", "InputError", "Item", "Judge", "JudgeConfig", "LabelSet", "MockBackend", "Pair",
-        "PrerequisiteError", "Response", "ScoreRecord", "Store", "StoreError", "TransientBackendError",
-        "TrustJudgeError", "compare", "default_store_path", "get_backend", "items_from_dicts", "iter_items",
+        "PrerequisiteError", "Response", "Rule", "ScoreRecord", "Store", "StoreError", "TransientBackendError",
+        "TrustJudgeError", "Turn", "compare", "default_store_path", "get_backend", "items_from_dicts", "iter_items",
         "load_items", "register_backend", "register_mock", "score", "to_pandas",
         "MODES", "Mode", "TemplateSpec", "get_mode", "register_mode", "unregister_mode",
     ])

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM
 from trustjudge.backends import get_backend
 from trustjudge.backends._base import WORD_JOINER, neutralise
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM
 
 from ._llama_server import require_llama_cpp
 

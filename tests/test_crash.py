@@ -39,7 +39,8 @@ def calls(path: Path) -> int:
 
 
 def records(path: Path) -> list[Any]:
-    return sorted((json.loads(line) for line in path.read_text().splitlines()), key=lambda r: json.dumps(r, sort_keys=True))
+    return sorted((json.loads(line) for line in path.read_text().splitlines()),
+                  key=lambda r: json.dumps(r, sort_keys=True))
 
 
 def cli(command: str, items: Path, store: Path, out: Path, count: Path, delay: float) -> list[str]:
@@ -62,8 +63,8 @@ def wait_for_calls(count: Path, n: int, proc: subprocess.Popen[bytes], timeout: 
 def clean_run(command: str, items: Path, tmp_path: Path) -> tuple[list[Any], int]:
     count = tmp_path / "clean-calls.txt"
     out = tmp_path / "clean.jsonl"
-    done = subprocess.run(cli(command, items, tmp_path / "clean.sqlite", out, count, 0.0), env=env(count, 0.0), check=False,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cli(command, items, tmp_path / "clean.sqlite", out, count, 0.0), env=env(count, 0.0),
+                          check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return records(out), calls(count)
 
@@ -85,8 +86,8 @@ def test_sigkill_at_random_moments_then_resume(command: str, seed: int, tmp_path
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     final = tmp_path / "final.jsonl"
-    done = subprocess.run(cli(command, items, store, final, count, 0.0), env=env(count, 0.0), check=False, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(cli(command, items, store, final, count, 0.0), env=env(count, 0.0), check=False,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert records(final) == want  # byte for byte after sorting: nothing missing, nothing different
     assert total <= calls(count) <= total + BATCH * len(kills)  # at most the batch in flight per kill

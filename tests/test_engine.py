@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trustjudge import Judge, MockBackend, items_from_dicts
 from trustjudge.backends import LabelRequest, LabelResult
@@ -182,8 +184,6 @@ def test_plan_counts_stored_and_missing(tmp_path: Path) -> None:
 
 
 # -- the fast paths of re-aggregation equal the plain definitions ------------------------------------
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 @given(prompt=st.text(), labels=st.lists(st.text(max_size=5), min_size=1, max_size=6).map(tuple))

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from trustjudge import Judge, MockBackend
-from trustjudge.io._items import parse_record
-from trustjudge.engine._store import Store
 from trustjudge.backends import _speeds
 from trustjudge.backends._models import BUNDLED
 from trustjudge.backends._speeds import MIN_MEASURED_TOKENS, Speed
 from trustjudge.cli._common import duration
+from trustjudge.engine._store import Store
+from trustjudge.io._items import parse_record
 
 ITEMS = [parse_record({"id": f"q{i}", "question": f"question {i} " * 5,
                          "responses": [{"id": "a", "text": "one two three " * (i + 1)},

@@ -19,8 +19,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import small_items, write_jsonl
-from trustjudge import Check, ConfigError, Criterion, InputError, Item, Judge, PrerequisiteError, items_from_dicts
-from trustjudge import to_pandas
+from trustjudge import (
+    Check,
+    ConfigError,
+    Criterion,
+    InputError,
+    Item,
+    Judge,
+    PrerequisiteError,
+    items_from_dicts,
+    to_pandas,
+)
 from trustjudge.io._adapters import detect_format, iter_dataset
 from trustjudge.io._frames import flatten, parse_mapping
 from trustjudge.io._outputs import record_output
@@ -224,7 +233,7 @@ def test_a_missing_extra_names_it(tmp_path: Path, theirs: Path, monkeypatch: pyt
     real = importlib.import_module
 
     def missing(name: str, *args: Any) -> Any:
-        if name.split(".")[0] in ("datasets", "pyarrow", "pandas"):
+        if name.split(".", maxsplit=1)[0] in ("datasets", "pyarrow", "pandas"):
             raise ImportError(name)
         return real(name, *args)
 
@@ -235,9 +244,8 @@ def test_a_missing_extra_names_it(tmp_path: Path, theirs: Path, monkeypatch: pyt
         iter_dataset(theirs, mapping=MAPPING)
     with pytest.raises(PrerequisiteError, match=r"trustjudge\[data\]"):
         to_pandas([])
-    with pytest.raises(PrerequisiteError, match=r"trustjudge\[data\]"):
-        with record_output(tmp_path / "x.parquet"):
-            pass
+    with pytest.raises(PrerequisiteError, match=r"trustjudge\[data\]"), record_output(tmp_path / "x.parquet"):
+        pass
     assert not (tmp_path / "x.parquet").exists()
 
 

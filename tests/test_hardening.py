@@ -713,7 +713,8 @@ def _foreign_claims(store: Path, judge: Any, items: Any, *, host: str, started: 
 
     task = judge.score_task()
     keys = [judge.engine._label_key(q.prompt, judge.engine._closed(q.labels))
-            for item in items for r in item.responses for q in [task.question(item, r.text, judge.backend.format_prompt)]]
+            for item in items for r in item.responses
+            for q in [task.question(item, r.text, judge.backend.format_prompt)]]
     db = sqlite3.connect(store)
     columns = [row[1] for row in db.execute("PRAGMA table_info(claims)")]
     row = {"owner": "dead-run", "host": host, "pid": os.getpid(), "expires_at": time.time() + expires_in,

@@ -32,9 +32,10 @@ def test_keywords_change_the_config_and_an_unknown_one_is_named(tmp_path: Path) 
     j = Judge("mock/hash", store=tmp_path / "s.sqlite", scale=5, pointwise_template=template)
     assert j.config.scale == 5 and j.config.templates == {"pointwise": template}
     assert j.scale.points == 5
-    with pytest.raises(ConfigError, match="unknown judge setting.*scael"):
+    with pytest.raises(ConfigError, match=r"unknown judge setting.*scael"):
         Judge("mock/hash", store=tmp_path / "s.sqlite", scael=5)
-    same = Judge("mock/hash", store=tmp_path / "s.sqlite", config=JudgeConfig(scale=5, templates={"pointwise": template}))
+    same = Judge("mock/hash", store=tmp_path / "s.sqlite",
+                 config=JudgeConfig(scale=5, templates={"pointwise": template}))
     assert same.config == j.config
 
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from trustjudge import Judge, items_from_dicts
-from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM
 from trustjudge.backends import LabelRequest, get_backend
 from trustjudge.backends._transformers import TransformersBackend
+from trustjudge.modes._prompts import SCORE_MARKER, SYSTEM
 
 from .conftest import small_items
 from .test_backend_transformers import brute_force
@@ -55,7 +55,8 @@ def test_local_folder_judge_on_cpu(tiny_model: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine (the GPU path runs where one is)")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no CUDA device on this machine (the GPU path runs where one is)")
 def test_gpu_bf16_path(tiny_model: Path) -> None:
     from trustjudge.backends._models import resolve
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from trustjudge.errors import InputError
 from trustjudge.io._adapters import FORMATS, detect_format, iter_dataset
 from trustjudge.io._datasets import QAGS_QUESTION, TOPICAL_CHAT_PROMPT, USR_CRITERIA, USR_RANGES, summhay_published
 from trustjudge.io._items import Check, Item, Response
-from trustjudge.errors import InputError
 
 
 def _sha(text: str) -> str:
@@ -254,7 +254,7 @@ def test_summhay_bad_records(tmp_path: Path) -> None:
     good = _summhay_record("summary_subtopic_a", ("fully_covered", "not_covered"), ("FULL", "NO"))
     bad_label = _summhay_record("summary_subtopic_b", ("fully_covered", "mostly"), ("FULL", "NO"))
     other_insights = _summhay_record("summary_subtopic_c", ("fully_covered", "not_covered"), ("FULL", "NO"),
-                                     insights=_INSIGHTS[:1] + [{**_INSIGHTS[1], "insight": "Something else."}])
+                                     insights=[*_INSIGHTS[:1], {**_INSIGHTS[1], "insight": "Something else."}])
     unlabelled = _summhay_record("summary_subtopic_d", ("fully_covered", "not_covered"), ("FULL", "NO"))
     unlabelled["annotation"] = unlabelled["annotation"][:1]
     repeated = _summhay_record("summary_subtopic_a", ("fully_covered", "not_covered"), ("FULL", "NO"))

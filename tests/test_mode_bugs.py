@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from trustjudge import Judge, LabelSet, items_from_dicts
-from trustjudge.io._files import load_suite
 from trustjudge.errors import ConfigError
+from trustjudge.io._files import load_suite
 
 from .conftest import small_items, write_jsonl
 

@@ -19,18 +19,18 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 import trustjudge
-import trustjudge.modes._registry as modes_module
 import trustjudge._plugins as plugins_module
+import trustjudge.modes._registry as modes_module
 from tests.conftest import write_jsonl
 from trustjudge import MODES, ConfigError, Judge, Mode, get_mode, items_from_dicts, register_mode, unregister_mode
+from trustjudge.cli import cli
+from trustjudge.engine._asking import Question
 from trustjudge.engine._engine import EMPTY_RESPONSE, Outcome
 from trustjudge.io._items import Item
+from trustjudge.modes._base import Format, Task
 from trustjudge.modes._prompts import ANSWER_MARKER, SYSTEM, quote
-from trustjudge.engine._asking import Question
 from trustjudge.modes._records import ResponseHeader
 from trustjudge.serve import create_app
-from trustjudge.modes._base import Format, Task
-from trustjudge.cli import cli
 
 # One item every built-in mode can judge with its default options: criteria, a checklist, evidence and given
 # claims, three responses (so pairs).
@@ -64,14 +64,14 @@ def _records(mode: Mode, store: Path) -> list[dict[str, Any]]:
 def test_the_built_in_modes_are_registered() -> None:
     # every mode file of the package is a built-in mode (a new one is one file there), the first six always
     files = sorted(p.stem.replace("_", "-") for p in Path(trustjudge.modes.__file__).parent.glob("[!_]*.py"))
-    assert BUILTIN == files
+    assert files == BUILTIN
     assert {"score", "compare", "criteria", "criteria-compare", "checklist", "claims"} <= set(BUILTIN)
     assert trustjudge.get_mode is get_mode and isinstance(MODES["score"], Mode)
     with pytest.raises(TypeError):
         MODES["x"] = MODES["score"]  # type: ignore[index]  # a read-only view
     with pytest.raises(ConfigError, match="built-in"):
         register_mode(Mode("score", *[getattr(MODES["score"], f.name) for f in fields(Mode)][1:]))
-    with pytest.raises(ConfigError, match="unknown mode 'nope'.*score"):
+    with pytest.raises(ConfigError, match=r"unknown mode 'nope'.*score"):
         get_mode("nope")
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from trustjudge import Judge, MockBackend, items_from_dicts
+from trustjudge.backends import LabelRequest
 from trustjudge.modes._audits import checklist_audit, claims_audit, claims_sensitivity, criteria_audit, grounding_audit
 from trustjudge.report._modes import render_mode_report
-from trustjudge.backends import LabelRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "<script>alert(1)</script>"

@@ -90,7 +90,7 @@ def test_criteria_prompts_share_everything_before_the_criterion(tmp_path: Path) 
                 evidence=["Passage one.", "Passage </evidence> two."])
     list(Judge(backend, store=tmp_path / "s.sqlite").criteria(items_from_dicts([item]), CRITERIA))
     first, second = (r.prompt for r in backend.history)  # type: ignore[union-attr]
-    shared = os.path.commonprefix([first, second])
+    shared = os.path.commonprefix([first, second])  # noqa: RUF071 (characters)
     assert "Paris." in shared and shared.endswith("<criterion>\n")
     # Grounding blocks come in a fixed order, before the question, quoted like responses.
     assert first.index("<profile>") < first.index("<knowledge>") < first.index('<evidence n="1">') \
@@ -292,8 +292,14 @@ def test_openapi_records_are_the_library_records() -> None:
     """The service's record schemas come from the library's record classes: no field can drift."""
     import dataclasses
 
-    from trustjudge.modes._records import (ChecklistRecord, ClaimsRecord, CompareRecord, CriteriaCompareRecord,
-                                    CriteriaRecord, ScoreRecord)
+    from trustjudge.modes._records import (
+        ChecklistRecord,
+        ClaimsRecord,
+        CompareRecord,
+        CriteriaCompareRecord,
+        CriteriaRecord,
+        ScoreRecord,
+    )
     from trustjudge.serve import openapi_json
 
     schemas = json.loads(openapi_json())["components"]["schemas"]
@@ -362,7 +368,8 @@ def test_graded_pairwise_margin_by_hand(tmp_path: Path) -> None:
 
 
 def _check_record(rid: str, checks: list[tuple[float, float | None]]) -> dict[str, Any]:
-    return {"item_id": "q", "response_id": rid, "unscored": None, "satisfaction": sum(p for p, _ in checks) / len(checks),
+    return {"item_id": "q", "response_id": rid, "unscored": None,
+            "satisfaction": sum(p for p, _ in checks) / len(checks),
             "checks": [{"id": str(i), "p_pass": p, "value": p, "human": h, "unscored": None}
                        for i, (p, h) in enumerate(checks)]}
 
@@ -386,7 +393,8 @@ def test_checklist_audit_by_hand() -> None:
 def _crit_score(rid: str, scores: dict[str, float], aggregate: float) -> dict[str, Any]:
     return {"item_id": "q", "response_id": rid, "unscored": None, "aggregate": dict.fromkeys(
         ("discrete", "geval", "expected", "trustjudge"), aggregate), "human_score": None,
-        "criteria": [{"name": n, "points": 5, "scores": dict.fromkeys(("discrete", "geval", "expected", "trustjudge"), v),
+        "criteria": [{"name": n, "points": 5,
+                      "scores": dict.fromkeys(("discrete", "geval", "expected", "trustjudge"), v),
                       "human": v, "unscored": None} for n, v in scores.items()]}
 
 

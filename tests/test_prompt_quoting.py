@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trustjudge.modes.claims import ClaimsTask
-from trustjudge.io._items import Item, Response
-from trustjudge.modes._prompts import DEFAULT_TAGS, Grounding, Prompts, quote, scale
-from trustjudge.engine._asking import Question, Sampling
 from trustjudge.backends import GenerateRequest
 from trustjudge.backends._mock import MockBackend
+from trustjudge.engine._asking import Question, Sampling
+from trustjudge.io._items import Item, Response
+from trustjudge.modes._prompts import DEFAULT_TAGS, Grounding, Prompts, quote, scale
+from trustjudge.modes.claims import ClaimsTask
 
 USER_TEMPLATE = ('Rate the answer.\n${grounding_block}<question>${question}</question>\n<answer kind="main">\n'
                  "${response}\n</answer>\n${task}\n")

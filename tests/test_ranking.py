@@ -234,7 +234,7 @@ def test_records_without_system_and_unscored_records_are_skipped_and_counted() -
     assert clean.skipped == {"unscored": 0, "no_system": 0, "same_system": 0, "no_outcome": 0}
     assert messy.systems == clean.systems and messy.pairs_soft == 3 and messy.items == 3
     # A repeated (item, pair) keeps the newest record, whichever order the pair was shown in.
-    redone = rank(good + [compare("q1", "B", "A", "first", (0.9, 0.05, 0.05))], bootstrap=0)
+    redone = rank([*good, compare("q1", "B", "A", "first", (0.9, 0.05, 0.05))], bootstrap=0)
     assert redone.pairs_soft == 3 and redone.systems[0].system != clean.systems[0].system
 
 
@@ -309,7 +309,7 @@ def test_rank_combines_rankings_and_kendall_tau_between_them() -> None:
 
 def test_to_dict_is_json_and_rows_follow_soft_strength() -> None:
     pairs, _ = hand_made()
-    result = rank(pairs + [compare("i9", "W", "X", "first")], bootstrap=0)  # W only has a verdict: bt_soft is nan
+    result = rank([*pairs, compare("i9", "W", "X", "first")], bootstrap=0)  # W only has a verdict: bt_soft is nan
     data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
     w = next(s for s in data["systems"] if s["system"] == "W")
     assert w["bt_soft"] is None and w["ci_low"] is None and w["mean_score"] is None and w["bt_hard"] is not None

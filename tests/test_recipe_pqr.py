@@ -88,7 +88,7 @@ def test_pqr_by_hand_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
     assert run.result.systems["a"].value == pytest.approx((total["A"] + total["A2"]) / 2)
     assert run.result.systems["b"].value == pytest.approx(total["B"])
     assert {r["part"] for r in run.records} == {"P", "Q", "FA,CC"}
-    gen = [r for r in run.records if r["part"] == "P"][0]["generated_criteria"]
+    gen = next(r for r in run.records if r["part"] == "P")["generated_criteria"]
     assert [(c["name"], c["weight"]) for c in gen] == [("Goal", 0.75), ("Style", 0.25)]
     data = run.to_dict()
     assert set(data["parts"]) == {"P", "Q", "FA", "CC"} and data["recipe"]["parts"][3]["metric"]["name"] == (

@@ -16,8 +16,7 @@ from click.testing import CliRunner
 from trustjudge import InputError, MockBackend, items_from_dicts
 from trustjudge.backends import LabelRequest
 from trustjudge.cli import cli
-from trustjudge.recipes import builtin_recipes, get_recipe, load_recipe, recipe_judge, run_recipe
-from trustjudge.recipes import _recipe
+from trustjudge.recipes import _recipe, builtin_recipes, get_recipe, load_recipe, recipe_judge, run_recipe
 
 ITEMS = [
     {"id": "q1", "question": "Where is the cup?", "reference": "on the left",
@@ -119,7 +118,7 @@ def test_the_trustjudge_study_recipe_scores_and_audits_consistency(tmp_path: Pat
             return [1.0 / len(req.labels)] * len(req.labels)
         return backend.script(req)  # type: ignore[no-any-return]
 
-    run, calls = _run("trustjudge-study", MockBackend("study", script), tmp_path / "s.sqlite", audit=True)
+    run, _calls = _run("trustjudge-study", MockBackend("study", script), tmp_path / "s.sqlite", audit=True)
     assert run.result.value == pytest.approx(3.5)
     assert "5/trustjudge/likelihood" in run.audit["consistency"]["conflict"]
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from trustjudge.modes._records import (
-    CheckResult,
     ChecklistRecord,
+    CheckResult,
     ClaimResult,
     ClaimsRecord,
     CompareRecord,

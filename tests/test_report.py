@@ -76,7 +76,8 @@ def simple_ranking(run: Any) -> dict[str, Any]:
     for rec in run.score_records[100]:
         if rec["scores"]["trustjudge"] is not None:
             means.setdefault(rec["system"], []).append(rec["scores"]["trustjudge"])
-    systems = [{"system": s, "strength": sum(v) / len(v), "ci_low": min(v), "ci_high": max(v)} for s, v in means.items()]
+    systems = [{"system": s, "strength": sum(v) / len(v), "ci_low": min(v), "ci_high": max(v)}
+               for s, v in means.items()]
     systems.append({"system": SCRIPT, "strength": 50.0, "ci_low": 40.0, "ci_high": 60.0})
     return {"systems": sorted(systems, key=lambda s: -s["strength"])}
 
@@ -236,7 +237,7 @@ def test_report_in_headless_chromium(browser_page: Any, report_file: Path) -> No
     console: list[Any] = []
     errors: list[str] = []
     requests: list[str] = []
-    page.on("console", lambda msg: console.append(msg))
+    page.on("console", console.append)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("request", lambda req: requests.append(req.url))
     page.goto(report_file.as_uri(), wait_until="load")

@@ -55,7 +55,8 @@ def test_entropy_bits() -> None:
     assert S.entropy_bits([0.1, 0.1]) == pytest.approx(1.0)  # renormalised over the labels
 
 
-def _orders(p1: tuple[float, float, float], p2: tuple[float, float, float]) -> tuple[S.PairDistribution, S.PairDistribution]:
+def _orders(p1: tuple[float, float, float],
+            p2: tuple[float, float, float]) -> tuple[S.PairDistribution, S.PairDistribution]:
     return S.from_order(*p1, swapped=False), S.from_order(*p2, swapped=True)
 
 

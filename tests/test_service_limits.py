@@ -26,9 +26,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from trustjudge import MockBackend
-from trustjudge.serve import DEFAULT_MAX_PROMPT_BYTES, create_app, uvicorn_options
 from trustjudge.backends._mock import hashed_probs
 from trustjudge.cli._serve import serve as serve_command
+from trustjudge.serve import DEFAULT_MAX_PROMPT_BYTES, create_app, uvicorn_options
 
 from .conftest import time_limit
 

@@ -63,7 +63,7 @@ def test_library_calibrate_select_and_rerun_with_zero_calls(tmp_path: Path) -> N
     assert all(set(r["calibrated"]) == {"probabilities", "verdict", "confidence"} for r in records)
     assert summary["coverage"] == 1.0
     # the mock judge's verdicts are noise: a high target cannot be supported, and says so
-    with pytest.raises(ConfigError, match="cannot support agreement >= 0.95"):
+    with pytest.raises(ConfigError, match=r"cannot support agreement >= 0.95"):
         judge.select(items, again, target=0.95, delta=0.1)
     judge.close()
 

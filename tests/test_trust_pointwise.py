@@ -216,7 +216,7 @@ def test_the_guarantee_holds_in_simulation_and_a_naive_threshold_breaks_it() -> 
     cmap = CalibrationMap("vector", LEVELS, {"temperature": 2.0, "bias": [0.0] * 5})
     levels = [1, 2, 3, 4, 5]
     # in the population, the calibrated confidence is the exact probability of agreement (within 1) of a unit
-    verdict_pop, conf_pop = score_verdicts(cmap.apply(raw_pop), levels, tolerance)
+    _, conf_pop = score_verdicts(cmap.apply(raw_pop), levels, tolerance)
     assert np.allclose(cmap.apply(raw_pop), q_pop)
     order = np.argsort(-conf_pop)
     true_curve = np.cumsum(conf_pop[order]) / np.arange(1, conf_pop.size + 1)
@@ -324,9 +324,9 @@ def test_library_calibrate_score_and_select(tmp_path: Path, knowing: MockBackend
         agreed = sum(abs(int(r["calibrated"]["verdict"]) - round(r["human_score"])) <= 1 for r in kept)
         assert summary["agreement_on_kept"] == pytest.approx(agreed / len(kept))
     # another scale does not fit
-    with Judge("mock/knowscore", store=tmp_path / "s.sqlite", scale=10) as other:
-        with pytest.raises(ConfigError, match="the calibration covers the score classes 1, 2, 3, 4, 5"):
-            other.check_calibration(cal)
+    with Judge("mock/knowscore", store=tmp_path / "s.sqlite", scale=10) as other, \
+            pytest.raises(ConfigError, match="the calibration covers the score classes 1, 2, 3, 4, 5"):
+        other.check_calibration(cal)
 
 
 def test_cli_calibrate_score_apply_and_refuse_a_tolerance_mismatch(tmp_path: Path, knowing: MockBackend) -> None:

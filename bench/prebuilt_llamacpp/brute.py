@@ -1,7 +1,12 @@
 # Evidence script for docs/judges.md "A prebuilt llama.cpp for the first run?" (paths as run on 2026-12-02).
 # brute force label log-probs + prompt decode timing, low-level API of either binding (argv[1]: sync|compiled)
-import json, math, sys, time
+import json
+import math
+import sys
+import time
+
 import numpy as np
+
 GGUF = "/root/.cache/trustjudge/gguf/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 which = sys.argv[1]; reps = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 cases = json.load(open("/tmp/pscmp/cases.json"))

@@ -1,9 +1,12 @@
 # Evidence script for docs/judges.md "A prebuilt llama.cpp for the first run?" (paths as run on 2026-12-02).
 # shared venv: the compiled backend's prompt, token ids and label log-probs (trie) on the default judge
-import json, math, sys
+import json
+import sys
+
 sys.path.insert(0, "/work/wt/firstrun/tests")
 from trustjudge.backends import get_backend
 from trustjudge.backends._base import LabelRequest
+
 b = get_backend("llamacpp/qwen2.5-coder-1.5b")
 out = []
 for text in ("It is four.", "4", "The answer is 5 because 2+2 makes five."):

@@ -1,5 +1,6 @@
 # Evidence script for docs/judges.md "A prebuilt llama.cpp for the first run?" (paths as run on 2026-12-02).
 from llama_cpp_py_sync._cffi_bindings import get_ffi, get_lib
+
 ffi = get_ffi(); lib = get_lib()
 lib.llama_backend_init()
 print(ffi.string(lib.llama_print_system_info()).decode())

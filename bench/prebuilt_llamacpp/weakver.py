@@ -1,6 +1,9 @@
 # Evidence script for docs/judges.md "A prebuilt llama.cpp for the first run?" (paths as run on 2026-12-02).
 """Mark the GLIBC_2.38 version need of an ELF .so as weak (VER_FLG_WEAK), in place."""
-import struct, sys
+import struct
+import sys
+
+
 def patch(path):
     b = bytearray(open(path, "rb").read())
     shoff, = struct.unpack_from("<Q", b, 0x28); shentsz, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)

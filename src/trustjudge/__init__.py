@@ -24,7 +24,8 @@ from .errors import (
 )
 from .io._files import iter_items, load_items
 from .io._frames import to_pandas
-from .io._items import Check, Criterion, Item, Pair, Response, items_from_dicts
+from .io._items import Check, Criterion, Item, Pair, Response, Turn, items_from_dicts
+from .io._rules import Rule
 from .modes._prompts import LabelSet
 from .modes._records import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
 from .modes._registry import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode
@@ -51,12 +52,14 @@ __all__ = [
     "Pair",
     "PrerequisiteError",
     "Response",
+    "Rule",
     "ScoreRecord",
     "Store",
     "StoreError",
     "TemplateSpec",
     "TransientBackendError",
     "TrustJudgeError",
+    "Turn",
     "compare",
     "default_store_path",
     "get_backend",

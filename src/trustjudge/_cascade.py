@@ -1,8 +1,12 @@
 """Cascades of judges, each tier judging only what the tiers before it abstained on (*Trust or Escalate*).
 
 A cascade is a list of model tiers, each a judge with its own calibration file, optionally ended by
-``human``. Tier 1 judges every pair; a verdict it keeps (its calibrated confidence reaches its threshold)
-is final, and only the rest go to tier 2, and so on. What no model tier keeps is left for a person (the
+``human``. A verdict is one unit of the calibrated modes: a pair's verdict (``compare``), one check of a
+response (``checklist``: pass or fail) or one claim's verification (``claims``: its stance). Tier 1
+judges every verdict; a verdict it keeps (its calibrated confidence reaches its threshold) is final, and
+only the rest go to tier 2, and so on: a pair alone, or a response asked only the checks (verified only on
+the claims) still open. Later tiers of a claims cascade verify the claims tier 1 had, given or extracted
+by tier 1, so that every tier judges the same claims. What no model tier keeps is left for a person (the
 ``human`` tier: written in the items format for labelling) or, without one, reported as abstained.
 
 **Thresholds.** They are chosen together, on one calibration set: the units of the tiers' calibration
@@ -12,13 +16,15 @@ tiers 1..t-1 abstained on, at level ``delta / T`` for T model tiers
 (:func:`~trustjudge.audit._calibration.choose_cascade`); a tier that cannot support the target on what reaches
 it keeps nothing and passes everything on.
 
-**What is guaranteed.** If the calibration units and the judged pairs come from the same distribution:
+**What is guaranteed.** If the calibration units and the judged verdicts come from the same distribution:
 with probability at least 1 - delta over the calibration set, agreement with humans is at least the
-target on the verdicts each model tier keeps (each tier among the pairs that reach it), hence on all
+target on the verdicts each model tier keeps (each tier among the verdicts that reach it), hence on all
 verdicts the models keep together (a mix of sets each with agreement >= target). A person decides the
 rest. The tests of later tiers treat the earlier tiers' thresholds as fixed although they were chosen
 on the same calibration set (as *Trust or Escalate* does); tests/test_cascade.py checks the guarantee
-in simulation over 1,000 calibration sets (violation rate <= delta + 3 standard errors).
+in simulation over 1,000 calibration sets (violation rate <= delta + 3 standard errors). The test counts
+each unit as one draw: the checks (or claims) of one response are not independent of each other, so a
+calibration set of many responses with few checks each is worth more than the reverse.
 
 **Calls.** Each tier runs through its judge and the store, on its share only: a rerun reads every verdict
 from the store (zero model calls), and the summary gives each tier's calls against the calls it would
@@ -27,6 +33,7 @@ need alone.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -35,18 +42,21 @@ from typing import Any, Protocol
 import numpy as np
 
 from .audit import _calibration as C
-from .audit._trust import Calibration, abstained_items, annotate
+from .audit._trust import Calibration, Unit, abstained_items, annotate, units
 from .engine._engine import EngineStats, ProgressFn
 from .errors import ConfigError
-from .io._items import Item
+from .io._items import Claim, Item
 from .modes._base import Task
 from .modes._records import RecordBase
 
 HUMAN = "human"
 """The name of the last tier when people decide what every model tier abstained on."""
-CASCADE_MODES = ("compare",)
+CASCADE_MODES = ("compare", "checklist", "claims")
+UNIT_NAMES = {"compare": "pairs", "checklist": "checks", "claims": "claims"}
+"""What one verdict of a cascade is, by mode (the tables' word)."""
 
 PairKey = tuple[str, str, str]
+UnitKey = tuple[str | int, ...]
 
 
 class TierJudge(Protocol):
@@ -118,7 +128,7 @@ def thresholds(calibrations: Sequence[Calibration], target: float, delta: float)
     return C.choose_cascade(confs, agrees, alpha=1 - target, delta=delta)
 
 
-def _narrow(items: Sequence[Item], keep: set[PairKey]) -> list[Item]:
+def _narrow(items: Sequence[Item], keep: set[UnitKey]) -> list[Item]:
     """The items with only the pairs in ``keep`` (items left with none are dropped)."""
     out = []
     for item in items:
@@ -132,14 +142,79 @@ def _key(rec: dict[str, Any]) -> PairKey:
     return (str(rec["item_id"]), str(rec["first_id"]), str(rec["second_id"]))
 
 
+Origin = dict[tuple[str, str], list[int]]
+"""Per (item, response) of a narrowed checklist or claims item: the original place of each check or claim."""
+
+
+def _slots(mode: str, record: dict[str, Any], classes: Sequence[str]) -> Iterator[tuple[Unit, dict[str, Any]]]:
+    """Each verdict of an annotated record and the dict that holds it (the record itself for a pair)."""
+    for unit in units(mode, [record], classes):
+        target: Any = record
+        for step in unit.path:
+            target = target[step]
+        yield unit, target
+
+
+def _unit_key(mode: str, rec: dict[str, Any], unit: Unit, origin: Origin | None) -> UnitKey:
+    """Which verdict of the input ``unit`` is: a pair's ids; a check's or claim's item, response and its
+    place among the response's checks or claims before any narrowing."""
+    if mode == "compare":
+        return _key(rec)
+    kind, j = unit.path
+    assert isinstance(j, int)
+    where = (str(rec["item_id"]), str(rec["response_id"]))
+    return (*where, str(kind), origin[where][j] if origin is not None else j)
+
+
+def _given(base: Sequence[dict[str, Any]], items: Sequence[Item]) -> list[Item]:
+    """``items`` with each response's claims given as tier 1 had them (extracted ones included), so that
+    every later tier verifies the same claims."""
+    claims = {(str(r["item_id"]), str(r["response_id"])): r.get("claims") or [] for r in base}
+    out = []
+    for item in items:
+        responses = []
+        for resp in item.responses:
+            if resp.claims is None:
+                got = claims.get((item.id, resp.id), [])
+                resp = replace(resp, claims=tuple(Claim(c["text"], c.get("human"), c.get("source")) for c in got))
+            responses.append(resp)
+        out.append(replace(item, responses=tuple(responses)))
+    return out
+
+
+def _narrow_parts(mode: str, items: Sequence[Item], keep: set[UnitKey]) -> tuple[list[Item], Origin]:
+    """The items with only the checks (or claims) in ``keep``, each response's own list (responses and items
+    left with none are dropped), and where each kept one was."""
+    kind = "checks" if mode == "checklist" else "claims"
+    out, origin = [], {}
+    for item in items:
+        responses = []
+        for resp in item.responses:
+            parts: Sequence[Any] = item.checks(resp) if mode == "checklist" else resp.claims or ()
+            places = [j for j in range(len(parts)) if (item.id, resp.id, kind, j) in keep]
+            if not places:
+                continue
+            origin[(item.id, resp.id)] = places
+            chosen = tuple(parts[j] for j in places)
+            responses.append(replace(resp, checklist=chosen) if mode == "checklist"
+                             else replace(resp, claims=chosen))
+        if responses:
+            out.append(replace(item, responses=tuple(responses), checklist=()) if mode == "checklist"
+                       else replace(item, responses=tuple(responses)))
+    return out, origin
+
+
 def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: float = 0.1,
         override: bool = False,
         progress: ProgressFn | bool | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Judge ``items`` through the cascade; return the records (one per pair, in input order) and a summary.
+    """Judge ``items`` through the cascade; return the records (in input order) and a summary.
 
-    Each record is the deciding tier's (with its ``calibrated`` block), plus ``tier`` (1-based; the human
-    tier's number, or ``None`` without one, when no model tier kept the verdict), ``tier_judge`` and
-    ``cascade``: what every tier that saw the pair said.
+    Pairs (``compare``): one record per pair, the deciding tier's (with its ``calibrated`` block), plus
+    ``tier`` (1-based; the human tier's number, or ``None`` without one, when no model tier kept the
+    verdict), ``tier_judge`` and ``cascade``: what every tier that saw the pair said. Checks and claims
+    (``checklist``, ``claims``): one record per response, tier 1's, each check or claim replaced by its
+    deciding tier's, with ``tier``, ``tier_judge`` and ``cascade`` on it (the record's own aggregates stay
+    tier 1's). Later tiers of a claims cascade verify the claims tier 1 had (given or extracted).
     """
     model, human = _check_tiers(tiers)
     cals = []
@@ -153,56 +228,88 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
         raise ConfigError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on its "
                           f"calibration set ({sizes}): label more items, or lower the target")
     items = list(items)
-    order = [(item.id, p.first, p.second) for item in items for p in item.all_pairs()]
-    total = len(order)
-    final: dict[PairKey, dict[str, Any]] = {}
-    last: dict[PairKey, dict[str, Any]] = {}
-    trail: dict[PairKey, list[dict[str, Any]]] = {k: [] for k in order}
+    classes = cals[0].map.classes
+    order: list[UnitKey] = []
+    final: dict[UnitKey, tuple[int, str, dict[str, Any]]] = {}
+    last: dict[UnitKey, dict[str, Any]] = {}
+    humans: dict[UnitKey, int | None] = {}
+    trail: dict[UnitKey, list[dict[str, Any]]] = {}
+    base: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
-    todo = items
+    todo, full, origin = items, items, None
     for t, (tier, cal, sel) in enumerate(zip(model, cals, selections), start=1):
         judge = tier.judge
         assert judge is not None
         task = judge.calibration_task(mode)
         calls, stored = judge.stats.model_calls, judge.stats.from_store
-        asked = sum(len(it.all_pairs()) for it in todo)
+        asked = len(order) - len(final) if t > 1 else None
         records = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
         decided = labelled = agreed = 0
-        for rec in annotate(mode, records, cal, sel):
-            key = _key(rec)
-            block = rec["calibrated"]
-            trail[key].append({"tier": t, "judge": judge.name, "verdict": block["verdict"],
-                               "confidence": block["confidence"], "abstained": block["abstained"]})
-            last[key] = rec
-            if block["abstained"] is None:
-                final[key] = rec
-                rec.update(tier=t, tier_judge=judge.name)
-                decided += 1
-                if rec.get("human") is not None:
-                    labelled += 1
-                    agreed += rec["human"] == block["verdict"]
+        annotated = annotate(mode, records, cal, sel)
+        for rec in annotated:
+            for unit, slot in _slots(mode, rec, classes):
+                key = _unit_key(mode, rec, unit, origin)
+                if t == 1:
+                    order.append(key)
+                    trail[key] = []
+                    humans[key] = unit.human
+                block = slot["calibrated"]
+                trail[key].append({"tier": t, "judge": judge.name, "verdict": block["verdict"],
+                                   "confidence": block["confidence"], "abstained": block["abstained"]})
+                last[key] = slot
+                if block["abstained"] is None:
+                    final[key] = (t, judge.name, slot)
+                    decided += 1
+                    if unit.human is not None:
+                        labelled += 1
+                        agreed += classes[unit.human] == block["verdict"]
+        if t == 1:
+            base = annotated
+            asked = len(order)
+            if mode == "claims":
+                full = _given(base, items)
+        total = len(order)
         rows.append({"tier": t, "judge": judge.name, "asked": asked, "alone": total, "decided": decided,
                      "share": decided / total if total else None,
                      "agreement": agreed / labelled if labelled else None, "labelled": labelled,
                      "judgments": sum(task.size(it) for it in todo),
-                     "judgments_alone": sum(task.size(it) for it in items),
+                     "judgments_alone": sum(task.size(it) for it in (items if t == 1 else full)),
                      "model_calls": judge.stats.model_calls - calls, "from_store": judge.stats.from_store - stored,
                      "calibration": {"n": cal.n, "method": cal.map.method, "data_hash": cal.data_hash},
                      "guarantee": sel.to_dict(), "keeps_nothing": not sel.supported})
-        todo = _narrow(todo, {k for k in order if k not in final})
+        keep = {k for k in order if k not in final}
+        if mode == "compare":
+            todo = _narrow(todo, keep)
+        else:
+            todo, origin = _narrow_parts(mode, full, keep)
     rest = [k for k in order if k not in final]
-    for key in rest:
-        rec = last[key]
-        rec.update(tier=len(model) + 1 if human else None, tier_judge=HUMAN if human else None)
     if human:
-        rows.append({"tier": len(model) + 1, "judge": HUMAN, "asked": len(rest), "alone": total,
-                     "decided": len(rest), "share": len(rest) / total if total else None})
-    out = []
-    for key in order:
-        rec = final.get(key) or last[key]
-        rec["cascade"] = trail[key]
-        out.append(rec)
-    return out, _summary(mode, out, rows, [t.name for t in tiers], target, delta)
+        rows.append({"tier": len(model) + 1, "judge": HUMAN, "asked": len(rest), "alone": len(order),
+                     "decided": len(rest), "share": len(rest) / len(order) if order else None})
+
+    def decided_by(key: UnitKey) -> dict[str, Any]:
+        got = final.get(key)
+        tier_no: int | None
+        name: str | None
+        if got is not None:
+            slot, tier_no, name = got[2], got[0], got[1]
+        else:
+            slot, tier_no, name = last[key], (len(model) + 1 if human else None), (HUMAN if human else None)
+        return {**slot, "tier": tier_no, "tier_judge": name, "cascade": trail[key]}
+
+    if mode == "compare":
+        out = [decided_by(key) for key in order]
+    else:
+        out, place = [], iter(order)
+        for rec in base:
+            rec = json.loads(json.dumps(rec))
+            for _unit, slot in list(_slots(mode, rec, classes)):
+                new = decided_by(next(place))
+                slot.clear()
+                slot.update(new)
+            out.append(rec)
+    summary = _summary(mode, out, rows, [t.name for t in tiers], target, delta, classes, humans, final)
+    return out, summary
 
 
 def _check_tiers(tiers: Sequence[Tier]) -> tuple[list[Tier], bool]:
@@ -224,19 +331,20 @@ def _check_tiers(tiers: Sequence[Tier]) -> tuple[list[Tier], bool]:
                           "a cascade judges one mode")
     mode = modes.pop()
     if mode not in CASCADE_MODES:
-        raise ConfigError(f"cascades judge pairwise verdicts (the compare mode) so far, not {mode}")
+        raise ConfigError(f"cascades judge the modes {', '.join(CASCADE_MODES)}, not {mode}")
     return model, human
 
 
 def _summary(mode: str, records: list[dict[str, Any]], rows: list[dict[str, Any]], names: list[str], target: float,
-             delta: float) -> dict[str, Any]:
-    total = len(records)
-    machine = [r for r in records if r.get("tier_judge") not in (None, HUMAN)]
-    labelled = [r for r in machine if r.get("human") is not None]
-    agreed = sum(r["human"] == r["calibrated"]["verdict"] for r in labelled)
+             delta: float, classes: Sequence[str], humans: dict[UnitKey, int | None],
+             final: dict[UnitKey, tuple[int, str, dict[str, Any]]]) -> dict[str, Any]:
+    total = len(humans)
+    labelled = [(humans[k], slot) for k, (_t, _n, slot) in final.items() if humans[k] is not None]
+    agreed = sum(classes[h] == slot["calibrated"]["verdict"] for h, slot in labelled if h is not None)
     models = sum(1 for n in names if n != HUMAN)
-    return {"mode": mode, "cascade": names, "verdicts": total, "target_agreement": target, "delta": delta,
-            "machine_decided": len(machine), "machine_coverage": len(machine) / total if total else None,
+    return {"mode": mode, "unit": UNIT_NAMES[mode], "cascade": names, "verdicts": total,
+            "records": len(records), "target_agreement": target, "delta": delta,
+            "machine_decided": len(final), "machine_coverage": len(final) / total if total else None,
             "agreement_on_machine_verdicts": agreed / len(labelled) if labelled else None,
             "labelled_machine_verdicts": len(labelled), "tiers": rows,
             "guarantee": (f"with probability >= {1 - delta:g} over the calibration set, agreement with humans is >= "
@@ -245,8 +353,42 @@ def _summary(mode: str, records: list[dict[str, Any]], rows: list[dict[str, Any]
                           + ("left to people" if names[-1] == HUMAN else "abstained"))}
 
 
-def human_items(records: Sequence[dict[str, Any]], items_by_id: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The items behind the pairs no model tier kept, in the items format with ``human`` empty (for labelling)."""
-    rest = [{**r, "calibrated": {"abstained": "cascade"}} for r in records if r.get("tier_judge") in (None, HUMAN)]
-    return abstained_items("compare", rest, items_by_id)
-
+def human_items(records: Sequence[dict[str, Any]], items_by_id: dict[str, dict[str, Any]],
+                mode: str = "compare") -> list[dict[str, Any]]:
+    """The items behind the verdicts no model tier kept, in the items format, ready for labels: pairs with
+    ``human`` empty; for checks, the responses with such a check (its ``human_checks`` entry empty); for
+    claims, the responses with such a claim, each response's claims written out as the cascade judged them
+    (extracted ones too, so that each label has its claim), ``human`` empty where it was."""
+    if mode == "compare":
+        rest = [{**r, "calibrated": {"abstained": "cascade"}} for r in records if r.get("tier_judge") in (None, HUMAN)]
+        return abstained_items("compare", rest, items_by_id)
+    kind = "checks" if mode == "checklist" else "claims"
+    open_parts: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    every: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rec in records:
+        where = (str(rec["item_id"]), str(rec["response_id"]))
+        parts = rec.get(kind) or []
+        every[where] = parts
+        left = [p for p in parts if p.get("tier_judge") in (None, HUMAN)]
+        if left:
+            open_parts[where] = left
+    out = []
+    for item_id in dict.fromkeys(i for i, _ in open_parts):
+        item = json.loads(json.dumps(items_by_id[item_id]))
+        responses = []
+        for resp in item.get("responses", []):
+            where = (item_id, str(resp.get("id")))
+            if where not in open_parts:
+                continue
+            if mode == "checklist":
+                labels = dict(resp.get("human_checks") or {})
+                for part in open_parts[where]:
+                    labels.setdefault(part["id"], None)
+                resp["human_checks"] = labels
+            else:
+                resp["claims"] = [{"text": c["text"], "human": c.get("human"),
+                                   **({"source": c["source"]} if c.get("source") else {})} for c in every[where]]
+            responses.append(resp)
+        item["responses"] = responses
+        out.append(item)
+    return out

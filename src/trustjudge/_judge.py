@@ -26,7 +26,8 @@ from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressF
 from .engine._store import Store
 from .errors import ConfigError
 from .io._items import Check, Criterion, Item
-from .modes._base import Asking, Task, check_item
+from .io._rules import Rule
+from .modes._base import Asking, Task, check_item, ruled, run_task, with_turns
 from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
 from .modes._prompts import scale as make_scale
 from .modes._records import (
@@ -55,7 +56,8 @@ def _with_bar(judge: Judge, task: Task, items: Iterable[Item]) -> Iterator[Recor
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = sum(task.size(item) for item in items) if isinstance(items, Sequence) else None
+    # what a rule answers asks nothing, so it is not part of the bar's total
+    total = sum(task.size(item) for item in ruled(task, items)[0]) if isinstance(items, Sequence) else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True)) as bar:
         handle = bar.add_task(f"{task.kind} ({judge.name})", total=total)
@@ -146,9 +148,11 @@ class Judge:
         """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings."""
         return get_mode(mode).task_of(self, **options)
 
-    def score_task(self, scale: int | str | None = None, protocol: Protocol | None = None) -> Task:
-        """The pointwise task with this judge's settings (``scale``/``protocol`` override them)."""
-        return self.task("score", scale=scale, protocol=protocol)
+    def score_task(self, scale: int | str | None = None, protocol: Protocol | None = None, *,
+                   rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
+        """The pointwise task with this judge's settings (``scale``/``protocol`` override them); ``rules``:
+        shortcuts checked before the judge (:class:`~trustjudge.Rule`, or ``{"kind", "label", ...}`` mappings)."""
+        return self.task("score", scale=scale, protocol=protocol, rules=tuple(rules))
 
     def compare_task(self, protocol: Protocol | None = None, delta: float | None = None,
                      labels: PairLabels | str | None = None) -> Task:
@@ -157,18 +161,21 @@ class Judge:
 
     def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int | str = 5,
                       protocol: Protocol | None = None, generate_criteria: int | None = None,
-                      criteria_focus: str | None = None) -> Task:
+                      criteria_focus: str | None = None, rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
         """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
         descriptions are judged on ``scale`` (default 5: 1..5; a range such as ``"0-3"``).
         ``generate_criteria=N``: the judge writes N weighted criteria per item that carries none (a stored
-        generation per item; ``criteria_focus``: what they are to assess)."""
+        generation per item; ``criteria_focus``: what they are to assess). ``rules``: as :meth:`score_task`'s,
+        each rule's label given on every criterion."""
         return self.task("criteria", criteria=tuple(criteria), reweight=reweight, scale=scale, protocol=protocol,
-                         generate_criteria=generate_criteria, criteria_focus=criteria_focus)
+                         generate_criteria=generate_criteria, criteria_focus=criteria_focus, rules=tuple(rules))
 
     def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
-                       protocol: Protocol | None = None) -> Task:
-        """Checklist judging: ``checklist`` applies to responses whose item carries none."""
-        return self.task("checklist", checklist=tuple(checklist), labels=labels, reweight=reweight, protocol=protocol)
+                       protocol: Protocol | None = None, rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
+        """Checklist judging: ``checklist`` applies to responses whose item carries none; ``rules``: as
+        :meth:`score_task`'s, each rule's label given to every check."""
+        return self.task("checklist", checklist=tuple(checklist), labels=labels, reweight=reweight, protocol=protocol,
+                         rules=tuple(rules))
 
     def criteria_compare_task(self, criteria: Sequence[Criterion] = (), *, graded: bool = False,
                               reweight: bool = False, protocol: Protocol | None = None) -> Task:
@@ -217,7 +224,7 @@ class Judge:
             return
         asking = self.asking(progress or None)
         for chunk in self._chunks(items, task):
-            yield from task.run(chunk, asking)
+            yield from with_turns(run_task(task, chunk, asking), chunk)  # rules first: what one fires on asks nothing
 
     def score(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[ScoreRecord]:
         """Score every response of every item; records come out in input order, item by item."""
@@ -470,7 +477,7 @@ class Judge:
     def cascade(self, items: Iterable[Item], tiers: Sequence[tuple[Judge | str | Backend, Calibration | None]], *,
                 target: float, delta: float = 0.1, override: bool = False,
                 progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Judge pairs through a cascade of judges: tier k judges only what tiers before it abstained on.
+        """Judge through a cascade of judges: tier k judges only the verdicts the tiers before it abstained on.
 
         ``tiers``: ``(judge, calibration)`` in order, cheapest first; a judge is a :class:`Judge`, a backend
         or a judge name (built with this judge's settings and store; this judge's own name means this
@@ -478,11 +485,12 @@ class Judge:
         (:func:`trustjudge._cascade.human_items` writes it in the items format). Each model tier's threshold
         is chosen on the calibration units the earlier tiers abstained on, so that agreement with humans on
         the verdicts each tier keeps is >= ``target`` with probability >= 1 - ``delta`` (see
-        :mod:`trustjudge._cascade`). The calibration files must be in the compare mode, fitted on the same
-        labelled items.
+        :mod:`trustjudge._cascade`). The calibration files must be of one mode (compare: pairs; checklist:
+        checks; claims: claim verifications), fitted on the same labelled items.
 
-        Returns the records (each with ``tier``, ``tier_judge`` and the ``cascade`` trail) and a summary
-        (coverage, agreement and calls per tier, against the calls each tier would need alone).
+        Returns the records and a summary (coverage, agreement and calls per tier, against the calls each
+        tier would need alone). A pair's record, or each check or claim of a response's record, has ``tier``,
+        ``tier_judge`` and the ``cascade`` trail (:func:`trustjudge._cascade.run`).
         """
         built: list[Judge] = []
         steps: list[_cascade.Tier] = []
@@ -516,7 +524,7 @@ class Judge:
         fmt = self.backend.format_prompt
         questions: list[Question | str] = []
         for chunk in self._chunks(items, task):
-            questions.extend(q for item in chunk for q in task.questions(item, fmt))
+            questions.extend(q for item in ruled(task, chunk)[0] for q in task.questions(item, fmt))
         return plan_questions(self.engine, questions, self.sampling(task.protocol))
 
     def __enter__(self) -> Judge:

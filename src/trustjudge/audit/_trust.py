@@ -187,8 +187,8 @@ def _score_unit(i: int, rec: Mapping[str, Any], classes: tuple[str, ...], levels
             raise ConfigError(f"{where}: a score record without its distribution over the levels; judge with "
                               "`--distribution` (keep_distribution=True) to calibrate or apply a calibration")
         labels = rec.get("labels")
-        if set(dist) != set(classes) or isinstance(labels, dict) and \
-                [float(labels[c]) for c in classes] != list(levels):
+        if set(dist) != set(classes) or (isinstance(labels, dict)
+                                         and [float(labels[c]) for c in classes] != list(levels)):
             raise ConfigError(f"{where}: its levels {list(dist)} are not the calibration's {list(classes)} (another "
                               "scale)")
         probs = tuple(float(dist[c]) for c in classes)
@@ -354,7 +354,7 @@ class Calibration:
         def need(key: str, kind: type | tuple[type, ...]) -> Any:
             if key not in d:
                 raise ConfigError(f"{source}: missing field {key!r}")
-            if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is not bool:
+            if not isinstance(d[key], kind) or (isinstance(d[key], bool) and kind is not bool):
                 raise ConfigError(f"{source}: field {key!r} has the wrong type ({type(d[key]).__name__})")
             return d[key]
 

@@ -155,10 +155,8 @@ def _sibling(target: Path, suffix: str) -> Path:
 
 
 def _unlink(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def _open_own_file(path: Path) -> int:
@@ -263,10 +261,9 @@ def _verify_and_stamp(fd: int, target: Path, stamp: Path, size: int, sha256: str
     if _stamp_of(after, sha256) != _stamp_of(st, sha256) or (named.st_dev, named.st_ino) != (st.st_dev, st.st_ino):
         return False  # changed while it was being hashed, or no longer the file at ``target``
     if stampable:
-        try:
+        # a read-only cache: the file is verified, and is hashed again on the next use
+        with contextlib.suppress(OSError):
             _write_stamp(stamp, _stamp_of(st, sha256))
-        except OSError:
-            pass  # a read-only cache: the file is verified, and is hashed again on the next use
     return True
 
 

@@ -67,7 +67,7 @@ def _dump_error(exc: BackendError) -> dict[str, Any]:
     """Describe a backend error so that the driver can raise the same exception."""
     try:
         blob: str | None = base64.b64encode(pickle.dumps(exc)).decode("ascii")
-    except Exception:  # noqa: BLE001 - an unpicklable attribute: fall back to the class and message
+    except Exception:  # an unpicklable attribute: fall back to the class and message
         blob = None
     return {"pickle": blob, "message": str(exc), "transient": isinstance(exc, TransientBackendError),
             "retry_after": getattr(exc, "retry_after", None)}
@@ -77,7 +77,7 @@ def _load_error(data: dict[str, Any]) -> BackendError:
     if data.get("pickle"):
         try:
             exc = pickle.loads(base64.b64decode(data["pickle"]))
-        except Exception:  # noqa: BLE001 - the class may be missing in the driver (another trustjudge version)
+        except Exception:  # the class may be missing in the driver (another trustjudge version)
             exc = None
         if isinstance(exc, BackendError):
             return exc

@@ -272,13 +272,13 @@ class TransformersBackend(Backend):
                 first = encoded[members[0]]
                 common = _common_prefix(first, ids, min(shared, len(ids) - 1))
                 rows = len(members) + 1
-                width = max(len(encoded[m]) for m in members + [i]) - common
+                width = max(len(encoded[m]) for m in [*members, i]) - common
                 if (tries[members[0]] is tries[i] and rows <= _MAX_ROWS
                         and rows * (len(tries[i].node_tokens) + 1) * self._vocab <= _MAX_LOGITS
                         and rows * width <= _MAX_TOKENS
                         and rows * (width + common) <= _MAX_KV_TOKENS
                         and (len(members) == 1 or (shared - common) * len(members) <= _MAX_LOST)):
-                    groups[-1] = (members + [i], common)
+                    groups[-1] = ([*members, i], common)
                     continue
             groups.append(([i], len(ids) - 1))
         return groups

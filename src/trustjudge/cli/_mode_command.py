@@ -44,7 +44,7 @@ from ..errors import BackendError, ConfigError, InputError
 from ..io._files import load_suite
 from ..io._items import Item, Suite
 from ..io._outputs import atomic_output, readable_input, record_output, write_text
-from ..modes._base import Task, check_item
+from ..modes._base import RULE_MODES, Task, check_item
 from ..modes._registry import MODES, Mode, mode_plugins
 from ..report._modes import render_mode_report
 from ..report._trust import calibration_section
@@ -153,9 +153,14 @@ class Run:
 
     def task(self, j: Judge, name: str | None = None) -> Task:
         """The task of the chosen mode (or of the command's mode ``name``) for the judge ``j``."""
-        if name is None or name == self.mode.name:
-            return self.mode.task_of(j, self.options)
-        return MODES[name].task_of(j, self.options_of(name))
+        try:
+            if name is None or name == self.mode.name:
+                return self.mode.task_of(j, self.options)
+            return MODES[name].task_of(j, self.options_of(name))
+        except InputError as exc:  # a suite's rule the task cannot take (a label its scale lacks): the file named
+            if exc.file is None and self.suite_path is not None and (exc.field or "").startswith("rules"):
+                raise InputError(exc.reason, file=str(self.suite_path), line=exc.line, field=exc.field) from None
+            raise
 
     def items_list(self) -> list[Item]:
         """Every valid item of the input (for an audit's further judgments)."""
@@ -481,6 +486,9 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
                                   "--summary": cal.summary if cal is not None else None},
                       inputs=(suite_path, cal.path if cal is not None else None, *_paths(filled)))
         suite = load_suite(suite_path) if suite_path is not None else Suite()
+        if suite.rules and "rules" not in {f.name for f in dataclasses.fields(mode.options)}:
+            raise InputError(f"the {mode.name} mode takes no rules (rules apply to the modes "
+                             f"{', '.join(RULE_MODES)})", file=str(suite_path), field="rules")
         options = build_options(mode, given, suite, judging)
         if filled:
             try:
@@ -569,21 +577,20 @@ def run_mode(run: Run, hooks: Hooks) -> None:
     try:
         task = calibrated.task_for(loaded, run.task(j))
         calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
-        with record_output(run.out, "--out") as stream:
-            with progress(run.quiet) as bar:
-                bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)
-                todo = stream_items(path, min_responses, fmt, run.skip_invalid, sha256, max_pairs=bound)
-                ascii_only = not is_utf8(stream)
-                for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
-                    row = record.to_dict()
-                    if calibrator is not None:
-                        row = calibrator.annotate(row)
-                    stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
-                    stream.flush()
-                    summary.add(row)
-                    tally.add(row)
-                    if run.auditing:
-                        records.append(row)
+        with record_output(run.out, "--out") as stream, progress(run.quiet) as bar:
+            bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)
+            todo = stream_items(path, min_responses, fmt, run.skip_invalid, sha256, max_pairs=bound)
+            ascii_only = not is_utf8(stream)
+            for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
+                row = record.to_dict()
+                if calibrator is not None:
+                    row = calibrator.annotate(row)
+                stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
+                stream.flush()
+                summary.add(row)
+                tally.add(row)
+                if run.auditing:
+                    records.append(row)
         summary.show(j, task, run.out, path, run.quiet)
         tally.finish(run.quiet, calibrator.finish(None, run.quiet) if calibrator is not None else None)
         if run.auditing and hooks.audit is not None:

@@ -11,9 +11,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._judge import Judge
+from ..errors import InputError
 from ..io._files import load_suite
 from ..io._items import Item, Suite
 from ..io._outputs import readable_input, record_output, write_text
+from ..modes._base import RULE_MODES
 from ..modes._prompts import LabelSet
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
@@ -131,7 +133,17 @@ def _rank_mode(j: Judge, loaded: list[Item], mode: str, suite: Path | None, metr
             options["labels"] = LabelSet.parse(s.labels)
     if mode == "claims":
         options["match"] = any(it.gold_claims is not None or it.reference for it in loaded)
-    task = j.task(mode, **options)
+    if s.rules:
+        if mode not in RULE_MODES:
+            raise InputError(f"the {mode} mode takes no rules (rules apply to the modes {', '.join(RULE_MODES)})",
+                             file=str(suite), field="rules")
+        options["rules"] = s.rules
+    try:
+        task = j.task(mode, **options)
+    except InputError as exc:
+        if exc.file is None and (exc.field or "").startswith("rules"):
+            raise InputError(exc.reason, file=str(suite), field=exc.field) from None
+        raise
     todo = [it for it in loaded if len(it.responses) >= 2] if mode == "criteria-compare" else loaded
     if dry_run:
         print_plan(j, todo, task)

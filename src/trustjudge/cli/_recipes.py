@@ -55,9 +55,23 @@ def _show(recipe: Recipe, result: dict[str, Any], judge: str) -> None:
         table.add_row(escape(name), _num(e["value"]), f"[{_num(low)}, {_num(high)}]", str(e["n"]), str(e["items"]),
                       str(e["unscored"]))
     wide_console().print(table)
+    if result.get("groups"):
+        _show_groups(recipe.metric, result["by"], result["groups"])
     parts = result.get("parts") if "parts" in result else None
     if parts:
         _show_parts(parts)
+
+
+def _show_groups(metric: str, by: str, groups: dict[str, Any]) -> None:
+    """The metric per value of the item field ``by`` (the recipe's ``[metric] by``)."""
+    table = Table(title=escape(f"By {by} (each over its items' responses; '-': items without {by})"))
+    for col in (by, metric, "95% CI", "scored", "items", "unscored"):
+        table.add_column(escape(col), justify="left" if col == by else "right")
+    for name, e in groups.items():
+        low, high = e["ci"]
+        table.add_row(escape(name), _num(e["value"]), f"[{_num(low)}, {_num(high)}]", str(e["n"]), str(e["items"]),
+                      str(e["unscored"]))
+    wide_console().print(table)
 
 
 def _show_parts(parts: dict[str, Any]) -> None:

@@ -51,6 +51,22 @@ def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -
     return list(dict.fromkeys(keys))
 
 
+def calibration_paths(given: tuple[str, ...]) -> dict[str, Path]:
+    """``--calibration NAME=PATH`` options as names and paths (a ServeError for a bad or repeated one)."""
+    out: dict[str, Path] = {}
+    for entry in given:
+        name, sep, path = entry.partition("=")
+        name = name.strip()
+        if not sep or not name or not path:
+            raise ServeError(f"--calibration {entry!r}: give NAME=PATH (the name requests use, then the file)")
+        if name in out:
+            raise ServeError(f"--calibration: the name {name!r} is given twice")
+        if not Path(path).is_file():
+            raise ServeError(f"--calibration {name}: no file {path}")
+        out[name] = Path(path)
+    return out
+
+
 @click.command("serve")
 @JUDGE
 @STORE
@@ -91,13 +107,17 @@ def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -
               help="Default protocol (a request may ask for the other).")
 @click.option("--batch-wait-ms", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
               help="Wait this long after a request arrives to merge more requests into one judge call.")
+@click.option("--calibration", "calibrations", multiple=True, metavar="NAME=PATH",
+              help="A calibration file (`trustjudge calibrate`) requests may apply by name (\"calibration_name\": "
+                   "NAME), so that clients need not send its JSON and never name a file (repeatable). Checked "
+                   "against the judge at start.")
 @BATCH_SIZE
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
 def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[str, ...], max_body_mb: float,
           max_items: int, max_judgments: int, max_prompt_bytes: int, max_labels: int, max_connections: int,
           max_requests_per_address: int, timeout_s: float, request_deadline_s: float, protocol: str,
-          batch_wait_ms: float, batch_size: int, log_level: str) -> None:
+          batch_wait_ms: float, calibrations: tuple[str, ...], batch_size: int, log_level: str) -> None:
     """Serve the judge over HTTP: POST /v1/score, /v1/compare, /v1/audit, /v1/rank; GET /healthz.
 
     The judge runs in one thread; concurrent requests are merged into shared judge calls.
@@ -112,13 +132,14 @@ def serve(judge: str, store: Path | None, host: str, port: int, api_key: tuple[s
     if not is_loopback(host) and not keys:
         raise ServeError(f"refusing to bind {host}: a non-loopback address needs at least one API key "
                          f"(--api-key KEY or {KEYS_ENV}=KEY1,KEY2); or bind 127.0.0.1")
+    named = calibration_paths(calibrations)
     try:
         app = create_app(judge, store_path=store, api_keys=keys, max_body_bytes=int(max_body_mb * 2**20),
                          max_items=max_items, protocol=protocol, batch_wait_s=batch_wait_ms / 1000,  # type: ignore[arg-type]
                          max_judgments=max_judgments, max_prompt_bytes=max_prompt_bytes, max_labels=max_labels,
                          body_timeout_s=timeout_s, request_deadline_s=request_deadline_s,
                          max_connections=max_connections, max_requests_per_address=max_requests_per_address,
-                         batch_size=batch_size)
+                         calibrations=named, batch_size=batch_size)
     except TrustJudgeError as exc:
         raise ServeError(str(exc)) from None
     if not is_loopback(host):

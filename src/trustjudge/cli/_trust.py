@@ -5,8 +5,9 @@ naming the judge, template and protocol it is valid for. ``select`` judges items
 each verdict's calibrated probabilities and confidence, and with ``--target-agreement`` keeps only the
 verdicts whose confidence passes the threshold that guarantees the agreement (see
 :mod:`trustjudge.audit._calibration`); ``--abstained-out`` writes the items behind the rest, ready for labels.
-``select --cascade J1,J2[,human]`` judges pairs with a cascade (:mod:`trustjudge._cascade`): one
-``--calibration`` per model tier, each tier judging only what the ones before it abstained on.
+``select --cascade J1,J2[,human]`` judges pairs, checks or claims (the calibration files' mode) with a
+cascade (:mod:`trustjudge._cascade`): one ``--calibration`` per model tier, each tier judging only what the
+ones before it abstained on.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from .._cascade import HUMAN, human_items, thresholds
+from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items
 from ..backends import DEFAULT_JUDGE
 from ..io._items import Item
@@ -84,8 +85,9 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
               help="A calibration file from `trustjudge calibrate` (its mode is the mode judged). With --cascade: "
                    "one per model tier, in order (repeat the option).")
 @click.option("--cascade", default=None, metavar="J1,J2[,human]",
-              help="Judge with a cascade: J1 judges every pair, J2 only what J1 abstained on, and so on; a last "
-                   "`human` leaves the rest to people (written with --abstained-out). Needs --target-agreement.")
+              help="Judge with a cascade: J1 judges every verdict (pair, check or claim: the calibration files' "
+                   "mode), J2 only what J1 abstained on, and so on; a last `human` leaves the rest to people "
+                   "(written with --abstained-out). Needs --target-agreement.")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None,
               help="Keep only verdicts confident enough that agreement with humans on the kept ones is at least "
                    "this, with probability >= 1 - delta (e.g. 0.8).")
@@ -188,19 +190,24 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
     if judging.judge != DEFAULT_JUDGE:
         raise click.UsageError("--cascade names the judges: leave out --judge")
     if human and outputs["--abstained-out"] is None:
-        raise click.UsageError("a cascade ending in `human` writes the pairs left to people: give --abstained-out FILE")
+        raise click.UsageError("a cascade ending in `human` writes what is left to people: give --abstained-out FILE")
     judging.guard(items, outputs)
     check_outputs(outputs, inputs=list(calibration_paths))
     cals = [Calibration.load(p) for p in calibration_paths]
     for cal in cals:
         _template_fits(judging, cal.mode)
-    if any(cal.mode != "compare" for cal in cals):
-        raise click.UsageError("cascades judge pairwise verdicts (calibration files in the compare mode) so far")
+    modes = sorted({cal.mode for cal in cals})
+    if len(modes) > 1:
+        raise click.UsageError(f"the --calibration files are of different modes ({', '.join(modes)}): a cascade "
+                               "judges one mode")
+    mode = modes[0]
+    if mode not in CASCADE_MODES:
+        raise click.UsageError(f"cascades judge the modes {', '.join(CASCADE_MODES)}, not {mode}")
     selections = thresholds(cals, target, delta)  # refuse an unsupported target before any judging
     if not any(sel.supported for sel in selections):
         raise click.UsageError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on "
                                "its calibration set: label more items, or lower the target")
-    todo = read_items(items, skip_invalid, 2, fmt)
+    todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
     j = replace(judging, judge=model[0]).make()
     j.source = str(items)
     tiers: list[tuple[str, Calibration | None]] = [*zip(model, cals), *([(HUMAN, None)] if human else [])]
@@ -218,7 +225,7 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
         if outputs["--abstained-out"] is not None:
             by_id = {it.id: _item_dict(it) for it in todo}
             with atomic_output(outputs["--abstained-out"], "--abstained-out") as fh:
-                for item in human_items(records, by_id):
+                for item in human_items(records, by_id, mode):
                     fh.write(json.dumps(item) + "\n")
         if not quiet:
             _cascade_table(summary)
@@ -230,7 +237,7 @@ def _cascade_table(summary: dict[str, Any]) -> None:
     def num(v: Any, spec: str) -> str:
         return "-" if v is None else format(v, spec)
 
-    table = Table(title=escape(f"Cascade: {summary['verdicts']} pairs, target agreement "
+    table = Table(title=escape(f"Cascade: {summary['verdicts']} {summary['unit']}, target agreement "
                                f"{summary['target_agreement']:g}, delta {summary['delta']:g}"))
     # short headers: the judge's name takes the room (it folds rather than being cut)
     table.add_column("tier", justify="right")
@@ -242,9 +249,10 @@ def _cascade_table(summary: dict[str, Any]) -> None:
                       num(row["share"], ".2f"), num(row.get("agreement"), ".3f"), str(row.get("model_calls", "-")),
                       str(row.get("from_store", "-")), str(row["alone"]))
     err.print(table)
-    err.print(escape("asked / alone: pairs sent to the tier / pairs it would judge alone; calls: model calls made "
-                     "(both orders of a pair), stored: judgments read from the store; agree: with the labels given"),
-              highlight=False)
+    unit = summary["unit"]
+    err.print(escape(f"asked / alone: {unit} sent to the tier / {unit} it would judge alone; calls: model calls "
+                     "made (a pair: both orders), stored: judgments read from the store; agree: with the labels "
+                     "given"), highlight=False)
     agree = summary["agreement_on_machine_verdicts"]
     err.print(escape(f"decided by a model: {summary['machine_decided']} (coverage "
                      f"{num(summary['machine_coverage'], '.2f')})"

@@ -253,7 +253,7 @@ def reliability(probs: Sequence[float], labels: Sequence[int | bool], bins: int 
     ps, ys = _binary(probs, labels)
     members: dict[int, list[tuple[float, int]]] = {}
     for p, y in zip(ps, ys):
-        members.setdefault(min(int(math.floor(p * bins)), bins - 1), []).append((p, y))
+        members.setdefault(min(math.floor(p * bins), bins - 1), []).append((p, y))
     out = []
     for b in sorted(members):
         pts = members[b]

@@ -175,7 +175,7 @@ def _unshared(previous: str, prompt: str, tokens: int) -> int:
     what a backend holding ``previous`` in its KV cache still evaluates."""
     if not prompt:
         return tokens
-    return round(tokens * (1 - len(os.path.commonprefix([previous, prompt])) / len(prompt)))
+    return round(tokens * (1 - len(os.path.commonprefix([previous, prompt])) / len(prompt)))  # noqa: RUF071 (characters)
 
 
 class Engine:
@@ -383,7 +383,7 @@ class Engine:
             end = min(start + size, n)
             if end < n and size > 1:
                 low = start + max(1, size // 2)
-                shared = [len(os.path.commonprefix([todo[i - 1][2].prompt, todo[i][2].prompt]))
+                shared = [len(os.path.commonprefix([todo[i - 1][2].prompt, todo[i][2].prompt]))  # noqa: RUF071
                           for i in range(low, end + 1)]
                 end = low + min(range(len(shared)), key=lambda k: (shared[k], -k))
             yield todo[start:end]

@@ -10,6 +10,7 @@ The schema is an ordered list of named migrations, applied once each and recorde
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -166,10 +167,8 @@ def _rollback(db: sqlite3.Connection) -> None:
     """Roll back the open transaction, if any. SQLite may have rolled it back itself (a full disk); a
     failing ROLLBACK must not hide the error that caused it."""
     if db.in_transaction:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
 
 
 def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:

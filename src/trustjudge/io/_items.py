@@ -26,6 +26,8 @@ decimal notation (``"4"``, ``"4.5"``, ``"1e3"``: CSV holds nothing else), and re
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import reprlib
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from ._quoting import DEFAULT_TAGS, quote, tag_pattern
+from ._rules import Rule, parse_rules
 
 MAX_FIELD_CHARS = 1_000_000
 MAX_WEIGHT = 1e6
@@ -172,6 +176,80 @@ class Claim:
     """The id of the item's source (``sources``) the claim cites: it is verified against that text alone."""
 
 
+TURN_ROLES = ("system", "user", "assistant", "tool")
+"""The roles a turn of a transcript may have."""
+TURN_FIELDS = ("role", "content", "tool_output", "name")
+MAX_TURNS = 10_000
+_TURN_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of an agent's trajectory (a response given as ``turns``): who spoke, what it said, and the
+    output of the tool it called, where there was one.
+
+    Raises:
+        InputError: the role is not one of :data:`TURN_ROLES`, the content or tool output is not a string,
+            the content is empty without a tool output, or the name is not 1-64 letters, digits and ``_.:/-``.
+    """
+
+    role: str
+    content: str
+    tool_output: str | None = None
+    """What the tool the turn called returned (shown inside the turn, quoted like it)."""
+    name: str | None = None
+    """The tool's or the agent's name (``python``, ``search``)."""
+
+    def __post_init__(self) -> None:
+        if self.role not in TURN_ROLES:
+            raise InputError(f"must be one of {', '.join(TURN_ROLES)}, got {shown(self.role)}", field="role")
+        _text_arg(self.content, "content", allow_empty=self.tool_output is not None)
+        if self.tool_output is not None:
+            _text_arg(self.tool_output, "tool_output", allow_empty=True)
+        if self.name is not None and (not isinstance(self.name, str) or not _TURN_NAME.fullmatch(self.name)):
+            raise InputError(f"must be 1-64 letters, digits or _.:/- (no spaces or quotes), got {shown(self.name)}",
+                             field="name")
+
+    def to_dict(self) -> dict[str, str]:
+        """The turn as its JSON object (the fields given, in :data:`TURN_FIELDS` order)."""
+        out = {"role": self.role, "content": self.content}
+        if self.tool_output is not None:
+            out["tool_output"] = self.tool_output
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+TRANSCRIPT_TAGS = ("turn", "tool_output")
+"""The tags a transcript is written with: no turn's text can write them (nor the prompts' own tags)."""
+_TRANSCRIPT = tag_pattern((*DEFAULT_TAGS, *TRANSCRIPT_TAGS))
+
+
+def render_turn(n: int, turn: Turn) -> str:
+    """Turn ``n`` (1-based) of a transcript: a ``<turn>`` block whose texts are quoted, so that no text of
+    it can close the turn, open another, or close the response block it sits in."""
+    name = f' name="{turn.name}"' if turn.name is not None else ""
+    parts = [f'<turn n="{n}" role="{turn.role}"{name}>']
+    if turn.content or turn.tool_output is None:
+        parts.append(quote(turn.content, _TRANSCRIPT))
+    if turn.tool_output is not None:
+        parts.append(f"<tool_output>\n{quote(turn.tool_output, _TRANSCRIPT)}\n</tool_output>")
+    parts.append("</turn>")
+    return "\n".join(parts)
+
+
+def transcript(turns: Iterable[Turn]) -> str:
+    """The text a response given as turns is judged as: its turns in order, each a quoted ``<turn>`` block."""
+    return "\n".join(render_turn(n, t) for n, t in enumerate(turns, start=1))
+
+
+def turns_digest(turns: Iterable[Turn]) -> str:
+    """``sha256:`` and the hex SHA-256 of the turns as compact JSON (keys in :data:`TURN_FIELDS` order): what
+    a record says of the turns it judged."""
+    data = json.dumps([t.to_dict() for t in turns], ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
 HumanCheck = float | str
 """A human checklist label: a number in [0, 1] (``true`` is 1) or a label name of the task's label set."""
 
@@ -190,6 +268,17 @@ class Response:
     human_checks: dict[str, HumanCheck] | None = field(default=None, hash=False)
     claims: tuple[Claim, ...] | None = None
     """The response's claims, where given (``None``: the judge extracts them)."""
+    turns: tuple[Turn, ...] | None = None
+    """The turns of a response given as a trajectory; its :attr:`text` is then their :func:`transcript`
+    (build one with :meth:`from_turns`)."""
+
+    @classmethod
+    def from_turns(cls, id: str, turns: Iterable[Turn], **fields: Any) -> Response:
+        """A response given as turns: its text is their :func:`transcript` (``fields``: the other fields)."""
+        kept = tuple(turns)
+        if not kept:
+            raise InputError("must hold at least one turn", field="turns")
+        return cls(id, transcript(kept), turns=kept, **fields)
 
 
 @dataclass(frozen=True)
@@ -227,6 +316,9 @@ class Item:
     """Reference claims for recall (``None``: extracted from ``reference`` when matching is asked)."""
     sources: dict[str, str] | None = field(default=None, hash=False)
     """Cited sources by id (claims cite them by ``source``): each claim citing one is verified against its text."""
+    fields: dict[str, str | int | float | bool] = field(default_factory=dict, hash=False, compare=False)
+    """The item's other top-level fields with a scalar value (``subset``, ``category``, ...), as given: no mode
+    reads them; a recipe's metric may group or gate by one (docs/benchmarks.md)."""
 
     def checks(self, response: Response) -> tuple[Check, ...]:
         """The checks asked of ``response``: the item's, then the response's own."""
@@ -480,12 +572,47 @@ def _human_map(f: _Fields, name: str, numbers_only: bool) -> dict[str, Any] | No
 def _response(raw: Any, file: str, line: int, index: int) -> Response:
     f = _Fields(raw, file, line, f"responses[{index}].")
     rid = f.text("id", required=False) or str(index)
-    text = f.text("text", allow_empty=True)
-    assert text is not None
+    turns: tuple[Turn, ...] | None = None
+    if raw.get("turns") is not None:
+        if raw.get("text") is not None:
+            raise f.error("turns", "cannot be combined with text: give the response as text or as turns")
+        turns = parse_turns(raw["turns"], file, line, f"responses[{index}].")
+        text = transcript(turns)
+        if len(text) > MAX_FIELD_CHARS:
+            raise f.error("turns", f"make a transcript of {len(text):,} characters (limit {MAX_FIELD_CHARS:,})")
+    else:
+        given = f.text("text", allow_empty=True)
+        assert given is not None
+        text = given
     return Response(rid, text, f.text("system", required=False), f.number("human_score"),
                     parse_checklist(raw.get("checklist"), file, line, f"responses[{index}]."),
                     _human_map(f, "human_criteria", numbers_only=True),
-                    _human_map(f, "human_checks", numbers_only=False), _claims(f))
+                    _human_map(f, "human_checks", numbers_only=False), _claims(f), turns)
+
+
+def parse_turns(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Turn, ...]:
+    """Validate a response's ``turns``: a non-empty list of ``{role, content, tool_output?, name?}`` objects."""
+    f = _Fields({"turns": raw}, file, line, prefix)
+    entries = _list(f, "turns", "{role, content} objects")
+    if not entries:
+        raise f.error("turns", "must hold at least one turn")
+    if len(entries) > MAX_TURNS:
+        raise f.error("turns", f"holds {len(entries):,} turns (limit {MAX_TURNS:,})")
+    out = []
+    for i, entry in enumerate(entries):
+        tf = _Fields(entry, file, line, f"{prefix}turns[{i}].")
+        unknown = set(entry) - set(TURN_FIELDS)
+        if unknown:
+            raise tf.error(sorted(unknown)[0], f"is not a turn field (known: {', '.join(TURN_FIELDS)})")
+        role = tf.text("role")
+        tool_output = tf.text("tool_output", required=False, allow_empty=True)
+        content = tf.text("content", allow_empty=tool_output is not None)
+        name = tf.text("name", required=False)
+        try:
+            out.append(Turn(str(role), str(content), tool_output, name))
+        except InputError as exc:
+            raise tf.error(exc.field or "role", exc.reason) from None
+    return tuple(out)
 
 
 CLAIM_LABELS = ("SUPPORTED", "PARTIAL", "UNSUPPORTED", "UNKNOWN")
@@ -621,7 +748,23 @@ def parse_record(record: Any, file: str, line: int) -> Item:
         pairs = tuple(built)
     modes = _modes(f)
     _check_cited(f, responses, modes["sources"])
-    return Item(item_id, question, responses, context, reference, pairs, line, **modes)
+    return Item(item_id, question, responses, context, reference, pairs, line, **modes, fields=_other_fields(record))
+
+
+_PARSED = frozenset({"id", "question", "context", "input", "reference", "responses", "pairs", "profile", "knowledge",
+                     "evidence", "criteria", "checklist", "gold_claims", "sources"})
+
+
+def _other_fields(record: dict[str, Any]) -> dict[str, str | int | float | bool]:
+    """The record's top-level scalar fields that no item field holds (a benchmark's ``subset``, ...): numbers,
+    booleans and strings of up to 200 characters (a label, not a text)."""
+    out: dict[str, str | int | float | bool] = {}
+    for key, value in record.items():
+        if key in _PARSED or not isinstance(value, (str, int, float, bool)):
+            continue
+        if not isinstance(value, str) or len(value) <= 200:
+            out[key] = value
+    return out
 
 
 def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>") -> list[Item]:
@@ -649,14 +792,16 @@ class Suite:
     """The checklist's label set as ``"FULL=1,PARTIAL=0.5,NO=0"`` (default YES/NO)."""
     scale: int | None = None
     """The scale of criteria without level descriptions."""
+    rules: tuple[Rule, ...] = ()
+    """Shortcuts checked before the judge, in order (:mod:`trustjudge.io._rules`)."""
 
 
-SUITE_FIELDS = {"criteria", "checklist", "labels", "scale"}
+SUITE_FIELDS = {"criteria", "checklist", "labels", "scale", "rules"}
 
 
 def parse_suite(record: Any, name: str) -> Suite:
-    """Validate a decoded suite record (the file's criteria, checklist, labels and scale); problems name
-    the file ``name`` and the field."""
+    """Validate a decoded suite record (the file's criteria, checklist, labels, scale and rules); problems
+    name the file ``name`` and the field."""
     f = _Fields(record, name, 1)
     unknown = set(record) - SUITE_FIELDS
     if unknown:
@@ -665,7 +810,8 @@ def parse_suite(record: Any, name: str) -> Suite:
     if scale is not None and scale not in (5, 10):
         raise f.error("scale", f"must be 5 or 10, got {scale:g}")
     suite = Suite(parse_criteria(record.get("criteria"), name, 1), parse_checklist(record.get("checklist"), name, 1),
-                  f.text("labels", required=False), int(scale) if scale is not None else None)
-    if not suite.criteria and not suite.checklist:
-        raise InputError("holds neither criteria nor a checklist", file=name)
+                  f.text("labels", required=False), int(scale) if scale is not None else None,
+                  parse_rules(record.get("rules"), name, 1))
+    if not suite.criteria and not suite.checklist and not suite.rules:
+        raise InputError("holds neither criteria nor a checklist (nor rules)", file=name)
     return suite

@@ -9,7 +9,7 @@ overrides it). The engine never sees a task, and :class:`~trustjudge.Judge` runs
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -18,14 +18,17 @@ from ..backends._recorded import RecordedBackend
 from ..engine import _aggregates as A
 from ..engine._asking import Question, Sampling
 from ..engine._engine import Outcome
-from ..errors import BackendError, InputError
-from ..io._items import Criterion, Item, Response
+from ..errors import BackendError, ConfigError, InputError
+from ..io._items import Criterion, Item, Response, turns_digest
+from ..io._rules import Rule, first_rule, parse_rules
 from ._prompts import (
     Grounding,
     Protocol,
 )
 from ._records import (
+    PairHeader,
     RecordBase,
+    ResponseHeader,
 )
 
 Format = Callable[[str, str, str], str]
@@ -177,6 +180,91 @@ class Task(ABC):
         this task's protocol, then their records. A task that asks in stages overrides it."""
         questions = [q for item in items for q in self.questions(item, ask.fmt)]
         yield from self.records(items, ask.labels(questions, self.protocol), ask.judge)
+
+    def rule_list(self) -> tuple[Rule, ...]:
+        """The rules checked before the judge (:mod:`trustjudge.io._rules`): none unless a task takes them."""
+        rules = getattr(self, "rules", ())
+        return tuple(rules) if rules else ()
+
+    def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> RecordBase:
+        """The record ``rule`` gives ``response`` with no model call (a task that takes rules overrides it)."""
+        raise ConfigError(f"the {self.kind} mode takes no rules")
+
+
+# -- rules: shortcuts before the judge ------------------------------------------------------------------
+
+RULE_MODES = ("score", "criteria", "checklist")
+"""The built-in modes that take rules."""
+
+
+def rules_option(given: object) -> tuple[Rule, ...]:
+    """A mode's ``rules`` option as rules: :class:`Rule` objects, or mappings read as a suite's rules."""
+    return parse_rules(given, None)
+
+
+def rule_label(rule: Rule, labels: Sequence[str], index: int, what: str) -> str:
+    """``rule``'s label as one of ``labels`` (case-insensitively where it is not exactly one), else an
+    :class:`InputError` naming the rule's field; ``what`` says whose labels they are."""
+    if rule.label in labels:
+        return rule.label
+    folded = [lab for lab in labels if lab.casefold() == rule.label.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    raise InputError(f"{rule.label!r} is not a label of {what} ({', '.join(labels)})", field=f"rules[{index}].label")
+
+
+def point_mass(labels: Sequence[str], label: str) -> list[float]:
+    """The distribution a rule gives: all of its mass on ``label``."""
+    return [1.0 if lab == label else 0.0 for lab in labels]
+
+
+def ruled(task: Task, items: Sequence[Item]) -> tuple[list[Item], list[list[Rule | None]]]:
+    """``items`` less the responses a rule of ``task`` fires on (items left with none are dropped), and per
+    item and response the rule that fired (``None``: judged)."""
+    rules = task.rule_list()
+    if not rules:
+        return list(items), [[None] * len(item.responses) for item in items]
+    fired = [[first_rule(rules, item, r) for r in item.responses] for item in items]
+    rest: list[Item] = []
+    for item, hits in zip(items, fired):
+        if all(h is None for h in hits):
+            rest.append(item)
+            continue
+        keep = tuple(r for r, h in zip(item.responses, hits) if h is None)
+        if keep:
+            rest.append(replace(item, responses=keep, pairs=None))
+    return rest, fired
+
+
+def run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordBase]:
+    """``task.run`` on one chunk of checked ``items``, its rules first: a response a rule fires on gets the
+    rule's record (no question, no store look-up, no model call), the rest are judged; records in input order."""
+    if not task.rule_list():
+        yield from task.run(items, ask)
+        return
+    rest, fired = ruled(task, items)
+    judged = iter(task.run(rest, ask) if rest else ())
+    for item, hits in zip(items, fired):
+        for r, rule in zip(item.responses, hits):
+            yield task.rule_record(item, r, rule, ask.judge) if rule is not None else next(judged)
+
+
+def with_turns(records: Iterable[RecordBase], items: Sequence[Item]) -> Iterator[RecordBase]:
+    """``records`` of ``items``, each about a response given as turns stamped with the digest of its turns
+    (``turns_sha256``; a pair's ``first_turns_sha256`` / ``second_turns_sha256``): the record says what was
+    judged. Records of text responses pass unchanged."""
+    digests = {(item.id, r.id): turns_digest(r.turns) for item in items for r in item.responses
+               if r.turns is not None}
+    if not digests:
+        yield from records
+        return
+    for record in records:
+        if isinstance(record, ResponseHeader):
+            record.turns_sha256 = digests.get((record.item_id, record.response_id))
+        elif isinstance(record, PairHeader):
+            record.first_turns_sha256 = digests.get((record.item_id, record.first_id))
+            record.second_turns_sha256 = digests.get((record.item_id, record.second_id))
+        yield record
 
 
 def _wmean(values: Sequence[float], weights: Sequence[float]) -> float:

@@ -95,7 +95,7 @@ def _compile(cls: type) -> Callable[[Any], dict[str, Any]]:
             lines.append(f"        {f.name!r}: None if (v := r.{f.name}) is None else {expr},")
     lines += ["    }", *tail, "    return out"]
     scope: dict[str, Any] = {"_copy": _copy, "_to_json": to_json}
-    exec("\n".join(lines), scope)  # noqa: S102 (source built above from field names and fixed templates)
+    exec("\n".join(lines), scope)  # exec on purpose: the source is built above from field names and fixed templates
     serialize: Callable[[Any], dict[str, Any]] = scope["serialize"]
     return serialize
 
@@ -152,6 +152,8 @@ class ResponseHeader(RecordBase):
     response_id: str
     system: str | None
     judge: str
+    turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """A response given as turns: the digest of its turns (``sha256:`` and hex), left out for a text response."""
 
 
 @dataclass
@@ -161,6 +163,10 @@ class PairHeader(RecordBase):
     first_id: str
     second_id: str
     judge: str
+    first_turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The first response given as turns: the digest of its turns; left out for a text response."""
+    second_turns_sha256: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The second response given as turns: the digest of its turns; left out for a text response."""
 
 
 @dataclass
@@ -183,6 +189,9 @@ class ScoreRecord(ResponseHeader):
     """``needed`` when labels were read without the closing bracket (``Judge(closing=...)``); else absent."""
     scale_min: int | None = optional()
     """The scale's bottom when it is not 1 (``scale="0-5"``: 0, with ``scale`` 5); absent on a 1-based scale."""
+    rule: str | None = optional(kw_only=True)
+    """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
+    label); absent where the judge was asked."""
 
 
 @dataclass
@@ -283,6 +292,9 @@ class CriteriaRecord(ResponseHeader):
     generation: str | None = optional()
     """The judge's raw criteria generation text (kept above all when it could not be parsed: ``unscored`` is
     then ``unparseable_criteria``)."""
+    rule: str | None = optional(kw_only=True)
+    """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
+    label); absent where the judge was asked."""
 
 
 @dataclass
@@ -325,6 +337,9 @@ class ChecklistRecord(ResponseHeader):
     unscored: str | None
     reweighted: list[str] = field(default_factory=list)
     """Checks left out (unscored) when reweighting was asked."""
+    rule: str | None = optional(kw_only=True)
+    """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
+    label); absent where the judge was asked."""
 
 
 @dataclass

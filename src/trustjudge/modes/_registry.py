@@ -67,7 +67,7 @@ class TemplateSpec:
     fields: frozenset[str]
 
 
-def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # noqa: A002 (click's word for it)
+def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # `help`: click's word for it
            ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
            served: bool = True, **cli: Any) -> Any:
     """A mode option: a dataclass field with ``default`` and its help text in ``metadata["help"]``.
@@ -256,6 +256,8 @@ MODES: Mapping[str, Mode] = _Modes()
 
 PROTOCOL_HELP = "direct (labels read right after the question) or cot (critique first); default: the judge's."
 KEEP_DISTRIBUTION_HELP = "Keep each judgment's label distribution in the record; default: the judge's."
+RULES_HELP = ("Rules checked before the judge, in order (a suite's): a response the first of them fires on gets "
+              "its label with no model call.")
 
 
 def keep_distribution(settings: JudgeSettings, asked: bool | None) -> bool:

@@ -11,6 +11,7 @@ from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..errors import InputError
 from ..io._items import Check, Item, Response
+from ..io._rules import Rule
 from ._base import (
     PARTIAL,
     Cost,
@@ -20,6 +21,9 @@ from ._base import (
     _wmean,
     by_responses,
     grounding,
+    point_mass,
+    rule_label,
+    rules_option,
     shared_bytes,
     text_bytes,
 )
@@ -35,7 +39,7 @@ from ._records import (
     ChecklistRecord,
     CheckResult,
 )
-from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._registry import PROTOCOL_HELP, RULES_HELP, JudgeSettings, Mode, TemplateSpec, option
 
 POSITION = 50
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -58,6 +62,13 @@ class ChecklistTask(Task):
     """The suite's checks: asked of responses whose item and response carry none."""
     reweight: bool = False
     keep_critique: bool = field(default=True, compare=False)
+    rules: tuple[Rule, ...] = ()
+    """Shortcuts checked before the judge, in order: each rule's label (one of :attr:`labels`) is given to
+    every check of the response."""
+
+    def __post_init__(self) -> None:
+        for i, rule in enumerate(self.rules):
+            rule_label(rule, self.labels.labels, i, "the checklist's labels")
 
     def checks_of(self, item: Item, r: Response) -> tuple[Check, ...]:
         return item.checks(r) or self.checklist
@@ -142,10 +153,25 @@ class ChecklistTask(Task):
                                                out.critique))
                 yield self._record(item, r, results, judge)
 
-    def _record(self, item: Item, r: Response, results: list[CheckResult], judge: str) -> ChecklistRecord:
+    def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> ChecklistRecord:
+        """Every check given the rule's label (a point mass), then satisfaction and P(all) as usual: no call."""
+        label = rule_label(rule, self.labels.labels, 0, "the checklist's labels")
+        values = self._values
+        passing = self.labels.labels[max(range(len(values)), key=lambda i: values[i])]
+        probs = dict(zip(self.labels.labels, point_mass(self.labels.labels, label)))
+        value = values[self.labels.labels.index(label)]
+        results = [CheckResult(c.id, c.text, c.weight, dict(probs), value, probs[passing], None, None,
+                               self._human((response.human_checks or {}).get(c.id)))
+                   for c in self.checks_of(item, response)]
+        record = self._record(item, response, results, judge, ruled=True)
+        record.rule = rule.id
+        return record
+
+    def _record(self, item: Item, r: Response, results: list[CheckResult], judge: str, *,
+                ruled: bool = False) -> ChecklistRecord:
         left_out = [res.id for res in results if res.unscored is not None]
         use = [res for res in results if res.unscored is None]
-        unscored = EMPTY_RESPONSE if not r.text.strip() else (
+        unscored = EMPTY_RESPONSE if not r.text.strip() and not ruled else (
             PARTIAL if left_out and (not self.reweight or not use) else None)
         satisfaction = p_all = expected = None
         passed = None
@@ -170,10 +196,12 @@ class ChecklistOptions:
                               parse=LabelSet.parse, suite="labels", shown='"YES=1,NO=0"')
     reweight: bool = option(False, "When a check is unscored, aggregate over the rest with renormalised weights.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
+    rules: tuple[Rule, ...] = option((), RULES_HELP, suite="rules", served=False)
 
 
 def build_checklist(j: JudgeSettings, o: ChecklistOptions) -> ChecklistTask:
-    return ChecklistTask(j.prompts, o.protocol or j.protocol, o.labels, tuple(o.checklist), o.reweight)
+    return ChecklistTask(j.prompts, o.protocol or j.protocol, o.labels, tuple(o.checklist), o.reweight,
+                         rules=rules_option(o.rules))
 
 
 MODE = Mode(

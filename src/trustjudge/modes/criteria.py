@@ -23,8 +23,9 @@ from ..engine import _aggregates as A
 from ..engine import _scoring as S
 from ..engine._asking import Question, Sampling
 from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Criterion, Item, Response
+from ..io._rules import Rule
 from ._base import (
     PARTIAL,
     Asking,
@@ -37,6 +38,9 @@ from ._base import (
     by_responses,
     criterion_text,
     grounding,
+    point_mass,
+    rule_label,
+    rules_option,
     shared_bytes,
     text_bytes,
 )
@@ -62,6 +66,7 @@ from ._registry import (
     KEEP_DISTRIBUTION_HELP,
     MAX_EXTRACTION_TOKENS,
     PROTOCOL_HELP,
+    RULES_HELP,
     JudgeSettings,
     Mode,
     TemplateSpec,
@@ -183,8 +188,16 @@ class CriteriaTask(Task):
     """Longest criteria generation (a longer one is unscored: truncated)."""
     generation_prompt: string.Template | None = None
     """The criteria generation template (:func:`generation_template`); ``None``: the packaged one."""
+    rules: tuple[Rule, ...] = ()
+    """Shortcuts checked before the judge, in order: each rule's label is given on every criterion (a label
+    of each criterion's scale)."""
 
     def __post_init__(self) -> None:
+        for i, rule in enumerate(self.rules):
+            for c in self.criteria:
+                rule_label(rule, self.scale_of(c).labels, i, f"criterion {c.name!r}")
+            if not self.criteria:
+                rule_label(rule, self.scale.labels, i, f"the scale {self.scale.low}-{self.scale.points}")
         if self.generate is not None:  # what a plan (--dry-run) leaves out, for this task only
             object.__setattr__(self, "plan_note", "criteria generations, and the questions of the criteria they "
                                                   "give: items whose criteria are generated plan none")
@@ -203,6 +216,32 @@ class CriteriaTask(Task):
     def check(self, item: Item) -> None:
         if not self.generates(item):
             _require_criteria(self.criteria_of(item), item)
+        if item.criteria and self.rules:
+            for i, rule in enumerate(self.rules):
+                for k, c in enumerate(item.criteria):
+                    try:
+                        rule_label(rule, self.scale_of(c).labels, i, f"criterion {c.name!r}")
+                    except InputError as exc:
+                        raise InputError(f"criterion {c.name!r} cannot take the label of rule {rule.id!r} "
+                                         f"({exc.reason})", file=None, line=item.line,
+                                         field=f"criteria[{k}]") from None
+
+    def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> CriteriaRecord:
+        """Every criterion given the rule's label (a point mass), then the aggregate as usual: no model call."""
+        criteria = self.criteria_of(item)
+        results = []
+        for c in criteria:
+            sc = self.scale_of(c)
+            label = rule_label(rule, sc.labels, 0, f"criterion {c.name!r}")
+            probs = point_mass(sc.labels, label)
+            value = float(sc.values[sc.labels.index(label)])
+            results.append(CriterionResult(c.name, c.weight, sc.points, dict.fromkeys(S.SCORE_METHODS, value), 0.0,
+                                           0.0, None, None, (response.human_criteria or {}).get(c.name), None,
+                                           dict(zip(sc.labels, probs)), None if sc.low == 1 else sc.low,
+                                           dict(zip(sc.labels, sc.values)) if sc.names else None))
+        record = self._record(item, response, criteria, results, judge, ruled=True)
+        record.rule = rule.id
+        return record
 
     def scale_of(self, c: Criterion) -> Scale:
         """The criterion's scale: its levels (their values, or labels), else the task's scale."""
@@ -329,14 +368,14 @@ class CriteriaTask(Task):
             return CriterionResult(c.name, c.weight, sc.points, dict.fromkeys(S.SCORE_METHODS), None, None,
                                    out.mass if out.probs is not None else None, out.unscored, human, out.critique,
                                    scale_min=low, labels=labels)
-        mean, var = A.distribution_moments(sc.values, out.probs)
+        _mean, var = A.distribution_moments(sc.values, out.probs)
         dist = dict(zip(sc.labels, out.probs)) if self.keep_distribution else None
         scores: dict[str, float | None] = dict(S.score_all(sc.values, out.probs))
         return CriterionResult(c.name, c.weight, sc.points, scores, math.sqrt(var),
                                S.entropy_bits(out.probs), out.mass, None, human, out.critique, dist, low, labels)
 
     def _record(self, item: Item, r: Response, criteria: tuple[Criterion, ...], results: list[CriterionResult],
-                judge: str) -> CriteriaRecord:
+                judge: str, *, ruled: bool = False) -> CriteriaRecord:
         ranges = [(1 if res.scale_min is None else res.scale_min, res.points) for res in results]
         common = len(set(ranges)) == 1
         scale = [float(ranges[0][0]), float(ranges[0][1])] if common else [0.0, 1.0]
@@ -348,7 +387,7 @@ class CriteriaTask(Task):
 
         left_out = [res.name for res in results if res.unscored is not None]
         use = [res for res in results if res.unscored is None]
-        empty = bool(item.responses) and not r.text.strip()
+        empty = bool(item.responses) and not r.text.strip() and not ruled  # a rule judges an empty answer too
         unscored = EMPTY_RESPONSE if empty else (PARTIAL if left_out and (not self.reweight or not use) else None)
         aggregate: dict[str, float | None] = dict.fromkeys(S.SCORE_METHODS)
         spread = None
@@ -390,6 +429,7 @@ class CriteriaOptions:
     criteria_focus: str | None = option(None, "With --generate: what the criteria are to assess (e.g. "
                                               "'how well the report fits the user in the profile').",
                                         flag="--focus")
+    rules: tuple[Rule, ...] = option((), RULES_HELP, suite="rules", served=False)
     generation_tokens: int = option(512, "Longest criteria generation (a longer one is unscored: truncated).",
                                     ge=1, le=MAX_EXTRACTION_TOKENS)
     generation_template: str | None = option(None, "With --generate: the generation prompt's template (a path; "
@@ -410,9 +450,13 @@ def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:
     if not isinstance(o.generation_tokens, int) or not 1 <= o.generation_tokens <= MAX_EXTRACTION_TOKENS:
         raise ConfigError(f"generation_tokens must be from 1 to {MAX_EXTRACTION_TOKENS}, got {o.generation_tokens!r}")
     prompt = generation_template(o.generation_template) if o.generation_template else None
+    rules = rules_option(o.rules)
+    if rules and generate is not None:
+        raise ConfigError("rules and generate_criteria exclude each other: a rule gives its label on the item's "
+                          "criteria, and generated ones are not known before the judge is asked")
     return CriteriaTask(j.prompts, make_scale(o.scale, o.scale_min), o.protocol or j.protocol, tuple(o.criteria),
                         o.reweight, keep_distribution(j, o.keep_distribution), generate,
-                        (o.criteria_focus or "").strip(), o.generation_tokens, prompt)
+                        (o.criteria_focus or "").strip(), o.generation_tokens, prompt, rules)
 
 
 MODE = Mode(

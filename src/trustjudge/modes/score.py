@@ -11,6 +11,7 @@ from ..engine import _scoring as S
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Item, Response
+from ..io._rules import Rule
 from ._base import (
     Cost,
     Format,
@@ -18,6 +19,9 @@ from ._base import (
     _prefix,
     by_responses,
     grounding,
+    point_mass,
+    rule_label,
+    rules_option,
     shared_bytes,
     text_bytes,
 )
@@ -36,6 +40,7 @@ from ._records import (
 from ._registry import (
     KEEP_DISTRIBUTION_HELP,
     PROTOCOL_HELP,
+    RULES_HELP,
     JudgeSettings,
     Mode,
     TemplateSpec,
@@ -59,6 +64,12 @@ class ScoreTask(Task):
     protocol: Protocol = "direct"
     keep_distribution: bool = False
     closing_mark: str | None = None
+    rules: tuple[Rule, ...] = ()
+    """Shortcuts checked before the judge, in order: each rule's label is a label of :attr:`scale`."""
+
+    def __post_init__(self) -> None:
+        for i, rule in enumerate(self.rules):
+            rule_label(rule, self.scale.labels, i, f"the scale {self.scale.low}-{self.scale.points}")
 
     def size(self, item: Item) -> int:
         return len(item.responses)
@@ -107,6 +118,15 @@ class ScoreTask(Task):
                            dist, self.closing_mark, None if self.scale.low == 1 else self.scale.low,
                            method=out.method if out.probs is not None else None)
 
+    def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> ScoreRecord:
+        """A point mass on the rule's label: every method scores its value, no model call."""
+        label = rule_label(rule, self.scale.labels, 0, "the scale")
+        value = float(self.scale.values[self.scale.labels.index(label)])
+        dist = dict(zip(self.scale.labels, point_mass(self.scale.labels, label)))
+        return ScoreRecord(item.id, response.id, response.system, judge, self.protocol, self.scale.points,
+                           dict.fromkeys(S.SCORE_METHODS, value), 0.0, None, None, response.human_score, None,
+                           dist, self.closing_mark, None if self.scale.low == 1 else self.scale.low, rule=rule.id)
+
 
 @dataclass(frozen=True)
 class ScoreOptions:
@@ -116,13 +136,14 @@ class ScoreOptions:
                                          "0..10); default 1.")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, KEEP_DISTRIBUTION_HELP, flag="--distribution")
+    rules: tuple[Rule, ...] = option((), RULES_HELP, suite="rules", served=False)
 
 
 def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
     sc = j.scale if o.scale is None and o.scale_min is None else make_scale(
         j.scale.points if o.scale is None else o.scale, o.scale_min)
     return ScoreTask(j.prompts, sc, o.protocol or j.protocol,
-                     keep_distribution(j, o.keep_distribution), j.closing_mark)
+                     keep_distribution(j, o.keep_distribution), j.closing_mark, rules_option(o.rules))
 
 
 MODE = Mode(

@@ -1,6 +1,7 @@
 """The ``steps`` mode: a step-by-step solution judged step by step, with the last correct step computed exactly.
 
-Each response is split into steps (one per non-empty line, or per numbered line with ``split="numbered"``)
+Each response is split into steps (one per non-empty line, or per numbered line with ``split="numbered"``;
+a response given as turns has one step per turn)
 and the judge is asked, for each step k, whether step k is correct given the problem (and the reference
 solution, where the item has one) and the steps before it: P(correct_k) read exactly from the judge's
 YES/NO distribution. Taking the steps' verdicts as independent given the response, the record gives
@@ -27,7 +28,7 @@ from typing import ClassVar, Literal
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..errors import ConfigError
-from ..io._items import Item
+from ..io._items import Item, Response, render_turn
 from ._base import Cost, Format, Task, _prefix, by_responses, grounding, shared_bytes, text_bytes
 from ._prompts import (
     ANSWER_MARKER,
@@ -122,24 +123,27 @@ class StepsTask(Task):
     split: Split = "lines"
     max_steps: int = 64
 
-    def _steps(self, text: str) -> list[str]:
-        return split_steps(text, self.split)
+    def _steps(self, r: Response) -> list[str]:
+        """The response's steps: a trajectory's turns (each a quoted ``<turn>`` block), else its text split."""
+        if r.turns is not None:
+            return [render_turn(k, t) for k, t in enumerate(r.turns, start=1)]
+        return split_steps(r.text, self.split)
 
-    def _asked(self, text: str) -> int:
-        n = len(self._steps(text))
+    def _asked(self, r: Response) -> int:
+        n = len(self._steps(r))
         return n if 0 < n <= self.max_steps else 0
 
     def size(self, item: Item) -> int:
-        return sum(max(1, self._asked(r.text)) for r in item.responses)
+        return sum(max(1, self._asked(r)) for r in item.responses)
 
     def cost(self, item: Item) -> Cost:
         shared = shared_bytes(item)
-        n = sum(self._asked(r.text) for r in item.responses)
-        quoted = sum(self._asked(r.text) * (shared + text_bytes(r.text)) for r in item.responses)
+        n = sum(self._asked(r) for r in item.responses)
+        quoted = sum(self._asked(r) * (shared + text_bytes(r.text)) for r in item.responses)
         return Cost(n, quoted, 2 * n)
 
     def parts(self, item: Item, size: int) -> list[Item]:
-        return by_responses(item, size, lambda r: max(1, self._asked(r.text)))
+        return by_responses(item, size, lambda r: max(1, self._asked(r)))
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
@@ -147,7 +151,7 @@ class StepsTask(Task):
         task = self.prompts.label_task(YES_NO, self.protocol, "answer")
         blocks = _blocks(item.context, item.reference, _TAGS, grounding(item))
         for r in item.responses:
-            steps = self._steps(r.text)
+            steps = self._steps(r)
             if not steps:
                 out.append(EMPTY_RESPONSE if not r.text.strip() else NO_STEPS)
                 continue
@@ -169,7 +173,7 @@ class StepsTask(Task):
         yes = YES_NO.labels.index("YES")
         for item in items:
             for r in item.responses:
-                steps = self._steps(r.text)
+                steps = self._steps(r)
                 if not steps or len(steps) > self.max_steps:
                     reason = next(it).unscored
                     yield StepsRecord(item.id, r.id, r.system, judge, self.protocol, [], None, None, None, None,

@@ -17,6 +17,7 @@
     labels = "TRUE=1,FALSE=0"
     [metric]                          # the benchmark's number (trustjudge.recipes.METRICS)
     name = "accuracy"
+    by = "subset"                     # optional: also per value of this item field
 
 A protocol that needs several modes (PQR: criteria and claims) gives ``[parts.NAME]`` tables instead of
 ``mode`` and ``[options]``, each with its ``mode``, ``options`` and ``metric``; parts with the same mode and
@@ -42,6 +43,7 @@ from typing import Any
 from .._plugins import describe, installed
 from ..errors import ConfigError, InputError
 from ..io._items import parse_checklist, parse_criteria
+from ..io._rules import parse_rules
 from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
 from ._metrics import get_metric
@@ -52,7 +54,7 @@ PLUGIN_GROUP = "trustjudge.recipes"
 PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
 HERE = Path(__file__).resolve().parent
 FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
-          "description", "parts"}
+          "description", "parts", "rules"}
 PART_FIELDS = {"mode", "options", "metric"}
 JUDGE_FIELDS = {"protocol": str, "scale": int, "max_new_tokens": int, "temperature": float}
 TEMPLATES = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
@@ -93,6 +95,8 @@ class Recipe:
     path: Path | None = None
     parts: tuple[Part, ...] = ()
     """The parts of a several-mode recipe (``mode`` then joins their modes with ``+``); empty: one mode."""
+    by: str = ""
+    """``[metric] by``: the item field (``subset``) the metric is also given per value of; empty: none."""
 
     def judge_kwargs(self) -> dict[str, Any]:
         """The ``Judge`` keyword arguments the recipe fixes (settings and ``<kind>_template`` paths)."""
@@ -101,7 +105,7 @@ class Recipe:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "benchmark": self.benchmark, "source": self.source,
                 "mode": self.mode, "metric": {"name": self.metric, **self.metric_params}, "audit": list(self.audit),
-                "path": None if self.path is None else str(self.path),
+                "path": None if self.path is None else str(self.path), **({"by": self.by} if self.by else {}),
                 **({"parts": [p.to_dict() for p in self.parts]} if self.parts else {})}
 
 
@@ -153,6 +157,10 @@ def _options(mode: str, raw: Mapping[str, Any], file: str, prefix: str = "") -> 
             out[key] = parse_criteria(value, file, 1, f"{prefix}options.")
         elif key == "checklist":
             out[key] = parse_checklist(value, file, 1, f"{prefix}options.")
+        elif key == "rules":
+            out[key] = parse_rules(value, file, None, f"{prefix}options.")
+        elif key == "templates" and mode == "claims":
+            out[key] = _stage_templates(value, file, where)
         elif key == "labels":
             if not isinstance(value, str):
                 raise InputError('must be a label set such as "YES=1,NO=0"', file=file, field=where)
@@ -162,6 +170,24 @@ def _options(mode: str, raw: Mapping[str, Any], file: str, prefix: str = "") -> 
                 raise InputError(str(exc), file=file, field=where) from None
         else:
             out[key] = value
+    return out
+
+
+def _stage_templates(value: Any, file: str, where: str) -> dict[str, str]:
+    """A claims recipe's ``templates = { match = "file.txt" }``: each stage's file, relative to the recipe."""
+    if not isinstance(value, dict):
+        raise InputError('must be a table of stage -> template file ({ match = "match.txt" })', file=file,
+                         field=where)
+    out: dict[str, str] = {}
+    for stage, name in value.items():
+        if not isinstance(name, str) or not name.strip():
+            raise InputError("must be a template file's name, relative to the recipe", file=file,
+                             field=f"{where}.{stage}")
+        t = (Path(file).parent / name).resolve()
+        if not t.is_file():
+            raise InputError(f"names {name!r}, which is not a file beside the recipe ({t})", file=file,
+                             field=f"{where}.{stage}")
+        out[str(stage)] = str(t)
     return out
 
 
@@ -213,9 +239,9 @@ def load_recipe(path: str | Path) -> Recipe:
         if kind is None:
             raise InputError(f"is not a judge setting a recipe fixes (known: {', '.join(sorted(JUDGE_FIELDS))})",
                              file=file, field=f"judge.{key}")
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            if not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
-                raise InputError(f"must be a {kind.__name__}, got {value!r}", file=file, field=f"judge.{key}")
+        mistyped = not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)
+        if mistyped and not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
+            raise InputError(f"must be a {kind.__name__}, got {value!r}", file=file, field=f"judge.{key}")
     templates: dict[str, Path] = {}
     for key, value in _table(data, "templates", file).items():
         if key not in TEMPLATES:
@@ -233,11 +259,30 @@ def load_recipe(path: str | Path) -> Recipe:
         raise InputError(f"must be a list of checks among {', '.join(AUDITS)}, got {audit!r}", file=file,
                          field="audit")
     options = {} if parts else _options(mode, _table(data, "options", file), file)
+    if "rules" in data:
+        if parts:
+            raise InputError("is given by a part in a recipe with [parts] ([[parts.NAME.options.rules]])", file=file,
+                             field="rules")
+        if "rules" in options:
+            raise InputError("is given twice: as [[rules]] and as options.rules (keep one)", file=file, field="rules")
+        if "rules" not in {f.name for f in dataclasses.fields(get_mode(mode).options)}:
+            raise InputError(f"the {mode} mode takes no rules (rules apply to the modes score, criteria, checklist)",
+                             file=file, field="rules")
+        options["rules"] = parse_rules(data["rules"], file)
     recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
                     metric_name, params, options, dict(judge), templates, tuple(audit),
-                    _text(data, "description", file, required=False), p, parts)
-    _probe(recipe, file)
+                    _text(data, "description", file, required=False), p, parts, _by(data, file))
+    _probe(recipe, file, top_rules="rules" in data)
     return recipe
+
+
+def _by(data: Mapping[str, Any], file: str) -> str:
+    """``[metric] by``: the item field to break the metric down by (empty: none)."""
+    raw = data.get("metric")
+    by = raw.get("by", "") if isinstance(raw, dict) else ""
+    if not isinstance(by, str) or (by and not re.fullmatch(r"[A-Za-z_][\w-]*", by)):
+        raise InputError(f"must be an item field's name (subset, category), got {by!r}", file=file, field="metric.by")
+    return by
 
 
 def _metric(data: Mapping[str, Any], file: str, where: str, mode: str) -> tuple[str, dict[str, Any]]:
@@ -253,7 +298,8 @@ def _metric(data: Mapping[str, Any], file: str, where: str, mode: str) -> tuple[
         raise InputError("is missing", file=file, field=f"{where}.name")
     try:
         metric = get_metric(metric_name)
-        params = metric.checked({k: v for k, v in raw.items() if k != "name"}, where)
+        params = metric.checked({k: v for k, v in raw.items()
+                                 if k != "name" and not (k == "by" and where == "metric")}, where)
     except ConfigError as exc:
         raise InputError(str(exc), file=file, field=where) from None
     if mode not in metric.modes:
@@ -301,15 +347,20 @@ def _parts(data: Mapping[str, Any], file: str) -> tuple[Part, ...]:
     return tuple(out)
 
 
-def _probe(recipe: Recipe, file: str) -> None:
+def _probe(recipe: Recipe, file: str, *, top_rules: bool = False) -> None:
     """Build the recipe's task on a judge that loads nothing: bad templates or options fail here, not mid-run."""
     from .._judge import Judge
 
     try:
         judge = Judge("mock/hash", store=":memory:", **recipe.judge_kwargs())
         try:
-            for mode, options in [(p.mode, p.options) for p in recipe.parts] or [(recipe.mode, recipe.options)]:
-                judge.task(mode, **options)
+            for mode, options, where in [(p.mode, p.options, f"parts.{p.name}.options.") for p in recipe.parts] or [
+                    (recipe.mode, recipe.options, "" if top_rules else "options.")]:
+                try:
+                    judge.task(mode, **options)
+                except InputError as exc:  # a rule whose label the task's scale or labels lack
+                    raise InputError(exc.reason, file=file, field=f"{where}{exc.field}" if exc.field else None) \
+                        from None
         finally:
             judge.close()
     except (ConfigError, TypeError, ValueError) as exc:

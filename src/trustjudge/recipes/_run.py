@@ -46,7 +46,8 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
         return _run_parts(recipe, items, judge, bootstrap=bootstrap, seed=seed, progress=progress)
     task = judge.task(recipe.mode, **recipe.options)
     records = [r.to_dict() for r in judge.run(task, items, progress=progress)]
-    result = compute(get_metric(recipe.metric), records, recipe.metric_params, bootstrap=bootstrap, seed=seed)
+    result = compute(get_metric(recipe.metric), records, recipe.metric_params, bootstrap=bootstrap, seed=seed,
+                     items={item.id: item for item in items}, by=recipe.by)
     run = RecipeRun(recipe, records, result)
     if audit:
         run.audit = audit_recipe(recipe, items, judge, records, bootstrap=bootstrap, seed=seed)
@@ -65,8 +66,9 @@ def _run_parts(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
             runs[key] = ([], [r.to_dict() for r in judge.run(task, items, progress=progress)])
         runs[key][0].append(part)
     by_part = {part.name: records for parts, records in runs.values() for part in parts}
+    by_id = {item.id: item for item in items}
     results = {part.name: compute(get_metric(part.metric), by_part[part.name], part.metric_params,
-                                  bootstrap=bootstrap, seed=seed) for part in recipe.parts}
+                                  bootstrap=bootstrap, seed=seed, items=by_id, by=recipe.by) for part in recipe.parts}
     weights = dict(recipe.metric_params.get("weights") or {}) or {part.name: 1.0 for part in recipe.parts}
     combined: dict[tuple[str, str], dict[str, Any]] = {}
     for part in recipe.parts:
@@ -78,7 +80,9 @@ def _run_parts(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
         for pair, r in latest.items():
             row = combined.setdefault(pair, {"item_id": r.get("item_id"), "response_id": r.get("response_id"),
                                             "system": r.get("system"), "total": 0.0, "weight": 0.0, "missing": []})
-            v = finite(metric.value(r, params)) if r.get("unscored") is None else None
+            item = by_id.get(str(r.get("item_id")))
+            seen = {**r, "item": item} if item is not None else r
+            v = finite(metric.value(seen, params)) if r.get("unscored") is None else None
             if v is None:
                 row["missing"].append(part.name)
             else:
@@ -88,7 +92,8 @@ def _run_parts(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
              "value": None if row["missing"] else row["total"] / row["weight"],
              "unscored": f"unscored_part: {', '.join(dict.fromkeys(row['missing']))}" if row["missing"] else None}
             for row in combined.values()]
-    result = compute(get_metric(recipe.metric), rows, recipe.metric_params, bootstrap=bootstrap, seed=seed)
+    result = compute(get_metric(recipe.metric), rows, recipe.metric_params, bootstrap=bootstrap, seed=seed,
+                     items=by_id, by=recipe.by)
     records = [{**r, "part": ",".join(p.name for p in parts)} for parts, records in runs.values() for r in records]
     return RecipeRun(recipe, records, result, parts=results)
 

@@ -14,9 +14,11 @@ options dataclass (typed from its annotation, described by its ``metadata["help"
 bounds), the response gives the mode's records. The built-in ones: ``/v1/score``, ``/v1/compare``,
 ``/v1/criteria``, ``/v1/criteria/compare``, ``/v1/checklist``, ``/v1/claims``; a plug-in mode with a route
 gets its own with no change here. compare, checklist and claims also take a `calibration` (a calibration
-file's JSON object), with optional `target_agreement`, `risk_delta` and `calibration_override`: each record's
-verdicts gain a `calibrated` block and the response a `calibration` summary (a calibration that does not
-fit: 422 naming why).
+file's JSON object) or a `calibration_name` (one the server holds: ``create_app(calibrations=...)``,
+``trustjudge serve --calibration NAME=PATH``; a request never names a file), with optional
+`target_agreement`, `risk_delta` and `calibration_override`: each record's verdicts gain a `calibrated` block
+and the response a `calibration` summary (a calibration that does not fit, or an unknown name: 422 naming
+the field).
 
 Items have the schema of one JSONL line (README, "Input") and are validated by the library
 (:func:`trustjudge.items_from_dicts`). Records are exactly the dicts the CLI writes.

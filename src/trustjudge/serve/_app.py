@@ -9,7 +9,8 @@ import importlib
 import inspect
 import logging
 import math
-from collections.abc import AsyncIterator, Sequence
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -65,22 +66,64 @@ SERVICE_PATHS = frozenset({"/healthz", "/v1/stats", "/v1/audit", "/v1/rank", "/o
 Prepared = tuple[Calibration, Selection | None]
 
 
-async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task) -> Prepared | None:
-    """The request's calibration checked against the judge and the task, and its selection (422 naming the
-    field when the file is bad, does not fit, or cannot support the target); None without one."""
-    if body.calibration is None:
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""What a server-side calibration's name may be (``trustjudge serve --calibration NAME=PATH``)."""
+
+
+def load_calibrations(calibrations: Mapping[str, str | Path | Calibration] | None) -> dict[str, Calibration]:
+    """The server's named calibrations, read now (a bad name or file is a ConfigError naming it)."""
+    out: dict[str, Calibration] = {}
+    for name, source in (calibrations or {}).items():
+        if not NAME.fullmatch(name):
+            raise ConfigError(f"calibration name {name!r}: use letters, digits, '_', '.' or '-' (at most 64, "
+                              "starting with a letter or digit)")
+        cal = source if isinstance(source, Calibration) else Calibration.load(source)
+        out[name] = cal
+    return out
+
+
+def check_named(judge: Judge, named: Mapping[str, Calibration], paths: Mapping[str, Any] | None = None) -> None:
+    """Refuse, at start, a named calibration fitted for another judge, template or protocol than this server's
+    judge with its default options (a ConfigError naming the calibration and its file)."""
+    for name, cal in named.items():
+        where = f"calibration {name!r}" + (f" ({paths[name]})" if paths and name in paths else "")
+        try:
+            judge.check_calibration(cal)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+
+async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
+                               named: Mapping[str, Calibration]) -> Prepared | None:
+    """The request's calibration (sent, or named from the server's) checked against the judge and the task,
+    and its selection (422 naming the field when the file is bad, unknown, does not fit, or cannot support
+    the target); None without one."""
+    field = "calibration_name" if body.calibration_name is not None else "calibration"
+    if body.calibration is not None and body.calibration_name is not None:
+        raise InputError("give a calibration or the name of one the server holds, not both", line=0,
+                         field="calibration_name")
+    if body.calibration is None and body.calibration_name is None:
         if body.target_agreement is not None:
-            raise InputError("needs a calibration to choose the threshold on", line=0, field="target_agreement")
+            raise InputError("needs a calibration (or a calibration_name) to choose the threshold on", line=0,
+                             field="target_agreement")
         return None
+    if body.calibration_name is not None and body.calibration_name not in named:
+        held = f"it holds {', '.join(sorted(named))}" if named else "it was started without any"
+        raise InputError(f"no calibration named {body.calibration_name!r} on this server ({held}: "
+                         "`trustjudge serve --calibration NAME=PATH`)", line=0, field="calibration_name")
     data = body.calibration
+    name = body.calibration_name
 
     def prepare() -> Prepared:  # scipy, and the backend's fingerprint: off the event loop
-        try:
-            cal = Calibration.from_dict(data, "calibration")
-        except ConfigError as exc:
-            raise InputError(str(exc), line=0, field="calibration") from None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"calibration: bad parameters ({exc})", line=0, field="calibration") from None
+        if name is not None:
+            cal = named[name]
+        else:
+            try:
+                cal = Calibration.from_dict(data or {}, "calibration")
+            except ConfigError as exc:
+                raise InputError(str(exc), line=0, field="calibration") from None
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"calibration: bad parameters ({exc})", line=0, field="calibration") from None
         try:
             selection = cal.selection(body.target_agreement, body.risk_delta) \
                 if body.target_agreement is not None else None
@@ -89,20 +132,25 @@ async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task) -> Pr
         try:
             return judge.check_calibration(cal, override=body.calibration_override, task=task), selection
         except ConfigError as exc:
-            raise InputError(str(exc), line=0, field="calibration") from None
+            raise InputError(f"calibration {name!r}: {exc}" if name else str(exc), line=0, field=field) from None
 
     return await asyncio.to_thread(prepare)
 
 
-async def _respond(records: list[dict[str, Any]], prepared: Prepared | None) -> JSONResponse:
-    """The records, annotated with the calibration and followed by its summary when the request gave one."""
+async def _respond(records: list[dict[str, Any]], prepared: Prepared | None,
+                   name: str | None = None) -> JSONResponse:
+    """The records, annotated with the calibration and followed by its summary when the request gave one
+    (``name``: the server's calibration it named)."""
     if prepared is None:
         return _records(records)
     cal, selection = prepared
 
     def apply() -> dict[str, Any]:
         annotated = annotate(cal.mode, records, cal, selection)
-        return {"records": annotated, "calibration": trust_summary(cal.mode, annotated, cal, selection)}
+        summary = trust_summary(cal.mode, annotated, cal, selection)
+        if name is not None:
+            summary["calibration"]["name"] = name
+        return {"records": annotated, "calibration": summary}
 
     return JSONResponse(await asyncio.to_thread(apply))
 
@@ -149,19 +197,21 @@ def _check_routes(modes: Sequence[Mode]) -> None:
 
 
 def mode_route(app: FastAPI, bodies: ModeBodies, *, judge: Judge, worker: JudgeWorker, limits: Limits,
-               max_items: int) -> None:
+               max_items: int, calibrations: Mapping[str, Calibration] | None = None) -> None:
     """Add the ``POST`` route of ``bodies.mode`` to ``app``: items validated by the library, the mode's task
     built from the request's options (:meth:`Mode.task_of`), its cost checked, then judged by the worker (and
-    calibrated where the request sends a calibration)."""
+    calibrated where the request sends a calibration or names one of ``calibrations``)."""
     mode = bodies.mode
     assert mode.route is not None
+    named = dict(calibrations or {})
 
     async def judge_mode(body: Any) -> JSONResponse:
         items = validate_items(body.items, max_items, min_responses=mode.min_responses)
         task = mode.task_of(judge, bodies.options(body))
         check_cost(limits, items, task)
-        prepared = await _prepare_calibration(judge, body, task) if bodies.calibrated else None
-        return await _respond(await worker.submit(task, items), prepared)
+        prepared = await _prepare_calibration(judge, body, task, named) if bodies.calibrated else None
+        name = body.calibration_name if bodies.calibrated else None
+        return await _respond(await worker.submit(task, items), prepared, name)
 
     # FastAPI reads the body's model from the signature: the one built for this mode.
     judge_mode.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -204,7 +254,8 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
                max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES, max_labels: int = DEFAULT_MAX_LABELS,
                body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, request_deadline_s: float = DEFAULT_REQUEST_DEADLINE_S,
                max_connections: int = DEFAULT_MAX_CONNECTIONS, max_requests_per_address: int = DEFAULT_MAX_PER_ADDRESS,
-               modes: Sequence[str] | None = None, **judge_options: Any) -> FastAPI:
+               modes: Sequence[str] | None = None,
+               calibrations: Mapping[str, str | Path | Calibration] | None = None, **judge_options: Any) -> FastAPI:
     """Build the HTTP API around one judge.
 
     Args:
@@ -231,12 +282,16 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         preload: Load the judge's backend now (a bad judge fails here, not on the first request).
         modes: The modes to serve, by name (each must have a route); default: every mode registered (or
             installed as a plug-in) by now whose :attr:`Mode.route` is set.
+        calibrations: Calibrations a request may name (``calibration_name``), by name: a file's path or a
+            :class:`Calibration`. Read now; with ``preload``, each is checked against the judge now too (one
+            fitted for another judge, template or protocol refuses to start). A request can name only
+            these: it never makes the server read a file.
         **judge_options: Further :class:`Judge` options (batch_size, temperature, seed, ...).
 
     Returns:
         The FastAPI app; ``app.state.worker`` is its :class:`JudgeWorker` (``.stats`` counts requests
         and judge calls), ``app.state.judge`` its judge, ``app.state.in_progress`` its
-        :class:`InProgress` requests.
+        :class:`InProgress` requests, ``app.state.calibrations`` its named calibrations.
 
     Raises:
         ConfigError: A bad option, limit or judge name.
@@ -255,10 +310,12 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     reserved = {"scale", "delta", "store"} & set(judge_options)
     if reserved:
         raise ConfigError(f"{', '.join(sorted(reserved))}: set per request or with store_path, not as judge options")
+    named = load_calibrations(calibrations)
     judge = Judge(judge_name, store=store_path, protocol=protocol, **judge_options)
     if preload:
         try:
             _ = judge.backend
+            check_named(judge, named, {k: v for k, v in (calibrations or {}).items() if not isinstance(v, Calibration)})
         except BaseException:
             judge.close()
             raise
@@ -277,6 +334,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
                               "Items use the JSONL schema of the README; records are the CLI's records.")
     app.state.judge = judge
     app.state.worker = worker
+    app.state.calibrations = named
     limits = Limits(max_items, max_judgments, max_prompt_bytes, max_labels)
     app.state.limits = limits
     app.state.in_progress = in_progress = InProgress()
@@ -296,10 +354,12 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
         """Request, batch and model-call counters since the server started."""
         engine = judge._engine
         return {**asdict(worker.stats), "model_calls": engine.stats.model_calls if engine else 0,
-                "from_store": engine.stats.from_store if engine else 0, "in_progress": in_progress.active}
+                "from_store": engine.stats.from_store if engine else 0, "in_progress": in_progress.active,
+                "calibrations": {name: {"mode": cal.mode, "judge": cal.judge, "method": cal.map.method, "n": cal.n,
+                                        "data_hash": cal.data_hash} for name, cal in named.items()}}
 
     for bodies in routes:
-        mode_route(app, bodies, judge=judge, worker=worker, limits=limits, max_items=max_items)
+        mode_route(app, bodies, judge=judge, worker=worker, limits=limits, max_items=max_items, calibrations=named)
 
     @app.post("/v1/audit", response_model=dict[str, Any], responses=ERRORS, tags=["judge"])
     async def audit(body: AuditRequest) -> dict[str, Any]:

@@ -65,12 +65,26 @@ class ClaimIn(BaseModel):
                                                  "sources): it is verified against that text alone.")
 
 
+class TurnIn(BaseModel):
+    """One turn of a response given as a trajectory (an agent's run)."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant", "tool"] = Field(description="Who spoke.")
+    content: str = Field(description="What the turn says (may be empty only with a tool_output).")
+    tool_output: str | None = Field(None, description="What the tool the turn called returned.")
+    name: str | None = Field(None, description="The tool's or agent's name: 1-64 letters, digits or _.:/-.")
+
+
 class ResponseIn(BaseModel):
-    """One response to judge."""
+    """One response to judge: its text, or its turns."""
 
     model_config = ConfigDict(extra="allow")
     id: str | None = Field(None, description="Unique within the item; default: the response's 0-based index.")
-    text: str = Field(description="The response text (may be empty: then it is unscored, `empty_response`).")
+    text: str | None = Field(None, description="The response text (may be empty: then it is unscored, "
+                                                "`empty_response`). Required unless turns are given.")
+    turns: list[TurnIn] | None = Field(
+        None, description="The response as a trajectory, instead of text: judged as a transcript in which "
+                          "each turn is quoted (no turn can close it or pose as the judge's).")
     system: str | None = Field(None, description="The system that wrote it (used by /v1/rank).")
     human_score: float | None = Field(None, description="Optional human score, for the audit.")
     checklist: list[CheckIn | str] | None = Field(None, description="Checks asked of this response only.")
@@ -137,6 +151,10 @@ class Calibrated(Body):
                           "every verdict also gets a `calibrated` block (probabilities, verdict, confidence; the raw "
                           "fields stay) and the response a `calibration` summary, with zero extra model calls. One "
                           "fitted for another mode, judge, template or protocol is refused (422 naming why).")
+    calibration_name: str | None = Field(
+        None, description="The name of a calibration the server was started with (`trustjudge serve --calibration "
+                          "NAME=PATH`; GET /v1/stats lists them), instead of sending its JSON: a client never names "
+                          "a file. Unknown, or given with `calibration`: 422.")
     calibration_override: bool = Field(
         False, description="Accept a calibration fitted for another judge, template, protocol or checklist labels "
                            "(every record then lists what was overridden; a mode or class mismatch never is).")
@@ -194,6 +212,9 @@ class Stats(BaseModel):
     from_store: int
     in_progress: int = Field(description="Requests in progress (receiving their body, waiting or judged), this one "
                                          "included.")
+    calibrations: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The calibrations a request may name (`calibration_name`), by name: each "
+                                          "one's mode, judge, method, number of labelled verdicts and data hash.")
 
 
 # -- a mode's route -----------------------------------------------------------------------------------
@@ -343,7 +364,8 @@ class ModeBodies:
         """What the route's description says beyond the mode's summary."""
         notes = []
         if self.calibrated:
-            notes.append("Takes a `calibration` (with `target_agreement`, `risk_delta`, `calibration_override`): "
+            notes.append("Takes a `calibration`, or the `calibration_name` of one the server holds (with "
+                         "`target_agreement`, `risk_delta`, `calibration_override`): "
                          "each verdict gains a `calibrated` block and the response a `calibration` summary.")
         if self.skipped:
             notes.append("Options a request cannot set (their defaults apply): "

@@ -164,7 +164,7 @@ class JudgeWorker:
         except StopIteration as done:
             for request, result in zip(job.group, done.value):
                 request.future.set_result(result)
-        except Exception as exc:  # noqa: BLE001 - handed to the waiting requests; the handlers map it to a status
+        except Exception as exc:  # handed to the waiting requests; the handlers map it to a status
             if len(job.group) > 1 and not isinstance(exc, BackendUnavailable):
                 # One request's problem must not fail the requests merged with it: run each apart, first
                 # (what the merged run finished is in the store, so nothing is judged twice).

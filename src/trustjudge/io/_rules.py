@@ -1,0 +1,178 @@
+"""Rules: shortcuts a benchmark applies before its judge (an exact match scores full marks, an empty answer
+gets the lowest level). A rule that fires on a response gives it the rule's label with no model call.
+
+A rule is one of four kinds:
+
+- ``exact``: the response, stripped of surrounding whitespace, equals the item's ``field`` (``reference``
+  by default, or ``context``), stripped the same way;
+- ``normalized``: the same after folding both texts: Unicode NFKC, case folded, punctuation removed,
+  runs of whitespace made one space;
+- ``empty``: the response is empty or whitespace only;
+- ``regex``: ``pattern`` (a Python regular expression, ``re.search``) is found in the response (write
+  ``(?i)`` at its start for a case-insensitive match).
+
+An exact or normalized rule never fires on an item without that field (or one that folds to nothing). In a
+suite or recipe file rules are a list (``[[rules]]`` in TOML), checked in order: the first that fires wins::
+
+    [[rules]]
+    kind = "exact"
+    label = "5"            # the verdict: a label of the mode's scale, level or label set
+    id = "exact-match"     # optional: what records name in their ``rule`` field (default: the kind)
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ..errors import InputError
+
+
+class _Answer(Protocol):
+    """What a rule reads of a response (a :class:`~trustjudge.Response`): its text."""
+
+    @property
+    def text(self) -> str: ...
+
+RuleKind = Literal["exact", "normalized", "empty", "regex"]
+KINDS: tuple[str, ...] = ("exact", "normalized", "empty", "regex")
+FIELDS: tuple[str, ...] = ("reference", "context")
+"""The item fields an exact or normalized rule compares a response with."""
+RULE_KEYS = frozenset({"kind", "label", "id", "pattern", "field"})
+MAX_PATTERN = 10_000
+
+
+def fold(text: str) -> str:
+    """``text`` folded for a ``normalized`` rule: NFKC, case folded, punctuation removed, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A shortcut before the judge: when it fires on a response, the response gets ``label`` with no model call.
+
+    Raises:
+        InputError: an unknown kind, a missing label, a pattern that is not a regular expression (or one given
+            to a kind other than ``regex``), or an unknown field (naming the rule's field).
+    """
+
+    kind: RuleKind
+    label: str
+    """The verdict: a label of the mode's scale (``"5"``), of a labelled criterion (``"A"``) or of the
+    checklist's label set (``"YES"``); checked against the task when it is built."""
+    id: str = ""
+    """What the records of the responses it fires on name in their ``rule`` field; empty: the kind."""
+    pattern: str | None = None
+    """``regex`` only: the regular expression searched for in the response."""
+    field: str = "reference"
+    """``exact`` and ``normalized``: the item's field the response is compared with (reference, context)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InputError(f"must be one of {', '.join(KINDS)}, got {self.kind!r}", field="kind")
+        if isinstance(self.label, bool) or not isinstance(self.label, (str, int)):
+            raise InputError(f"must be a label (a string), got {type(self.label).__name__}", field="label")
+        label = str(self.label).strip()
+        if not label:
+            raise InputError("must not be empty", field="label")
+        object.__setattr__(self, "label", label)
+        if not isinstance(self.id, str):
+            raise InputError(f"must be a string, got {type(self.id).__name__}", field="id")
+        object.__setattr__(self, "id", self.id.strip() or self.kind)
+        if self.kind == "regex":
+            if not isinstance(self.pattern, str) or not self.pattern:
+                raise InputError("is missing (a regex rule needs the regular expression it searches for)",
+                                 field="pattern")
+            if len(self.pattern) > MAX_PATTERN:
+                raise InputError(f"is longer than {MAX_PATTERN} characters", field="pattern")
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise InputError(f"is not a valid regular expression: {exc}", field="pattern") from None
+        elif self.pattern is not None:
+            raise InputError(f"is for regex rules only, not {self.kind}", field="pattern")
+        if self.field not in FIELDS:
+            raise InputError(f"must be one of {', '.join(FIELDS)}, got {self.field!r}", field="field")
+        if self.field != "reference" and self.kind not in ("exact", "normalized"):
+            raise InputError(f"is for exact and normalized rules only, not {self.kind}", field="field")
+
+    def fires(self, item: object, response: _Answer) -> bool:
+        """Whether the rule fires on ``response`` of ``item`` (an :class:`~trustjudge.Item`, read for its
+        :attr:`field`)."""
+        text = response.text
+        if self.kind == "empty":
+            return not text.strip()
+        if self.kind == "regex":
+            return re.search(str(self.pattern), text) is not None
+        target = getattr(item, self.field, None)
+        if not isinstance(target, str):
+            return False
+        if self.kind == "exact":
+            return bool(target.strip()) and text.strip() == target.strip()
+        folded = fold(target)
+        return bool(folded) and fold(text) == folded
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "label": self.label}
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        if self.kind in ("exact", "normalized"):
+            out["field"] = self.field
+        return out
+
+
+def first_rule(rules: Iterable[Rule], item: object, response: _Answer) -> Rule | None:
+    """The first of ``rules`` that fires on ``response`` of ``item``, else ``None``."""
+    for rule in rules:
+        if rule.fires(item, response):
+            return rule
+    return None
+
+
+def parse_rules(raw: Any, file: str | None, line: int | None = None, prefix: str = "") -> tuple[Rule, ...]:
+    """Validate a list of rules (a suite's or a recipe's ``rules``, or the Python API's: :class:`Rule` objects
+    or mappings); every problem names the file and the field (``rules[1].pattern``)."""
+    where = f"{prefix}rules"
+    if raw is None:
+        return ()
+    if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
+        raise InputError(f"must be a list of rules ({{kind, label}} objects), got {type(raw).__name__}", file=file,
+                         line=line, field=where)
+    out: list[Rule] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(raw):
+        at = f"{where}[{i}]"
+        if isinstance(entry, Rule):
+            rule = entry
+        else:
+            if not isinstance(entry, Mapping):
+                raise InputError(f"must be a {{kind, label}} object, got {type(entry).__name__}", file=file,
+                                 line=line, field=at)
+            unknown = sorted(set(entry) - RULE_KEYS)
+            if unknown:
+                raise InputError(f"is not a rule field (known: {', '.join(sorted(RULE_KEYS))})", file=file, line=line,
+                                 field=f"{at}.{unknown[0]}")
+            for key in ("kind", "label"):
+                if key not in entry:
+                    raise InputError("is missing" + (f" (one of {', '.join(KINDS)})" if key == "kind" else
+                                                     " (the verdict the rule gives)"),
+                                     file=file, line=line, field=f"{at}.{key}")
+            try:
+                rule = Rule(entry["kind"], entry["label"], entry.get("id", ""), entry.get("pattern"),
+                            entry.get("field", "reference"))
+            except InputError as exc:
+                raise InputError(exc.reason, file=file, line=line, field=f"{at}.{exc.field}") from None
+        if rule.id in seen:
+            raise InputError(f"repeats {where}[{seen[rule.id]}]'s id {rule.id!r} (give each rule its own id)",
+                             file=file, line=line, field=f"{at}.id")
+        seen[rule.id] = i
+        out.append(rule)
+    return tuple(out)
+
+
+__all__ = ["KINDS", "Rule", "first_rule", "fold", "parse_rules"]
