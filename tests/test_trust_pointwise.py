@@ -179,6 +179,29 @@ def test_the_file_keeps_the_tolerance_and_refuses_a_mismatch_or_a_bad_field(tmp_
     assert Calibration.from_dict(temp.to_dict()).to_dict() == temp.to_dict()
 
 
+def test_long_scales_get_a_temperature_alone_and_it_is_recovered() -> None:
+    # a 0-100 scale's 101 levels: a temperature (one parameter), not 101 biases
+    rng = np.random.default_rng(7)
+    labels = [str(v) for v in range(101)]
+    true_t = 2.0
+    rows, raw = [], []
+    for k in range(400):
+        logits = -np.abs(np.arange(101) - rng.uniform(0, 100)) / rng.uniform(2, 10)
+        q = np.exp(logits - logits.max())
+        q /= q.sum()
+        p = q ** true_t / np.sum(q ** true_t)  # the judge: overconfident by exactly the temperature
+        raw.append(p)
+        rows.append({"item_id": f"i{k}", "response_id": "r", "scores": {"expected": 1.0}, "unscored": None,
+                     "human_score": int(rng.choice(101, p=q)), "distribution": dict(zip(labels, p.tolist()))})
+    cal = fit("score", rows, judge="j", fingerprint="f", template="t", protocol="direct")
+    assert cal.map.method == "temperature" and cal.levels == list(range(101))
+    assert cal.map.params["temperature"] == pytest.approx(true_t, rel=0.15), cal.map.params
+    # 11 levels or fewer: vector scaling (a bias per level)
+    short = [{**r, "distribution": dict(zip(LEVELS, [0.2] * 5)), "human_score": 1 + k % 5} for k, r in
+             enumerate(rows[:20])]
+    assert fit("score", short, judge="j", fingerprint="f", template="t", protocol="direct").map.method == "vector"
+
+
 def test_bad_score_records_are_refused_clearly() -> None:
     base = [_record("i0", [0.1, 0.2, 0.3, 0.25, 0.15], 3), _record("i1", [0.6, 0.2, 0.1, 0.05, 0.05], 1)]
     args = dict(judge="mock/x", fingerprint="mock:x", template="t", protocol="direct")
