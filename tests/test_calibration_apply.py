@@ -256,18 +256,12 @@ def test_cli_refuses_a_mismatch_before_judging_and_records_an_override(
     assert "a calibration of checklist verdicts; `trustjudge compare` judges compare verdicts" in str(wrong.exception)
 
 
-@pytest.mark.parametrize("command", ["score", "criteria"])
-def test_modes_without_calibration_units_refuse_the_options(tmp_path: Path, command: str) -> None:
+def test_the_calibration_options_need_a_calibration(tmp_path: Path) -> None:
+    # (a mode without calibration units refuses them: tests/test_mode_commands.py, a registered mode)
     items = write_jsonl(tmp_path / "items.jsonl", _check_rows(2))
-    cal = tmp_path / "cal.json"
-    cal.write_text("{}", encoding="utf-8")
-    for option in (["--calibration", str(cal)], ["--target-agreement", "0.8"], ["--calibration-override"]):
-        result = CliRunner().invoke(cli, [command, str(items), "-j", "mock/hash", "--store",
-                                          str(tmp_path / "s.sqlite"), *option])
-        assert result.exit_code == 2, result.output
-        assert f"{option[0]} does not apply to {command}: calibration covers compare, checklist, claims" \
-            in result.output
-    assert not (tmp_path / "s.sqlite").exists()
+    for command in ("score", "criteria"):
+        result = CliRunner().invoke(cli, [command, str(items), "-j", "mock/hash", "--tolerance", "1"])
+        assert result.exit_code == 2 and "--tolerance needs --calibration" in result.output
     alone = CliRunner().invoke(cli, ["checklist", str(items), "-j", "mock/hash", "--target-agreement", "0.8"])
     assert alone.exit_code == 2 and "--target-agreement needs --calibration" in alone.output
 

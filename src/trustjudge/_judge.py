@@ -45,7 +45,7 @@ __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Ju
            "score"]
 
 
-_CALIBRATED = ("compare", "checklist", "claims")
+_CALIBRATED = ("compare", "checklist", "claims", "score", "criteria")
 """The modes a calibration covers (``_trust``'s units)."""
 
 ProgressArg = ProgressFn | bool | None
@@ -311,10 +311,11 @@ class Judge:
 
     # -- calibration and selective verdicts -------------------------------------------------------------
     def calibration_task(self, mode: str) -> Task:
-        """The task a calibration of ``mode`` (compare, checklist, claims) is fitted and applied under."""
+        """The task a calibration of ``mode`` (compare, checklist, claims, score, criteria) is fitted and applied
+        under (score and criteria tasks keep each distribution over the levels: the calibration reads it)."""
         if mode not in _CALIBRATED:
-            raise ConfigError(f"calibration covers the modes compare, checklist and claims; got {mode!r}")
-        return self.task(mode)
+            raise ConfigError(f"calibration covers the modes {', '.join(_CALIBRATED)}; got {mode!r}")
+        return self.task(mode, keep_distribution=True) if mode in ("score", "criteria") else self.task(mode)
 
     def _template_hash(self, mode: str, task: Task | None = None) -> str:
         """The identity of the prompt a calibration of ``mode`` holds for: its template (for claims: ``task``'s
@@ -328,6 +329,10 @@ class Judge:
             text = self.prompts.pairwise.template
         elif mode == "checklist":
             text = self.prompts.check.template
+        elif mode == "score":
+            text = self.prompts.pointwise.template
+        elif mode == "criteria":
+            text = self.prompts.criterion.template
         else:
             text = read_template(None, "verify.txt", VERIFY_FIELDS).template
         system = self.prompts.system
@@ -337,16 +342,29 @@ class Judge:
         return str(getattr(task, "protocol", "direct"))
 
     def calibrate(self, items: Iterable[Item], mode: str = "compare", *, method: str | None = None,
+                  tolerance: float | None = None, task: Task | None = None,
                   progress: ProgressArg = None) -> Calibration:
         """Fit a calibration of ``mode``'s probabilities on labelled ``items``, judging only what the store lacks.
 
         ``method``: ``platt`` (default), ``temperature`` or ``isotonic`` for checklists (two classes);
-        vector scaling for pairwise verdicts and claims. Save it with :meth:`Calibration.save`.
+        vector scaling for pairwise verdicts and claims. ``score``: each response's distribution over this
+        judge's scale against its ``human_score`` (nearest level); vector scaling on up to 11 levels,
+        ``temperature`` above; ``tolerance`` (default 0) the points a verdict may be from the human's level
+        and still agree. ``criteria``: the same per criterion (``human_criteria``), every criterion on one
+        scale pooled. ``task``: the task to judge with (its mode's; default :meth:`calibration_task`; a score or
+        criteria task keeps its distributions). Save it with :meth:`Calibration.save`.
         """
-        task = self.calibration_task(mode)
+        if task is not None and task.kind != mode:
+            raise ConfigError(f"a {task.kind} task cannot calibrate the {mode} mode")
+        task = task if task is not None else self.calibration_task(mode)
+        if getattr(task, "keep_distribution", True) is False:  # the calibration reads the distributions
+            task = replace(task, keep_distribution=True)  # type: ignore[type-var]
         records = [r.to_dict() for r in self.run(task, items, progress=progress)]
+        scale = getattr(task, "scale", None)
+        levels = scale.values if mode == "score" and scale is not None else None
         return fit_calibration(mode, records, judge=self.name, fingerprint=self.backend.fingerprint,
-                               template=self._template_hash(mode), protocol=self._protocol_of(task), method=method)
+                               template=self._template_hash(mode), protocol=self._protocol_of(task), method=method,
+                               levels=levels, tolerance=tolerance)
 
     def check_calibration(self, calibration: Calibration, *, override: bool = False,
                           task: Task | None = None) -> Calibration:
@@ -359,10 +377,16 @@ class Judge:
         """
         task = task if task is not None else self.calibration_task(calibration.mode)
         mode = task.kind
-        if mode not in ("compare", "checklist", "claims"):
-            raise ConfigError(f"calibration covers the modes compare, checklist and claims, not {mode} (no "
+        if mode not in _CALIBRATED:
+            raise ConfigError(f"calibration covers the modes {', '.join(_CALIBRATED)}, not {mode} (no "
                               f"{mode} calibration units yet)")
         labels = getattr(task, "labels", None)
+        scale = getattr(task, "scale", None)
+        if mode == "score" and calibration.mode == "score" and scale is not None:
+            check_classes(mode, calibration, scale.labels)  # another scale: other levels, never overridable
+            if calibration.levels is not None and [float(v) for v in scale.values] != calibration.levels:
+                raise ConfigError(f"the calibration's level values {calibration.levels} are not this scale's "
+                                  f"{list(scale.values)}: refit it on this scale")
         if mode == "claims" and calibration.mode == "claims" and labels is not None:
             check_classes(mode, calibration, labels.labels)
         checked = calibration.check(mode=mode, judge=self.name, fingerprint=self.backend.fingerprint,

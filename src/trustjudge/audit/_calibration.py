@@ -81,9 +81,9 @@ class CalibrationMap:
             raise ConfigError(f"calibration for {len(self.classes)} classes {list(self.classes)} applied to "
                               f"{p.shape[1]} probabilities")
         p = p / np.clip(p.sum(axis=1, keepdims=True), _EPS, None)
-        if self.method == "vector":
+        if self.method == "vector" or "temperature" in self.params:  # several classes (temperature: no bias)
             z = np.log(np.clip(p, _EPS, None)) / float(self.params["temperature"])
-            return _softmax(z + np.asarray(self.params["bias"], dtype=np.float64))
+            return _softmax(z + np.asarray(self.params.get("bias", 0.0), dtype=np.float64))
         pos = p[:, 1]
         if self.method in ("platt", "temperature"):
             q = _sigmoid(float(self.params["a"]) * _logit(pos) + float(self.params.get("b", 0.0)))
@@ -154,6 +154,28 @@ def fit_vector(probs: npt.ArrayLike, y: npt.ArrayLike, classes: Sequence[str]) -
     res = minimize(nll, np.zeros(k), jac=True, method="L-BFGS-B")
     return CalibrationMap("vector", tuple(classes), {"temperature": float(math.exp(-res.x[0])),
                                                      "bias": [0.0, *map(float, res.x[1:])]})
+
+
+def fit_temperature(probs: npt.ArrayLike, y: npt.ArrayLike, classes: Sequence[str]) -> CalibrationMap:
+    """Temperature scaling on several classes, ``softmax(log(p) / T)``: one parameter, fitted by likelihood (for
+    many classes, such as a 100-point scale's levels, most of which no human label reaches)."""
+    from scipy.optimize import minimize_scalar  # type: ignore[import-untyped, unused-ignore]
+
+    p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
+    lab = np.asarray(y, dtype=np.int64).ravel()
+    k = len(classes)
+    if p.shape[1] != k:
+        raise ConfigError(f"{k} classes but {p.shape[1]} probabilities per row")
+    _check_fit_data(p, lab, k)
+    logp = np.log(np.clip(p / np.clip(p.sum(axis=1, keepdims=True), _EPS, None), _EPS, None))
+    rows = np.arange(lab.size)
+
+    def nll(log_inv_t: float) -> float:
+        q = _softmax(logp * math.exp(log_inv_t))
+        return -float(np.sum(np.log(np.clip(q[rows, lab], 1e-300, None))))
+
+    res = minimize_scalar(nll, bounds=(-5.0, 5.0), method="bounded")
+    return CalibrationMap("temperature", tuple(classes), {"temperature": float(math.exp(-res.x))})
 
 
 # -- position prior (pairwise, label-free) --------------------------------------------------------------

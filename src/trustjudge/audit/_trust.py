@@ -1,7 +1,9 @@
 """Calibration files and selective verdicts over judging records (zero model calls).
 
 A *unit* is one probabilistic verdict a record holds: a pair's likelihood-aggregated verdict
-(``compare``), one check of a checklist (``checklist``), one claim's verification (``claims``). This
+(``compare``), one check of a checklist (``checklist``), one claim's verification (``claims``), one scored
+response's distribution over the scale's levels (``score``; ``criteria``: one per criterion; a verdict agrees
+within a tolerance, see :func:`score_verdicts`). This
 module reads units and their human labels from record dicts, fits a :class:`Calibration` (saved as JSON
 naming what it is valid for), and writes the calibrated probabilities, a confidence and, with a
 :class:`~trustjudge.audit._calibration.Selection`, whether each verdict is kept or abstained on, back into the
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..engine._aggregates import reliability
 from ..errors import ConfigError
@@ -26,8 +29,20 @@ from . import _calibration as C
 
 CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")
+POINTWISE = "score"
+"""The pointwise mode: calibrated over the scale's levels, agreement within a tolerance (not served yet)."""
+CRITERIA = "criteria"
+"""Per-criterion scores, calibrated like pointwise ones: one unit per criterion judged on the shared levels."""
+LEVEL_MODES = (POINTWISE, CRITERIA)
+"""The modes whose units are distributions over a scale's levels (agreement within a tolerance)."""
+CALIBRATION_MODES = (*MODES, *LEVEL_MODES)
+"""Every mode a calibration file can be fitted for (``MODES``: those the service also applies)."""
+DEFAULT_TOLERANCE = 0.0
+"""A pointwise verdict agrees with the human by default only on the same level (as the other modes' classes)."""
 PAIR_CLASSES = ("first", "second", "tie")
 CHECK_CLASSES = ("fail", "pass")
+
+_SLACK = 1e-9  # a level exactly the tolerance away is within it, whatever the rounding
 
 # Why a unit was not kept (``abstained`` holds one of these, or None when kept).
 BELOW = "below_threshold"
@@ -47,8 +62,8 @@ class Unit:
 
 
 def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ConfigError(f"calibration covers the modes {', '.join(MODES)}; got {mode!r}")
+    if mode not in CALIBRATION_MODES:
+        raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}; got {mode!r}")
 
 
 def _pair_human(value: Any) -> int | None:
@@ -64,6 +79,8 @@ def classes_of(mode: str, records: Sequence[Mapping[str, Any]]) -> tuple[str, ..
         return PAIR_CLASSES
     if mode == "checklist":
         return CHECK_CLASSES
+    if mode in LEVEL_MODES:
+        return _score_classes(_level_parts(mode, records))
     for rec in records:
         for claim in rec.get("claims") or ():
             if claim.get("probabilities"):
@@ -71,10 +88,19 @@ def classes_of(mode: str, records: Sequence[Mapping[str, Any]]) -> tuple[str, ..
     return ("SUPPORTED", "PARTIAL", "UNSUPPORTED")
 
 
-def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str] | None = None) -> list[Unit]:
-    """Every verdict of ``records`` (dicts as the CLI writes them) with its raw probabilities and human class."""
+def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str] | None = None,
+          levels: Sequence[float] | None = None) -> list[Unit]:
+    """Every verdict of ``records`` (dicts as the CLI writes them) with its raw probabilities and human class
+    (``levels``: the score mode's level values, one per class; default: the classes read as numbers)."""
     classes = tuple(classes) if classes is not None else classes_of(mode, records)
     out: list[Unit] = []
+    if mode == POINTWISE:
+        values = _levels(classes, levels)
+        return [_score_unit(i, rec, classes, values) for i, rec in enumerate(records)]
+    if mode == CRITERIA:
+        values = _levels(classes, levels)
+        return [_score_unit(i, c, classes, values, rec, ("criteria", j))
+                for i, rec in enumerate(records) for j, c in enumerate(rec.get("criteria") or ())]
     for i, rec in enumerate(records):
         if mode == "compare":
             p = rec.get("probabilities")
@@ -95,6 +121,111 @@ def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str
                 human = classes.index(h.upper()) if isinstance(h, str) and h.upper() in classes else None
                 out.append(Unit(i, ("claims", j), probs, human))
     return out
+
+
+# -- pointwise units: a scored response's distribution over the scale's levels -------------------------------
+
+def _level_parts(mode: str, records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """What holds each unit's distribution: the score records, or every criterion of the criteria records."""
+    if mode == POINTWISE:
+        return list(records)
+    return [c for rec in records for c in rec.get("criteria") or ()]
+
+
+def _score_classes(parts: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    for part in parts:
+        if part.get("distribution"):
+            return tuple(part["distribution"])
+    raise ConfigError("no score or criterion carries its distribution over the scale's levels (each is unscored, or "
+                      "was judged without `--distribution` / keep_distribution=True): calibration reads that "
+                      "distribution")
+
+
+def level_values(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> list[float] | None:
+    """The value of each level as the records give it (a criterion's labelled scale: its ``labels``), or
+    ``None`` where the labels are the values (decimal numbers)."""
+    for part in _level_parts(mode, records):
+        if part.get("distribution"):  # the first distribution, whose levels the classes are
+            labels = part.get("labels")
+            return [float(labels[c]) for c in classes] if isinstance(labels, dict) else None
+    return None
+
+
+def _levels(classes: Sequence[str], levels: Sequence[float] | None) -> tuple[float, ...]:
+    """The value of each level (class) of a score calibration: ``levels`` as given, or the labels as numbers."""
+    if levels is not None:
+        if len(levels) != len(classes):
+            raise ConfigError(f"{len(classes)} score levels {list(classes)} but {len(levels)} level values")
+        return tuple(float(v) for v in levels)
+    try:
+        return tuple(float(c) for c in classes)
+    except ValueError:
+        raise ConfigError(f"the score levels {list(classes)} are not numbers: give the scale's level values") from None
+
+
+def nearest_level(value: float, levels: Sequence[float]) -> int | None:
+    """The index of the level nearest a human score (a tie: the lower level); ``None`` when the score lies more
+    than half a point outside the scale (a score on another scale, which no level stands for)."""
+    if not min(levels) - 0.5 <= value <= max(levels) + 0.5:
+        return None
+    gaps = [abs(value - v) for v in levels]
+    best = min(gaps)
+    return min((j for j, g in enumerate(gaps) if g == best), key=lambda j: levels[j])
+
+
+def _score_unit(i: int, rec: Mapping[str, Any], classes: tuple[str, ...], levels: tuple[float, ...],
+                record: Mapping[str, Any] | None = None, path: tuple[str | int, ...] = ()) -> Unit:
+    """A score record's unit, or (``record`` and ``path`` given) one criterion ``rec`` of a criteria record."""
+    dist = rec.get("distribution")
+    scored = rec.get("unscored") is None and any(v is not None for v in (rec.get("scores") or {}).values())
+    head = record if record is not None else rec
+    where = f"record {i + 1} (item {head.get('item_id')!r}, response {head.get('response_id')!r}" + \
+        (f", criterion {rec.get('name')!r})" if record is not None else ")")
+    probs = None
+    if scored:
+        if not dist:
+            raise ConfigError(f"{where}: a score record without its distribution over the levels; judge with "
+                              "`--distribution` (keep_distribution=True) to calibrate or apply a calibration")
+        labels = rec.get("labels")
+        if set(dist) != set(classes) or (isinstance(labels, dict)
+                                         and [float(labels[c]) for c in classes] != list(levels)):
+            raise ConfigError(f"{where}: its levels {list(dist)} are not the calibration's {list(classes)} (another "
+                              "scale)")
+        probs = tuple(float(dist[c]) for c in classes)
+    h = rec.get("human_score" if record is None else "human")
+    human = nearest_level(float(h), levels) if isinstance(h, (int, float)) and not isinstance(h, bool) else None
+    return Unit(i, path, probs, human)
+
+
+def score_verdicts(probs: npt.ArrayLike, levels: Sequence[float],
+                   tolerance: float) -> tuple[npt.NDArray[np.int64], np.ndarray]:
+    """Each row's pointwise verdict and its confidence: the level whose window ``|level - verdict| <= tolerance``
+    holds the most probability, and that mass (the probability that a human within the tolerance agrees).
+
+    With tolerance 0 the verdict is the most probable level and the confidence its probability, as in the other
+    modes; a tie goes to the lower level.
+    """
+    q = np.atleast_2d(np.asarray(probs, dtype=np.float64))
+    v = np.asarray(levels, dtype=np.float64)
+    window = (np.abs(v[:, None] - v[None, :]) <= tolerance + _SLACK).astype(np.float64)
+    mass = q @ window  # mass[i, k]: probability within the tolerance of level k
+    verdict = mass.argmax(axis=1)
+    return verdict.astype(np.int64), mass[np.arange(q.shape[0]), verdict]
+
+
+def score_agrees(verdict: npt.ArrayLike, human: npt.ArrayLike, levels: Sequence[float],
+                 tolerance: float) -> npt.NDArray[np.bool_]:
+    """Whether each verdict level is within ``tolerance`` of the human's level (indices into ``levels``)."""
+    v = np.asarray(levels, dtype=np.float64)
+    gap = np.abs(v[np.asarray(verdict, dtype=np.int64)] - v[np.asarray(human, dtype=np.int64)])
+    return np.asarray(gap <= tolerance + _SLACK)
+
+
+def _check_tolerance(tolerance: Any, source: str = "calibration") -> float:
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance) \
+            or tolerance < 0:
+        raise ConfigError(f"{source}: the tolerance must be a finite number >= 0 (score points), got {tolerance!r}")
+    return float(tolerance)
 
 
 def _digest(obj: Any) -> str:
@@ -128,10 +259,41 @@ class Calibration:
     keys: list[list[str | int]] | None = None
     """Which verdict each calibration unit is (:func:`unit_key`), so that the calibration sets of several
     judges line up in a cascade; ``None`` in files written before cascades."""
+    levels: list[float] | None = None
+    """Score and criteria modes: each class's level value (the scale's values); ``None`` in the other modes."""
+    tolerance: float | None = None
+    """Score and criteria modes: a verdict agrees with a human level at most this many points away; ``None``
+    in the other modes."""
 
     @property
     def n(self) -> int:
         return len(self.human)
+
+    def verdicts(self, q: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], np.ndarray]:
+        """Each calibrated row's verdict (class index) and confidence: the top class and its probability, or in
+        the score mode the level with the most mass within the tolerance and that mass (:func:`score_verdicts`)."""
+        p = np.atleast_2d(np.asarray(q, dtype=np.float64))
+        if self.mode in LEVEL_MODES:
+            return score_verdicts(p, _levels(self.map.classes, self.levels), self.tolerance or 0.0)
+        return p.argmax(axis=1).astype(np.int64), p.max(axis=1)
+
+    def agrees(self, verdict: npt.ArrayLike, human: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+        """Whether each verdict agrees with the human class (score, criteria: within the tolerance)."""
+        if self.mode in LEVEL_MODES:
+            return score_agrees(verdict, human, _levels(self.map.classes, self.levels), self.tolerance or 0.0)
+        return np.asarray(np.asarray(verdict) == np.asarray(human))
+
+    def check_tolerance(self, tolerance: float | None) -> None:
+        """Refuse a tolerance other than the one this (score, criteria) calibration was fitted with (never
+        overridable: agreement would mean another thing); ``None`` takes the file's."""
+        if tolerance is None:
+            return
+        if self.mode not in LEVEL_MODES:
+            raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {self.mode} ones")
+        if abs(_check_tolerance(tolerance, "--tolerance") - (self.tolerance or 0.0)) > _SLACK:
+            raise ConfigError(f"this calibration was fitted with tolerance {self.tolerance:g}, not {tolerance:g}: "
+                              f"refit it with `trustjudge calibrate --mode {self.mode} --tolerance {tolerance:g}` (the "
+                              "store holds the judgments: zero model calls)")
 
     @property
     def data_hash(self) -> str:
@@ -144,10 +306,10 @@ class Calibration:
         """The threshold for agreement >= ``target`` with probability >= 1 - ``delta`` (ConfigError if unsupported)."""
         if not (math.isfinite(target) and 0 < target < 1):
             raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
-        q = self.calibrated(self.probs)
-        agree = q.argmax(axis=1) == np.asarray(self.human)
+        verdict, confidence = self.verdicts(self.calibrated(self.probs))
+        agree = self.agrees(verdict, self.human)
         try:
-            return C.choose_threshold(q.max(axis=1), agree, alpha=1 - target, delta=delta)
+            return C.choose_threshold(confidence, agree, alpha=1 - target, delta=delta)
         except ConfigError as exc:
             raise ConfigError(f"{exc} (calibration file of {self.n} labelled {self.mode} verdicts)") from None
 
@@ -176,6 +338,7 @@ class Calibration:
                 "fingerprint": self.fingerprint, "template": self.template, "protocol": self.protocol,
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
+                **({"levels": self.levels, "tolerance": self.tolerance} if self.mode in LEVEL_MODES else {}),
                 "calibration_set": {"probs": self.probs, "human": self.human,
                                     **({"keys": self.keys} if self.keys is not None else {})}}
 
@@ -215,9 +378,10 @@ class Calibration:
             if not isinstance(h, int) or isinstance(h, bool) or not 0 <= h < len(classes):
                 raise ConfigError(f"{source}: calibration_set.human[{i}] is not a class index")
         keys = _read_keys(cal_set.get("keys"), len(human), source)
+        levels, tolerance = _read_pointwise(d, mode, classes, source)
         cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
                   C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
-                  d.get("position_bias"), keys=keys)
+                  d.get("position_bias"), keys=keys, levels=levels, tolerance=tolerance)
         if d.get("data_hash") is not None and d["data_hash"] != cal.data_hash:
             raise ConfigError(f"{source}: field 'data_hash' does not match its calibration set (the file was edited)")
         cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
@@ -240,12 +404,19 @@ class Calibration:
 
 
 def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str,
-        protocol: str, method: str | None = None) -> Calibration:
+        protocol: str, method: str | None = None, levels: Sequence[float] | None = None,
+        tolerance: float | None = None) -> Calibration:
     """Fit a calibration on the labelled, scored units of ``records``.
 
     ``method``: ``platt`` (default for checklists), ``temperature`` or ``isotonic`` on two classes;
-    ``vector`` (default, and the only one) on several classes.
+    ``vector`` (default, and the only one) on several classes. The score mode (:func:`_fit_score`):
+    ``levels`` are the scale's values (default: its labels read as numbers), ``tolerance`` the agreement's.
     """
+    if mode in LEVEL_MODES:
+        return _fit_score(mode, records, judge=judge, fingerprint=fingerprint, template=template, protocol=protocol,
+                          method=method, levels=levels, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+    if tolerance is not None:
+        raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {mode} ones")
     classes = classes_of(mode, records)
     labelled = [u for u in units(mode, records, classes) if u.probs is not None and u.human is not None]
     if len(labelled) < 2:
@@ -266,6 +437,59 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
     keys = [list(unit_key(mode, records[u.record], u)) for u in labelled]
     return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(), bias,
                        keys=keys)
+
+
+VECTOR_MAX_LEVELS = 11
+"""Score scales up to this many levels (every 1-10 and 0-10 scale) get vector scaling; longer ones (0-100) a
+temperature alone: a bias per level would need humans on every one of a hundred levels."""
+
+
+def _fit_score(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str,
+               protocol: str, method: str | None, levels: Sequence[float] | None, tolerance: float) -> Calibration:
+    """A score (or criteria) calibration: vector scaling over the levels (``temperature`` alone on scales of
+    more than :data:`VECTOR_MAX_LEVELS` levels, or when asked), fitted by likelihood on the human's nearest
+    level; criteria pool every criterion judged on the same levels."""
+    tolerance = _check_tolerance(tolerance, "tolerance")
+    classes = classes_of(mode, records)
+    values = _levels(classes, levels if levels is not None else level_values(mode, records, classes))
+    all_units = units(mode, records, classes, values)
+    field_name = "human_score" if mode == POINTWISE else "human_criteria"
+    for u in all_units:
+        rec = records[u.record]
+        part: Mapping[str, Any] = rec if not u.path else rec["criteria"][u.path[1]]
+        h = part.get("human_score" if mode == POINTWISE else "human")
+        if h is not None and u.human is None:
+            name = "" if mode == POINTWISE else f", criterion {part.get('name')!r}"
+            raise ConfigError(f"item {rec.get('item_id')!r}, response {rec.get('response_id')!r}{name}: {field_name} "
+                              f"{h!r} lies outside the judging scale {min(values):g}..{max(values):g} (give human "
+                              "scores on the scale the judge scores on)")
+    labelled = [u for u in all_units if u.probs is not None and u.human is not None]
+    if len(labelled) < 2:
+        raise ConfigError(f"calibration needs labelled, scored verdicts: found {len(labelled)} in {len(records)} "
+                          f"{mode} record(s) (give human scores: responses' `{field_name}`)")
+    chosen = method or ("vector" if len(classes) <= VECTOR_MAX_LEVELS else "temperature")
+    if chosen not in ("vector", "temperature"):
+        raise ConfigError(f"score calibration is vector scaling or temperature over the levels, not {chosen!r}")
+    probs = np.asarray([u.probs for u in labelled], dtype=np.float64)
+    human = np.asarray([u.human for u in labelled], dtype=np.int64)
+    cmap = C.fit_vector(probs, human, classes) if chosen == "vector" else C.fit_temperature(probs, human, classes)
+    keys = [list(unit_key(mode, records[u.record], u)) for u in labelled]
+    return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(),
+                       None, keys=keys, levels=list(values), tolerance=tolerance)
+
+
+def _read_pointwise(d: Mapping[str, Any], mode: str, classes: tuple[str, ...],
+                    source: str) -> tuple[list[float] | None, float | None]:
+    """A score calibration file's level values and tolerance, checked (``None, None`` in the other modes)."""
+    if mode not in LEVEL_MODES:
+        return None, None
+    levels = d.get("levels")
+    if not (isinstance(levels, list) and len(levels) == len(classes)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in levels)):
+        raise ConfigError(f"{source}: field 'levels' needs one finite level value per class ({len(classes)})")
+    if "tolerance" not in d:
+        raise ConfigError(f"{source}: missing field 'tolerance'")
+    return [float(v) for v in levels], _check_tolerance(d["tolerance"], f"{source}: field 'tolerance'")
 
 
 def unit_key(mode: str, record: Mapping[str, Any], unit: Unit) -> tuple[str | int, ...]:
@@ -305,13 +529,15 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
     with ``selection``, ``abstained`` (None when kept, else why). The raw fields are left as they were."""
     out = [json.loads(json.dumps(r)) for r in records]
     classes = calibration.map.classes
-    for unit in units(mode, out, classes):
+    for unit in units(mode, out, classes, calibration.levels):
         block: dict[str, Any] = {"probabilities": None, "verdict": None, "confidence": None}
         if unit.probs is not None:
-            q = calibration.calibrated([unit.probs])[0]
-            best = int(np.argmax(q))
-            block = {"probabilities": dict(zip(classes, map(float, q))), "verdict": classes[best],
-                     "confidence": float(q[best])}
+            q = calibration.calibrated([unit.probs])
+            verdict, confidence = calibration.verdicts(q)
+            block = {"probabilities": dict(zip(classes, map(float, q[0]))), "verdict": classes[int(verdict[0])],
+                     "confidence": float(confidence[0])}
+        if mode in LEVEL_MODES:
+            block.update(_score_block(calibration, block["probabilities"]))
         if selection is not None:
             block["abstained"] = (UNSCORED if block["confidence"] is None
                                   else None if block["confidence"] >= selection.threshold else BELOW)
@@ -322,6 +548,13 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
             target = target[step]  # type: ignore[index]
         target["calibrated"] = block
     return out
+
+
+def _score_block(calibration: Calibration, probs: Mapping[str, float] | None) -> dict[str, Any]:
+    """What a calibrated score adds: the calibrated expected score and the tolerance the verdict is read with."""
+    values = _levels(calibration.map.classes, calibration.levels)
+    expected = None if probs is None else float(sum(v * probs[c] for c, v in zip(calibration.map.classes, values)))
+    return {"expected": expected, "tolerance": calibration.tolerance}
 
 
 class Tally:
@@ -339,7 +572,7 @@ class Tally:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count the units of one annotated record."""
         classes = self.calibration.map.classes
-        for unit in units(self.mode, [record], classes):
+        for unit in units(self.mode, [record], classes, self.calibration.levels):
             target: Any = record
             for step in unit.path:
                 target = target[step]
@@ -354,7 +587,9 @@ class Tally:
             self.kept += 1
             if unit.human is not None:
                 self.labelled += 1
-                self.agreed += classes[unit.human] == block.get("verdict")
+                verdict = block.get("verdict")
+                self.agreed += verdict in classes and bool(
+                    self.calibration.agrees([classes.index(verdict)], [unit.human])[0])
 
     def result(self) -> dict[str, Any]:
         """The summary: coverage, agreement on kept labelled verdicts, the guarantee and what it rests on."""
@@ -367,6 +602,8 @@ class Tally:
             "labelled_kept": self.labelled,
             "calibration": {"judge": cal.judge, "n": cal.n, "method": cal.map.method, "data_hash": cal.data_hash,
                             "overridden": list(cal.overridden)}}
+        if cal.mode in LEVEL_MODES:
+            out["calibration"]["tolerance"] = cal.tolerance
         if self.selection is not None:
             out["guarantee"] = self.selection.to_dict()
         return out
@@ -401,9 +638,9 @@ def _curve(confidence: np.ndarray, agree: np.ndarray, points: int = 200) -> list
             for k in ends]
 
 
-def _side(probs: np.ndarray, human: np.ndarray) -> dict[str, Any]:
-    conf = probs.max(axis=1)
-    correct = probs.argmax(axis=1) == human
+def _side(probs: np.ndarray, human: np.ndarray, calibration: Calibration) -> dict[str, Any]:
+    verdict, conf = calibration.verdicts(probs)
+    correct = calibration.agrees(verdict, human)
     return {"ece": C.ece(probs, human), "brier": C.brier(probs, human),
             "accuracy": float(correct.mean()),
             "reliability": [{"lo": b.lo, "hi": b.hi, "count": b.count, "mean_prob": b.mean_prob,
@@ -419,7 +656,8 @@ def evaluation(mode: str, records: Sequence[Mapping[str, Any]], calibration: Cal
     from the calibration, if the user kept them apart), else on the calibration set itself (``source``
     says which; on the calibration set the calibrated side is in-sample, so optimistic).
     """
-    labelled = [u for u in units(mode, records, calibration.map.classes) if u.probs is not None and u.human is not None]
+    labelled = [u for u in units(mode, records, calibration.map.classes, calibration.levels)
+                if u.probs is not None and u.human is not None]
     if len(labelled) >= 2:
         raw = np.asarray([u.probs for u in labelled], dtype=np.float64)
         human = np.asarray([u.human for u in labelled], dtype=np.int64)
@@ -430,14 +668,16 @@ def evaluation(mode: str, records: Sequence[Mapping[str, Any]], calibration: Cal
         source = "calibration set"
     raw = raw / np.clip(raw.sum(axis=1, keepdims=True), 1e-12, None)
     calibrated = calibration.calibrated(raw)
-    conf = calibrated.max(axis=1)
-    agree = calibrated.argmax(axis=1) == human
+    verdict, conf = calibration.verdicts(calibrated)
+    agree = calibration.agrees(verdict, human)
+    raw_verdict, raw_conf = calibration.verdicts(raw)
     out: dict[str, Any] = {
         "mode": mode, "source": source, "n": int(human.size), "classes": list(calibration.map.classes),
         "calibration": {"judge": calibration.judge, "n": calibration.n, "method": calibration.map.method,
                         "data_hash": calibration.data_hash, "overridden": list(calibration.overridden)},
-        "before": _side(raw, human), "after": _side(calibrated, human), "risk_curve": _curve(conf, agree),
-        "risk_curve_raw": _curve(raw.max(axis=1), raw.argmax(axis=1) == human), "selection": None}
+        "before": _side(raw, human, calibration), "after": _side(calibrated, human, calibration),
+        "risk_curve": _curve(conf, agree),
+        "risk_curve_raw": _curve(raw_conf, calibration.agrees(raw_verdict, human)), "selection": None}
     if selection is not None:
         kept = selection.keep(conf)
         out["selection"] = {**selection.to_dict(), "coverage": float(kept.mean()),
@@ -458,7 +698,8 @@ def abstained_items(mode: str, annotated: Sequence[Mapping[str, Any]],
             if (rec.get("calibrated") or {}).get("abstained") is not None:
                 wanted.setdefault(rec["item_id"], set()).add((rec["first_id"], rec["second_id"]))
         else:
-            parts = rec.get("checks" if mode == "checklist" else "claims") or ()
+            parts = [rec] if mode == POINTWISE else rec.get({"checklist": "checks", CRITERIA: "criteria"}.get(
+                mode, "claims")) or ()
             if any((p.get("calibrated") or {}).get("abstained") is not None for p in parts):
                 wanted.setdefault(rec["item_id"], set()).add(rec["response_id"])
     out = []

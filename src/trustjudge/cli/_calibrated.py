@@ -1,4 +1,5 @@
-"""``--calibration`` on compare, checklist, claims and report: calibrated verdicts added as records stream out.
+"""``--calibration`` on compare, checklist, claims, score, criteria and report: calibrated verdicts added as
+records stream out.
 
 In two steps, so that nothing is judged in vain: :func:`load` reads the file, checks its mode and that the
 calibration set supports the target (before any item is read or judge built); :meth:`Calibrator.start`
@@ -8,6 +9,7 @@ annotated as it is written (:meth:`Calibrator.annotate`, zero model calls) and c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,10 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
         raise ConfigError(f"{options.path}: a calibration of {cal.mode} verdicts; `trustjudge {mode}` judges {mode} "
                           f"verdicts (apply it with `trustjudge {cal.mode}`, or fit one with "
                           f"`trustjudge calibrate --mode {mode}`)")
+    try:
+        cal.check_tolerance(options.tolerance)
+    except ConfigError as exc:
+        raise ConfigError(f"{options.path}: {exc}") from None
     selection = None
     if options.target is not None:
         try:
@@ -51,6 +57,15 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
         except ConfigError as exc:
             raise ConfigError(f"{options.path}: {exc}") from None
     return Loaded(options, cal, selection)
+
+
+def task_for(loaded: Loaded | None, task: Task) -> Task:
+    """``task`` as the calibration reads it: a score or criteria calibration reads each distribution over the
+    levels, so the records keep it (as with ``--distribution``)."""
+    if loaded is not None and loaded.calibration.mode in ("score", "criteria") \
+            and getattr(task, "keep_distribution", True) is False:
+        return dataclasses.replace(task, keep_distribution=True)  # type: ignore[type-var]
+    return task
 
 
 @dataclass
@@ -108,6 +123,7 @@ def describe(summary: dict[str, Any]) -> str:
     cal = summary["calibration"]
     parts = [f"calibrated ({cal['method']}, {cal['n']} labelled {summary['mode']} verdicts of {cal['judge']}, "
              f"{cal.get('file', 'calibration')} data {cal['data_hash']}"
+             + (f"; tolerance {cal['tolerance']:g}" if cal.get("tolerance") is not None else "")
              + (f"; overridden: {', '.join(cal['overridden'])}" if cal.get("overridden") else "") + ")"]
     cov = summary["coverage"]
     parts.append(f"{summary['verdicts']} verdicts, kept {summary['kept']}"

@@ -617,7 +617,7 @@ def run_mode(run: Run, hooks: Hooks) -> None:
     tally = SystemTally(run.calibrating.summary if run.calibrating is not None else None, run.mode.name)
     records: list[dict[str, Any]] = []
     try:
-        task = run.task(j)
+        task = calibrated.task_for(loaded, run.task(j))
         calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
         with record_output(run.out, "--out") as stream, progress(run.quiet) as bar:
             bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)

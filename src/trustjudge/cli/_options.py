@@ -351,9 +351,10 @@ def audit_options(fn: Command) -> Command:
 
 # -- calibration on the judging commands --------------------------------------------------------------------
 
-CALIBRATED_MODES = ("compare", "checklist", "claims")
+CALIBRATED_MODES = ("compare", "checklist", "claims", "score", "criteria")
 """The commands whose verdicts a calibration file applies to (the modes with calibration units)."""
-_CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary")
+_CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary",
+                       "tolerance")
 
 
 SUMMARY_HELP = ("Also write each system's headline value (mean score, aggregate, satisfaction, claims F1 or "
@@ -370,13 +371,15 @@ class CalibrationOptions:
     target: float | None = None
     delta: float = 0.1
     summary: Path | None = None
+    tolerance: float | None = None
+    """Score: the agreement tolerance the file must have been fitted with (``None``: the file's)."""
 
 
 def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command], Command]:
     """Add ``--calibration``, ``--calibration-override``, ``--target-agreement``, ``--risk-delta`` (and, with
     ``summary``, ``--summary``); the command receives them as one ``calibrating: CalibrationOptions``.
 
-    For a mode without calibration units (score, criteria) the options are hidden and refused when given,
+    For a mode without calibration units (a plug-in's) the options are hidden and refused when given,
     saying why, so that nobody believes a calibration was applied.
     """
     if mode not in CALIBRATED_MODES:
@@ -421,6 +424,10 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
         click.option("--risk-delta", type=level, default=0.1, show_default=True,
                      help="With --target-agreement: the allowed probability that the guarantee fails."),
     ]
+    if mode in ("score", "criteria"):
+        options.append(click.option("--tolerance", type=Finite(min=0.0), default=None,
+                                    help="With --calibration: the agreement tolerance in score points (default: the "
+                                         "file's); a file fitted with another is refused."))
     if summary:
         options.append(click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
                                     help=SUMMARY_HELP + " With --calibration, the run's calibration summary "
@@ -433,14 +440,14 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             values = {name: params.pop(name, None) for name in _CALIBRATION_FIELDS}
             ctx = click.get_current_context(silent=True)
             if values["calibration"] is None:
-                for name in ("calibration_override", "target_agreement", "risk_delta"):
+                for name in ("calibration_override", "target_agreement", "risk_delta", "tolerance"):
                     if ctx is not None and name in ctx.params and \
                             ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
                         raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration")
             calibrating = CalibrationOptions(values["calibration"], bool(values["calibration_override"]),
                                              values["target_agreement"],
                                              0.1 if values["risk_delta"] is None else values["risk_delta"],
-                                             values["summary"])
+                                             values["summary"], values["tolerance"])
             return fn(calibrating=calibrating, **params)
 
         return _apply(options, command)

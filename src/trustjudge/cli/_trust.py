@@ -22,37 +22,52 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
-from ..audit._trust import MODES, Calibration, abstained_items
+from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items
 from ..backends import DEFAULT_JUDGE
 from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
 from ._common import err, progress
 from ._inputs import read_items
-from ._options import Finite, JudgeOptions, input_options, judge_options
+from ._options import SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
+
+_SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
+                      help="With a score calibration: the rating scale (a top value or a range such as 0-5; "
+                           "default: the judge's, 1..10).")
 
 
 @click.command("calibrate")
 @input_options
 @judge_options("compare")
-@click.option("--mode", type=click.Choice(MODES), default="compare", show_default=True,
-              help="What to calibrate: pairwise verdicts, checklist checks or claim verifications.")
+@click.option("--mode", type=click.Choice(CALIBRATION_MODES), default="compare", show_default=True,
+              help="What to calibrate: pairwise verdicts, checklist checks, claim verifications, pointwise scores or "
+                   "per-criterion scores.")
 @click.option("--method", type=click.Choice(["platt", "temperature", "isotonic", "vector"]), default=None,
-              help="Two classes (checklist): platt (default), temperature or isotonic; several classes: vector.")
+              help="Two classes (checklist): platt (default), temperature or isotonic; several classes: vector; "
+                   "score, criteria: vector (default up to 11 levels) or temperature (default above).")
+@click.option("--tolerance", type=Finite(min=0.0), default=None,
+              help="--mode score or criteria: a verdict agrees with the human's score when at most this many points "
+                   "away (default 0: the same level). Stored in the file.")
+@_SCALE
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Write the calibration file (JSON) here.")
 def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, mode: str,
-              method: str | None, out: Path) -> None:
+              method: str | None, tolerance: float | None, scale: str | None, out: Path) -> None:
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
+    if mode not in ("score", "criteria") and (tolerance is not None or scale is not None):
+        raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode score or "
+                               "criteria")
     judging.guard(items, {"--out": out})
     _template_fits(judging, mode)
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
-    j = judging.make()
+    j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
     j.source = str(items)
     try:
+        judged = j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None
         with progress(quiet) as bar:
             task = bar.add_task(f"calibrate {mode} ({j.name})", total=None)
-            cal = j.calibrate(todo, mode, method=method, progress=lambda n: bar.advance(task, n))
+            cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
+                              progress=lambda n: bar.advance(task, n))
         cal.save(out)
         s = j.stats
         if not quiet:
@@ -81,6 +96,7 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
 @click.option("--calibration-override", is_flag=True,
               help="Use the calibration file although it was fitted for another judge, template or protocol "
                    "(every record says so).")
+@_SCALE
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the annotated records here (JSON lines; default: standard output).")
 @click.option("--summary", "summary_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -89,11 +105,13 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
 def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
            calibration_paths: tuple[Path, ...], cascade: str | None, target_agreement: float | None,
-           risk_delta: float, calibration_override: bool, out: Path | None, summary_out: Path | None,
-           abstained_out: Path | None) -> None:
+           risk_delta: float, calibration_override: bool, scale: str | None, out: Path | None,
+           summary_out: Path | None, abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
     if cascade is not None:
+        if scale is not None:
+            raise click.UsageError("--scale applies to a score calibration, not to a cascade")
         _select_cascade(items, fmt, skip_invalid, quiet, judging, calibration_paths, cascade, target_agreement,
                         risk_delta, calibration_override, outputs)
         return
@@ -106,12 +124,16 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     _template_fits(judging, None)
     cal = Calibration.load(calibration_path)
     _template_fits(judging, cal.mode)
+    if scale is not None and cal.mode != "score":
+        raise click.UsageError(f"--scale applies to a score calibration; {calibration_path} is a {cal.mode} one"
+                               + (" (judge with `trustjudge criteria --scale S --calibration FILE`)"
+                                  if cal.mode == "criteria" else ""))
     if abstained_out is not None and target_agreement is None:
         raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
     if target_agreement is not None:
         cal.selection(target_agreement, risk_delta)  # refuse an unsupported target before any judging
     todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
-    j = judging.make()
+    j = judging.make(**({"scale": scale} if scale is not None else {}))
     j.source = str(items)
     try:
         with progress(quiet) as bar:
