@@ -117,6 +117,14 @@ def test_rank_is_reproducible_and_writes_json(tmp_path: Path) -> None:
         outs.append(json.loads((tmp_path / f"r{n}.json").read_text()))
     assert outs[0] == outs[1]
     assert sorted(s["system"] for s in outs[0]["systems"]) == ["alpha", "beta", "gamma"]
+    # The library's Judge.rank is what the command prints: the same ranking from the same store, zero calls.
+    from trustjudge import Judge, load_items
+
+    with Judge("mock/hash", store=tmp_path / "s.sqlite") as j:
+        ranking = j.rank(load_items(items), bootstrap=50)
+        assert j.stats.model_calls == 0
+    cli_json = {k: v for k, v in outs[0].items() if k not in ("judge", "protocol")}
+    assert json.loads(json.dumps(ranking.to_dict())) == cli_json
 
 
 def test_audit_json_is_identical_across_processes(tmp_path: Path, items_file: Path) -> None:

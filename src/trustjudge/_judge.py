@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _cascade
 from ._config import TEMPLATE_NAMES, JudgeConfig
@@ -40,6 +40,9 @@ from .modes._records import (
     ScoreRecord,
 )
 from .modes._registry import get_mode
+
+if TYPE_CHECKING:  # the ranking loads scipy: only when one is asked for
+    from .audit._ranking import Ranking
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
            "score"]
@@ -303,6 +306,24 @@ class Judge:
         report = run_audit(by_scale, pairs, delta=delta, ks=ks, lengths=lengths, bootstrap=bootstrap, seed=seed,
                            injected_by_scale=injected)
         return AuditRun(report, by_scale, pairs)
+
+    def rank(self, items: Sequence[Item], *, scale: int | str | None = None, method: str = "likelihood",
+             bootstrap: int = 200, seed: int = 0, progress: ProgressArg = None) -> Ranking:
+        """Rank the systems that wrote the responses (``system``, else the response id), as ``trustjudge rank``.
+
+        Every response is scored (on ``scale``, default the judge's) and every pair within an item judged in
+        both orders (what the store holds is reused: a rerun makes no model call); then Bradley-Terry (soft
+        and hard, Davidson ties), Elo, win rates and mean scores with bootstrap intervals over items
+        (:func:`trustjudge.audit._ranking.rank`; ``method``: the verdicts of the hard fit). ``ValueError``
+        with fewer than two systems or no scored pair between two.
+        """
+        from .audit._ranking import rank as fit_ranking
+
+        items = list(items)
+        scores = [r.to_dict() for r in self.run(self.score_task(scale), items, progress=progress)]
+        several = [it for it in items if len(it.responses) >= 2]
+        pairs = [r.to_dict() for r in self.run(self.compare_task(), several, progress=progress)]
+        return fit_ranking(pairs, scores, method=method, bootstrap=bootstrap, seed=seed)
 
     def audit_judgments(self, items: Sequence[Item], scales: Sequence[int] = (5, 100), injection: bool = False) -> int:
         """How many judgments :meth:`audit` needs (for progress bars)."""
