@@ -1,11 +1,13 @@
 """The service's calibrations held by the server (``trustjudge serve --calibration NAME=PATH``, requests naming
 one with ``calibration_name``): selective verdicts, the 4xx of a bad name or a calibration for another judge, a
-client never naming a file, and the CLI option."""
+client never naming a file, and the CLI option; score and criteria calibrations (sent or named, their tolerance,
+the records the CLI writes)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,10 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from tests.conftest import write_jsonl
-from trustjudge import ConfigError, Judge, MockBackend, load_items
+from tests.test_trust_pointwise import _criteria_rows, _knowing, _real_rows, _score_rows
+from trustjudge import ConfigError, Judge, MockBackend, load_items, register_mock
 from trustjudge.backends import LabelRequest
+from trustjudge.cli import cli
 from trustjudge.cli._serve import serve as serve_command
 from trustjudge.serve import create_app
 
@@ -152,8 +156,6 @@ def test_the_server_refuses_to_start_with_a_calibration_it_cannot_use(tmp_path: 
 
 def test_trustjudge_serve_takes_named_calibrations(tmp_path: Path, calibration_file: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from trustjudge import register_mock
-
     started: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.update(app=app, **kw))
     register_mock("sure", MockBackend("sure", sure_but_for_some))
@@ -207,4 +209,168 @@ def test_the_real_small_judge_served_with_a_named_calibration(tmp_path: Path) ->
         calls = app.state.judge.stats.model_calls
         assert calls == 8
         again = c.post("/v1/checklist", json=ask)  # every judgment from the store
+        assert again.status_code == 200 and again.json() == body and app.state.judge.stats.model_calls == calls
+
+
+# -- score and criteria: distributions over a scale's levels, agreement within a tolerance ---------------------
+
+@pytest.fixture
+def knowscore() -> Iterator[MockBackend]:
+    """mock/knowscore: sure of the level an answer names, the more so the higher its number's hash."""
+    backend = MockBackend("knowscore", script=_knowing)
+    register_mock("knowscore", backend)
+    try:
+        yield backend
+    finally:
+        register_mock("knowscore", None)
+
+
+def _fitted(tmp_path: Path, mode: str, rows: list[dict[str, Any]], tolerance: float) -> Path:
+    """A calibration of mock/knowscore fitted on hand-made labelled items, saved as `trustjudge calibrate` does."""
+    with Judge(MockBackend("knowscore", script=_knowing), store=tmp_path / "fit.sqlite", scale=5) as judge:
+        cal = judge.calibrate(load_items(write_jsonl(tmp_path / f"{mode}-cal.jsonl", rows)), mode, tolerance=tolerance)
+    assert cal.mode == mode and cal.n == len(rows) and cal.tolerance == tolerance
+    path = tmp_path / f"{mode}.json"
+    cal.save(path)
+    return path
+
+
+def _within(block: dict[str, Any], tolerance: float) -> float:
+    """By hand: the calibrated mass within the tolerance of the verdict level (the verdict's confidence)."""
+    verdict = int(block["verdict"])
+    return sum(p for level, p in block["probabilities"].items() if abs(int(level) - verdict) <= tolerance)
+
+
+def test_score_takes_a_calibration_sent_or_named_and_keeps_the_distributions(tmp_path: Path,
+                                                                             knowscore: MockBackend) -> None:
+    cal_file = _fitted(tmp_path, "score", _score_rows(100), tolerance=1)
+    app = create_app(knowscore, store_path=tmp_path / "srv.sqlite", calibrations={"sc": cal_file})
+    new = _score_rows(20, prefix="n", start=500)
+    with TestClient(app) as c:
+        plain = c.post("/v1/score", json={"items": new, "scale": 5})
+        assert plain.status_code == 200 and all("distribution" not in r for r in plain.json()["records"])
+        assert app.state.judge.stats.model_calls == 20
+        ask = {"items": new, "scale": 5, "calibration_name": "sc", "target_agreement": 0.9, "risk_delta": 0.1}
+        named = c.post("/v1/score", json=ask)
+        assert named.status_code == 200, named.text
+        body = named.json()
+        summary, records = body["calibration"], body["records"]
+        g = summary["guarantee"]
+        assert summary["calibration"]["name"] == "sc" and summary["calibration"]["tolerance"] == 1
+        assert g["calibration_n"] == 100 and g["agreement_lower_bound"] >= 0.9 - 1e-9
+        for rec, raw in zip(records, plain.json()["records"]):
+            assert set(rec["distribution"]) == {"1", "2", "3", "4", "5"}  # kept for the calibration
+            assert rec["scores"] == raw["scores"]  # the raw fields stay
+            block = rec["calibrated"]
+            assert block["tolerance"] == 1 and block["confidence"] == pytest.approx(_within(block, 1))
+            assert block["expected"] == pytest.approx(sum(int(k) * p for k, p in block["probabilities"].items()))
+            assert (block["abstained"] is None) == (block["confidence"] >= g["threshold"])
+        kept = [r for r in records if r["calibrated"]["abstained"] is None]
+        assert 0 < summary["kept"] == len(kept) < 20 and summary["coverage"] == pytest.approx(len(kept) / 20)
+        agreed = sum(abs(int(r["calibrated"]["verdict"]) - r["human_score"]) <= 1 for r in kept)
+        assert summary["agreement_on_kept"] == pytest.approx(agreed / len(kept))
+        assert app.state.judge.stats.model_calls == 20  # the distributions were in the store
+        # the same file sent in the body, with its own tolerance: the same records
+        inline = {**ask, "calibration_name": None, "calibration": json.loads(cal_file.read_text()), "tolerance": 1}
+        sent = c.post("/v1/score", json=inline)
+        assert sent.status_code == 200 and sent.json()["records"] == records
+        assert "name" not in sent.json()["calibration"]["calibration"]
+        # another tolerance than the file's: refused, naming the field, as the CLI refuses it
+        wrong = _problem(c.post("/v1/score", json={**inline, "tolerance": 0}))
+        assert wrong["loc"] == ["body", "tolerance"] and "fitted with tolerance 1, not 0" in wrong["msg"]
+        by_name = _problem(c.post("/v1/score", json={**ask, "tolerance": 2}))
+        assert by_name["loc"] == ["body", "tolerance"] and "calibration 'sc'" in by_name["msg"]
+        alone = _problem(c.post("/v1/score", json={"items": new, "scale": 5, "tolerance": 1}))
+        assert alone["loc"] == ["body", "tolerance"] and "needs a calibration" in alone["msg"]
+        # another scale: the classes are named
+        scale10 = _problem(c.post("/v1/score", json={"items": new, "calibration_name": "sc"}))
+        assert scale10["loc"] == ["body", "calibration_name"] and "score classes 1, 2, 3, 4, 5" in scale10["msg"]
+        pairs = [{"id": "p", "question": "q", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]}]
+        assert c.post("/v1/compare", json={"items": pairs, "tolerance": 1}).status_code == 422  # no such field
+        assert app.state.judge.stats.model_calls == 20
+
+
+def test_criteria_takes_a_calibration_sent_or_named(tmp_path: Path, knowscore: MockBackend) -> None:
+    cal_file = _fitted(tmp_path, "criteria", _criteria_rows(100), tolerance=0)
+    app = create_app(knowscore, store_path=tmp_path / "srv.sqlite", calibrations={"cr": cal_file})
+    new = _criteria_rows(20, prefix="m", start=700)
+    with TestClient(app) as c:
+        ask = {"items": new, "calibration_name": "cr", "target_agreement": 0.85, "risk_delta": 0.1}
+        named = c.post("/v1/criteria", json=ask)
+        assert named.status_code == 200, named.text
+        body = named.json()
+        g = body["calibration"]["guarantee"]
+        crits = [crit for rec in body["records"] for crit in rec["criteria"]]
+        assert len(crits) == 20 and all(set(crit["distribution"]) == {"1", "2", "3", "4", "5"} for crit in crits)
+        blocks = [crit["calibrated"] for crit in crits]
+        assert all(b["confidence"] == pytest.approx(max(b["probabilities"].values())) for b in blocks)  # tolerance 0
+        assert all((b["abstained"] is None) == (b["confidence"] >= g["threshold"]) for b in blocks)
+        kept = [crit for crit in crits if crit["calibrated"]["abstained"] is None]
+        assert 0 < body["calibration"]["kept"] == len(kept) < 20
+        agreed = sum(int(crit["calibrated"]["verdict"]) == crit["human"] for crit in kept)
+        assert body["calibration"]["agreement_on_kept"] == pytest.approx(agreed / len(kept))
+        calls = app.state.judge.stats.model_calls
+        assert calls == 20
+        sent = c.post("/v1/criteria", json={**ask, "calibration_name": None, "tolerance": 0,
+                                            "calibration": json.loads(cal_file.read_text())})
+        assert sent.status_code == 200 and sent.json()["records"] == body["records"]
+        wrong = _problem(c.post("/v1/criteria", json={**ask, "tolerance": 1}))
+        assert wrong["loc"] == ["body", "tolerance"] and "fitted with tolerance 0, not 1" in wrong["msg"]
+        assert app.state.judge.stats.model_calls == calls
+
+
+def test_a_served_calibrated_score_is_the_record_the_cli_writes(tmp_path: Path, knowscore: MockBackend) -> None:
+    cal_file = _fitted(tmp_path, "score", _score_rows(100), tolerance=1)
+    new = _score_rows(20, prefix="n", start=500)
+    items = write_jsonl(tmp_path / "new.jsonl", new)
+    done = CliRunner().invoke(cli, [str(a) for a in (
+        "score", items, "--scale", "5", "-j", "mock/knowscore", "--store", tmp_path / "cli.sqlite", "--calibration",
+        cal_file, "--target-agreement", "0.9", "--risk-delta", "0.1", "--tolerance", "1", "--out", tmp_path / "a.jsonl",
+        "--summary", tmp_path / "a.json")])
+    assert done.exit_code == 0, done.output
+    written = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
+    summary = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
+    app = create_app("mock/knowscore", store_path=tmp_path / "srv.sqlite")  # its own store: judged afresh
+    with TestClient(app) as c:
+        got = c.post("/v1/score", json={"items": new, "scale": 5, "target_agreement": 0.9, "risk_delta": 0.1,
+                                        "tolerance": 1, "calibration": json.loads(cal_file.read_text())})
+    assert got.status_code == 200, got.text
+    assert got.json()["records"] == written and len(written) == 20
+    assert any(r["calibrated"]["abstained"] for r in written) and any(not r["calibrated"]["abstained"] for r in written)
+    assert summary["calibration"].pop("file") == str(cal_file)  # the service never names a file
+    summary.pop("per_system")  # the CLI's summary also ranks the systems
+    assert got.json()["calibration"] == summary
+
+
+@pytest.mark.model
+def test_the_real_small_judge_serves_a_calibrated_score(tmp_path: Path) -> None:
+    name = "llamacpp/smollm2-135m"
+    store = tmp_path / "s.sqlite"
+    with Judge(name, store=store, scale=5) as judge:
+        cal = judge.calibrate(load_items(write_jsonl(tmp_path / "cal.jsonl", _real_rows(30, "c"))), "score",
+                              tolerance=1)
+    cal.save(tmp_path / "smol.json")
+    app = create_app(name, store_path=store, calibrations={"smol": tmp_path / "smol.json"})
+    ask = {"items": _real_rows(8, "n", start=100), "scale": 5, "calibration_name": "smol", "target_agreement": 0.6,
+           "risk_delta": 0.3, "tolerance": 1}
+    with TestClient(app) as c:
+        first = c.post("/v1/score", json=ask)
+        assert first.status_code == 200, first.text
+        body = first.json()
+        g = body["calibration"]["guarantee"]
+        assert body["calibration"]["calibration"]["name"] == "smol" and g["calibration_n"] == 30
+        assert g["agreement_lower_bound"] >= 0.6 - 1e-9
+        for rec in body["records"]:
+            block = rec["calibrated"]
+            assert rec["scores"]["expected"] is not None and set(rec["distribution"]) == {"1", "2", "3", "4", "5"}
+            assert block["confidence"] == pytest.approx(_within(block, 1))
+            assert (block["abstained"] is None) == (block["confidence"] >= g["threshold"])
+        kept = [r for r in body["records"] if r["calibrated"]["abstained"] is None]
+        assert body["calibration"]["kept"] == len(kept)
+        if kept:
+            agreed = sum(abs(int(r["calibrated"]["verdict"]) - r["human_score"]) <= 1 for r in kept)
+            assert body["calibration"]["agreement_on_kept"] == pytest.approx(agreed / len(kept))
+        calls = app.state.judge.stats.model_calls
+        assert calls == 8
+        again = c.post("/v1/score", json=ask)  # every judgment from the store
         assert again.status_code == 200 and again.json() == body and app.state.judge.stats.model_calls == calls

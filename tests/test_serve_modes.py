@@ -21,7 +21,8 @@ from fastapi.testclient import TestClient
 import trustjudge.modes._registry as modes_module
 from tests.test_mode_contract import ITEM, VerdictRecord, VerdictTask
 from trustjudge import MODES, ConfigError, Judge, Mode, items_from_dicts, register_mode, unregister_mode
-from trustjudge.audit._trust import MODES as CALIBRATED
+from trustjudge.audit._trust import CALIBRATION_MODES as CALIBRATED
+from trustjudge.audit._trust import LEVEL_MODES
 from trustjudge.serve import create_app, mode_bodies
 
 option = modes_module.option
@@ -133,6 +134,7 @@ def test_a_built_in_route_takes_exactly_its_mode_options(name: str) -> None:
     bodies = mode_bodies(mode)
     served = {f.name for f in dataclasses.fields(mode.options) if f.metadata.get("served", True)}
     calibration = {"calibration", "calibration_name", "calibration_override", "target_agreement", "risk_delta"}
+    calibration |= {"tolerance"} if name in LEVEL_MODES else set()  # score points of agreement
     assert set(bodies.request.model_fields) == {"items"} | served | (calibration if name in CALIBRATED else set())
     # Only the options kept out on purpose (served=False: claims' templates, server paths) are skipped.
     assert bodies.skipped == {n: "not served" for n in {f.name for f in dataclasses.fields(mode.options)} - served}

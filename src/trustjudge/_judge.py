@@ -45,11 +45,19 @@ if TYPE_CHECKING:  # the ranking loads scipy: only when one is asked for
     from .audit._ranking import Ranking
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
-           "score"]
+           "score", "task_for_calibration"]
 
 
 _CALIBRATED = ("compare", "checklist", "claims", "score", "criteria")
 """The modes a calibration covers (``_trust``'s units)."""
+
+def task_for_calibration(task: Task) -> Task:
+    """``task`` as a calibration reads it: a score or criteria calibration reads each distribution over the
+    levels, so a task that would drop it keeps it (as with ``--distribution``); any other task as it is."""
+    if getattr(task, "keep_distribution", True) is False:
+        return replace(task, keep_distribution=True)  # type: ignore[type-var]
+    return task
+
 
 ProgressArg = ProgressFn | bool | None
 """A progress callback, ``True`` for a bar, or ``None``/``False`` for none."""
@@ -377,9 +385,7 @@ class Judge:
         """
         if task is not None and task.kind != mode:
             raise ConfigError(f"a {task.kind} task cannot calibrate the {mode} mode")
-        task = task if task is not None else self.calibration_task(mode)
-        if getattr(task, "keep_distribution", True) is False:  # the calibration reads the distributions
-            task = replace(task, keep_distribution=True)  # type: ignore[type-var]
+        task = task_for_calibration(task if task is not None else self.calibration_task(mode))
         records = [r.to_dict() for r in self.run(task, items, progress=progress)]
         scale = getattr(task, "scale", None)
         levels = scale.values if mode == "score" and scale is not None else None

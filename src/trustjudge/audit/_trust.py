@@ -30,13 +30,14 @@ from . import _calibration as C
 CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")
 POINTWISE = "score"
-"""The pointwise mode: calibrated over the scale's levels, agreement within a tolerance (not served yet)."""
+"""The pointwise mode: calibrated over the scale's levels, agreement within a tolerance."""
 CRITERIA = "criteria"
 """Per-criterion scores, calibrated like pointwise ones: one unit per criterion judged on the shared levels."""
 LEVEL_MODES = (POINTWISE, CRITERIA)
 """The modes whose units are distributions over a scale's levels (agreement within a tolerance)."""
 CALIBRATION_MODES = (*MODES, *LEVEL_MODES)
-"""Every mode a calibration file can be fitted for (``MODES``: those the service also applies)."""
+"""Every mode a calibration file can be fitted for (and the service applies: ``MODES`` are those of discrete
+classes, ``LEVEL_MODES`` those over a scale's levels)."""
 DEFAULT_TOLERANCE = 0.0
 """A pointwise verdict agrees with the human by default only on the same level (as the other modes' classes)."""
 PAIR_CLASSES = ("first", "second", "tie")

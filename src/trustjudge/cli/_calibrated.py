@@ -9,7 +9,6 @@ annotated as it is written (:meth:`Calibrator.annotate`, zero model calls) and c
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from .._judge import Judge
+from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
 from ..audit._trust import Calibration, Tally, annotate, evaluation
 from ..errors import ConfigError
@@ -62,10 +61,7 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
 def task_for(loaded: Loaded | None, task: Task) -> Task:
     """``task`` as the calibration reads it: a score or criteria calibration reads each distribution over the
     levels, so the records keep it (as with ``--distribution``)."""
-    if loaded is not None and loaded.calibration.mode in ("score", "criteria") \
-            and getattr(task, "keep_distribution", True) is False:
-        return dataclasses.replace(task, keep_distribution=True)  # type: ignore[type-var]
-    return task
+    return task_for_calibration(task) if loaded is not None else task
 
 
 @dataclass

@@ -20,7 +20,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
-from .._judge import Judge
+from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
 from ..audit._trust import Calibration, annotate
 from ..audit._trust import summary as trust_summary
@@ -84,13 +84,24 @@ def load_calibrations(calibrations: Mapping[str, str | Path | Calibration] | Non
 
 def check_named(judge: Judge, named: Mapping[str, Calibration], paths: Mapping[str, Any] | None = None) -> None:
     """Refuse, at start, a named calibration fitted for another judge, template or protocol than this server's
-    judge with its default options (a ConfigError naming the calibration and its file)."""
+    judge with its default options (a score calibration: on its own scale, which a request sets) (a ConfigError
+    naming the calibration and its file)."""
     for name, cal in named.items():
         where = f"calibration {name!r}" + (f" ({paths[name]})" if paths and name in paths else "")
         try:
-            judge.check_calibration(cal)
+            judge.check_calibration(cal, task=_own_scale(judge, cal))
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+def _own_scale(judge: Judge, cal: Calibration) -> Task | None:
+    """The score task on a score calibration's own levels where they are an integer range (a request names its
+    scale, so the server's default scale says nothing about the calibration); None: the mode's default task."""
+    levels = cal.levels or []
+    if cal.mode != "score" or len(levels) < 2 or not all(float(v).is_integer() for v in levels) \
+            or levels != [levels[0] + k for k in range(len(levels))]:
+        return None
+    return task_for_calibration(judge.task("score", scale=f"{int(levels[0])}-{int(levels[-1])}"))
 
 
 async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
@@ -99,6 +110,7 @@ async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
     and its selection (422 naming the field when the file is bad, unknown, does not fit, or cannot support
     the target); None without one."""
     field = "calibration_name" if body.calibration_name is not None else "calibration"
+    tolerance: float | None = getattr(body, "tolerance", None)  # score and criteria routes only
     if body.calibration is not None and body.calibration_name is not None:
         raise InputError("give a calibration or the name of one the server holds, not both", line=0,
                          field="calibration_name")
@@ -106,6 +118,9 @@ async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
         if body.target_agreement is not None:
             raise InputError("needs a calibration (or a calibration_name) to choose the threshold on", line=0,
                              field="target_agreement")
+        if tolerance is not None:
+            raise InputError("needs a calibration (or a calibration_name): it must be the tolerance the calibration "
+                             "was fitted with", line=0, field="tolerance")
         return None
     if body.calibration_name is not None and body.calibration_name not in named:
         held = f"it holds {', '.join(sorted(named))}" if named else "it was started without any"
@@ -130,9 +145,15 @@ async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
         except ConfigError as exc:
             raise InputError(str(exc), line=0, field="target_agreement") from None
         try:
-            return judge.check_calibration(cal, override=body.calibration_override, task=task), selection
+            checked = judge.check_calibration(cal, override=body.calibration_override, task=task)
         except ConfigError as exc:
             raise InputError(f"calibration {name!r}: {exc}" if name else str(exc), line=0, field=field) from None
+        try:
+            checked.check_tolerance(tolerance)  # as the CLI's --tolerance: never overridable
+        except ConfigError as exc:
+            raise InputError(f"calibration {name!r}: {exc}" if name else str(exc), line=0,
+                             field="tolerance") from None
+        return checked, selection
 
     return await asyncio.to_thread(prepare)
 
@@ -208,6 +229,8 @@ def mode_route(app: FastAPI, bodies: ModeBodies, *, judge: Judge, worker: JudgeW
     async def judge_mode(body: Any) -> JSONResponse:
         items = validate_items(body.items, max_items, min_responses=mode.min_responses)
         task = mode.task_of(judge, bodies.options(body))
+        if bodies.calibrated and (body.calibration is not None or body.calibration_name is not None):
+            task = task_for_calibration(task)  # a score or criteria calibration reads the distributions
         check_cost(limits, items, task)
         prepared = await _prepare_calibration(judge, body, task, named) if bodies.calibrated else None
         name = body.calibration_name if bodies.calibrated else None

@@ -15,14 +15,14 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, SkipValidation, TypeAdapter, create_model
 
-from ..audit._trust import MODES as CALIBRATED_MODES
+from ..audit._trust import CALIBRATION_MODES, LEVEL_MODES
 from ..errors import ConfigError, InputError
 from ..io._items import Check, Criterion, parse_checklist, parse_criteria
 from ..modes._prompts import LabelSet, Protocol
 from ..modes._registry import Mode
 
-__all__ = ["AuditRequest", "Body", "Calibrated", "Health", "ItemIn", "ModeBodies", "RankRequest", "Stats",
-           "mode_bodies"]
+__all__ = ["AuditRequest", "Body", "Calibrated", "Health", "ItemIn", "LevelCalibrated", "ModeBodies", "RankRequest",
+           "Stats", "mode_bodies"]
 
 MAX_BOOTSTRAP = 10_000
 
@@ -144,7 +144,8 @@ class Body(BaseModel):
 
 
 class Calibrated(Body):
-    """The calibration fields of /v1/compare, /v1/checklist and /v1/claims (the modes with calibration units)."""
+    """The calibration fields of the modes with calibration units (/v1/compare, /v1/checklist, /v1/claims,
+    /v1/score, /v1/criteria)."""
 
     calibration: dict[str, Any] | None = Field(
         None, description="A calibration file's JSON object (`trustjudge calibrate` in this route's mode) to apply: "
@@ -165,6 +166,16 @@ class Calibrated(Body):
                                            "calibration set cannot support is a 422 before any judging.")
     risk_delta: float = Field(0.1, gt=0.0, lt=1.0, description="With target_agreement: the allowed probability "
                                                                 "that the guarantee fails.")
+
+
+class LevelCalibrated(Calibrated):
+    """The calibration fields of /v1/score and /v1/criteria: those of every calibrated mode, and the tolerance."""
+
+    tolerance: float | None = Field(
+        None, ge=0.0, description="With calibration: the score points a verdict may be from the human's and still "
+                                  "agree. It must be the calibration's own (`trustjudge calibrate --tolerance`; a "
+                                  "mismatch is a 422, never overridable); default: the calibration's. A calibration "
+                                  "makes every record keep its `distribution` (the calibration reads it).")
 
 
 class AuditRequest(Body):
@@ -238,7 +249,7 @@ _LIBRARY_TUPLES: dict[Any, _LibraryType] = {
     Criterion: _LibraryType(SkipValidation[list[CriterionIn]], parse_criteria, "criteria"),
     Check: _LibraryType(SkipValidation[list[CheckIn | str]], parse_checklist, "checklist"),
 }
-_RESERVED = frozenset({"items", *Calibrated.model_fields})
+_RESERVED = frozenset({"items", *LevelCalibrated.model_fields})
 
 
 def _suite_parser(kind: _LibraryType) -> Parse:
@@ -364,9 +375,12 @@ class ModeBodies:
         """What the route's description says beyond the mode's summary."""
         notes = []
         if self.calibrated:
+            levels = self.mode.name in LEVEL_MODES
             notes.append("Takes a `calibration`, or the `calibration_name` of one the server holds (with "
-                         "`target_agreement`, `risk_delta`, `calibration_override`): "
-                         "each verdict gains a `calibrated` block and the response a `calibration` summary.")
+                         "`target_agreement`, `risk_delta`, `calibration_override`"
+                         + (", `tolerance`" if levels else "") + "): "
+                         "each verdict gains a `calibrated` block and the response a `calibration` summary"
+                         + (" (and each record keeps its `distribution`)" if levels else "") + ".")
         if self.skipped:
             notes.append("Options a request cannot set (their defaults apply): "
                          + "; ".join(f"`{name}` ({why})" for name, why in self.skipped.items()) + ".")
@@ -382,7 +396,7 @@ def mode_bodies(mode: Mode) -> ModeBodies:
         hints = typing.get_type_hints(mode.options, include_extras=True)
     except (NameError, TypeError) as exc:
         raise ConfigError(f"mode {mode.name!r}: the types of its options cannot be read ({exc})") from None
-    calibrated = mode.name in CALIBRATED_MODES
+    calibrated = mode.name in CALIBRATION_MODES
     items_doc = ITEMS_DOC + (f" Each needs {mode.min_responses} or more responses." if mode.min_responses > 1
                              else "")
     fields: dict[str, Any] = {"items": (Items, Field(description=items_doc))}
@@ -401,7 +415,8 @@ def mode_bodies(mode: Mode) -> ModeBodies:
         parsers[f.name] = parse
     name = _camel(mode.name)
     summary = mode.summary or f"Judge in the {mode.name} mode."
-    request = create_model(f"{name}Request", __base__=Calibrated if calibrated else Body,
+    base = (LevelCalibrated if mode.name in LEVEL_MODES else Calibrated) if calibrated else Body
+    request = create_model(f"{name}Request", __base__=base,
                            __doc__=f"{summary} The items, and the {mode.name} mode's options.", **fields)
     out: dict[str, Any] = {"records": (list[_records_schema(mode.record)],  # type: ignore[misc]
                                        Field(description=f"The {mode.name} records in input order (the CLI's "
