@@ -10,7 +10,10 @@ calibration/test halves:
 - for alpha in 0.1, 0.2, 0.3 at delta 0.1: the threshold chosen on the calibration half by fixed-sequence
   testing, then coverage and the realised agreement on the kept test verdicts, and the violation rate
   (share of splits with realised agreement below 1 - alpha; the bound is on the population, so a test half
-  of finite size adds its own noise);
+  of finite size adds its own noise); beside it the same with the map fitted on one half of the calibration
+  half and the threshold tested on the other (``split``: the map has not seen the labels its threshold is
+  tested on, as the guarantee assumes);
+- Topical-Chat pairs take the higher mean ``overall`` rating as the human preference (equal: a tie);
 - pairwise: AUROC of three confidence estimators against agreement, and the coverage each gives at
   alpha 0.2; agreement of single / two_pass / likelihood / ppl in the dataset's order, in the reversed
   order and label-balanced (their mean);
@@ -117,7 +120,8 @@ def split_study(probs: np.ndarray, y: np.ndarray, splits: int, seed: int,
     n, k = probs.shape
     rows: dict[str, list[float]] = {m: [] for m in (
         "ece_raw", "ece_cal", "brier_raw", "brier_cal", "acc_raw", "acc_cal", "kappa_raw", "kappa_cal", "majority")}
-    sel: dict[float, dict[str, list[float]]] = {a: {"coverage": [], "agreement": [], "violated": []} for a in ALPHAS}
+    sel: dict[float, dict[str, list[float]]] = {a: {f"{tag}{m}": [] for tag in ("", "split_")
+                                                    for m in ("coverage", "agreement", "violated")} for a in ALPHAS}
     conf_cov: dict[str, list[float]] = {name: [] for name in ["calibrated", *(extra_conf or {})]}
     for _ in range(splits):
         perm = rng.permutation(n)
@@ -138,16 +142,24 @@ def split_study(probs: np.ndarray, y: np.ndarray, splits: int, seed: int,
         qc = cmap.apply(probs[cal])
         conf_c, agree_c = qc.max(axis=1), qc.argmax(axis=1) == y[cal]
         conf_t, agree_t = q.max(axis=1), q.argmax(axis=1) == y[test]
+        # split: the map fitted on one half of the calibration half, thresholds tested on the other half
+        fit_part, test_part = cal[: len(cal) // 2], cal[len(cal) // 2:]
+        smap = _fit(probs[fit_part], y[fit_part])
+        qs, qst = smap.apply(probs[test_part]), smap.apply(probs[test])
+        conf_s, agree_s = qs.max(axis=1), qs.argmax(axis=1) == y[test_part]
+        conf_st, agree_st = qst.max(axis=1), qst.argmax(axis=1) == y[test]
         for a in ALPHAS:
-            s = C.choose_threshold(conf_c, agree_c, alpha=a, delta=DELTA, strict=False)
-            kept = s.keep(conf_t)
-            sel[a]["coverage"].append(float(kept.mean()))
-            if kept.any():
-                realised = float(agree_t[kept].mean())
-                sel[a]["agreement"].append(realised)
-                sel[a]["violated"].append(float(realised < 1 - a))
-            else:
-                sel[a]["violated"].append(0.0)
+            for tag, (cc, ac, ct, at) in (("", (conf_c, agree_c, conf_t, agree_t)),
+                                          ("split_", (conf_s, agree_s, conf_st, agree_st))):
+                s = C.choose_threshold(cc, ac, alpha=a, delta=DELTA, strict=False)
+                kept = s.keep(ct)
+                sel[a][f"{tag}coverage"].append(float(kept.mean()))
+                if kept.any():
+                    realised = float(at[kept].mean())
+                    sel[a][f"{tag}agreement"].append(realised)
+                    sel[a][f"{tag}violated"].append(float(realised < 1 - a))
+                else:
+                    sel[a][f"{tag}violated"].append(0.0)
         s2 = C.choose_threshold(conf_c, agree_c, alpha=0.2, delta=DELTA, strict=False)
         conf_cov["calibrated"].append(float(s2.keep(conf_t).mean()))
         for name, conf in (extra_conf or {}).items():
@@ -165,6 +177,9 @@ def split_study(probs: np.ndarray, y: np.ndarray, splits: int, seed: int,
     out: dict[str, Any] = {"n": int(n), "splits": splits, **{m: mean(v) for m, v in rows.items()}}
     out["selective"] = {str(a): {"target": 1 - a, "coverage": mean(d["coverage"]), "agreement": mean(d["agreement"]),
                                  "violation_rate": mean(d["violated"]),
+                                 "split_coverage": mean(d["split_coverage"]),
+                                 "split_agreement": mean(d["split_agreement"]),
+                                 "split_violation_rate": mean(d["split_violated"]),
                                  "violation_se": math.sqrt(DELTA * (1 - DELTA) / splits)}
                         for a, d in sel.items()}
     out["coverage_at_alpha_0.2"] = {name: mean(v) for name, v in conf_cov.items()}
@@ -191,7 +206,10 @@ def collect(judge: Judge, data: Path) -> tuple[dict[str, list[dict[str, Any]]], 
     for chunk in CHUNKS:
         name = chunk.name.split("-")[0]
         before = judge.backend.refused  # type: ignore[attr-defined]
-        recs = [r.to_dict() for r in records(judge, chunk.mode, chunk.items(data), lambda n: None)]
+        items = chunk.items(data)
+        recs = [r.to_dict() for r in records(judge, chunk.mode, items, lambda n: None)]
+        if name == "topical":
+            _label_from_ratings(recs, items)
         by_set.setdefault(name, []).extend(recs)
         missing[name] = missing.get(name, 0) + judge.backend.refused - before  # type: ignore[attr-defined]
     return by_set, missing
@@ -485,6 +503,16 @@ def _f(v: Any, spec: str = ".3f") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def _label_from_ratings(recs: list[dict[str, Any]], items: Sequence[Any]) -> None:
+    """Topical-Chat pairs carry no preference, only each response's mean ``overall`` rating: the human side of a
+    pair is the higher-rated response (equal means: a tie)."""
+    rating = {(it.id, r.id): r.human_score for it in items for r in it.responses}
+    for rec in recs:
+        a, b = rating.get((rec["item_id"], rec["first_id"])), rating.get((rec["item_id"], rec["second_id"]))
+        if rec.get("human") is None and a is not None and b is not None:
+            rec["human"] = "tie" if abs(a - b) < 1e-9 else "first" if a > b else "second"
+
+
 def render(res: dict[str, Any]) -> str:
     lines = [f"# Guarantee study ({res['judge']}, zero model calls: everything from the stored judgments)", "",
              f"delta {res['delta']}, {res['splits']} random calibration/test halves per dataset. Judgments the "
@@ -502,12 +530,18 @@ def render(res: dict[str, Any]) -> str:
                      f"{_f(s['brier_cal'])} | {_f(s['acc_raw'])} | {_f(s['acc_cal'])} | {_f(s['majority'])} | "
                      f"{_f(s['kappa_raw'])} | {_f(s['kappa_cal'])} |")
     lines += ["", "## Selective verdicts (threshold on the calibration half, measured on the test half)", "",
-              "| dataset | target | coverage | realised agreement on kept | violation rate (<= 0.1 + MC error) |",
-              "|---|---|---|---|---|"]
+              "Same set: the calibration map fitted on the calibration half and the threshold tested on the same "
+              "half. Split: the map fitted on one half of it, the threshold tested on the other half (the map cannot "
+              "have seen the labels its threshold is tested on).", "",
+              "| dataset | target | coverage | realised agreement on kept | violation rate (<= 0.1 + MC error) | "
+              "split: coverage | split: agreement | split: violation rate |",
+              "|---|---|---|---|---|---|---|---|"]
     for name, e in res["datasets"].items():
         for _a, d in (e.get("study") or {}).get("selective", {}).items():
             lines.append(f"| {name} | {d['target']:.1f} | {_f(d['coverage'], '.2f')} | {_f(d['agreement'])} | "
-                         f"{_f(d['violation_rate'], '.3f')} (se {d['violation_se']:.3f}) |")
+                         f"{_f(d['violation_rate'], '.3f')} (se {d['violation_se']:.3f}) | "
+                         f"{_f(d.get('split_coverage'), '.2f')} | {_f(d.get('split_agreement'))} | "
+                         f"{_f(d.get('split_violation_rate'), '.3f')} |")
     for name, e in res["datasets"].items():
         if "agreement" in e:
             lines += ["", f"## {name}: agreement with humans by aggregation (label-balanced = mean of both orders)",
