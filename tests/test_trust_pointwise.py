@@ -128,7 +128,7 @@ def test_the_selection_is_the_threshold_test_on_tolerance_agreement() -> None:
             agree.append(abs(k - h) <= 1)
         return conf, agree
 
-    conf, agree = by_hand(probs, human)
+    _conf, agree = by_hand(probs, human)
     sel = cal.selection(0.8, 0.1)
     # the thresholds are tested on part B of the split, under the map fitted on part A (changed by the split)
     part_a = cal.split()
