@@ -404,7 +404,7 @@ def test_selective_checklist_run_on_the_real_small_judge_and_a_rerun_makes_zero_
     assert "model calls 8" in first.stderr, first.stderr
     summary_a = json.loads((tmp_path / "a.json").read_text())
     g = summary_a["guarantee"]
-    assert g["calibration_n"] == 24 and g["agreement_lower_bound"] >= 0.6 - 1e-9
+    assert g["calibration_n"] == 12 and g["agreement_lower_bound"] >= 0.6 - 1e-9  # part B of the 24
     records = _lines(tmp_path / "a.jsonl")
     for rec in records:
         check = rec["checks"][0]
