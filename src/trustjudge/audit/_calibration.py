@@ -296,7 +296,7 @@ class Selection:
     """Agreement with humans on the kept calibration verdicts."""
     lower_bound: float | None
     """Clopper-Pearson lower bound (level 1 - delta) of the agreement on kept verdicts."""
-    map: CalibrationMap | None = None
+    map: CalibrationMap | None = field(default=None, hash=False)
     """The selection map: fitted on the calibration units the threshold was NOT tested on (part A of the split),
     so that the kept verdicts' agreement is measured on units the map never saw; ``None`` for a threshold
     chosen on confidences given as they are (:func:`choose_threshold` alone). The verdicts and confidences a
