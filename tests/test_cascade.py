@@ -181,13 +181,14 @@ def _asked(backend: MockBackend) -> list[int]:
 
 
 def test_tier_two_judges_only_tier_ones_abstentions_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
-    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", pair_items(range(100, 250))))
+    # 300 calibration pairs (was 150): the thresholds are tested on part B of the split only
+    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", pair_items(range(100, 400))))
     new_items = load_items(write_jsonl(tmp_path / "new.jsonl", pair_items(range(60))))
     weak, stronger = MockBackend("weak", sure_on_most), MockBackend("strong", strong)
     with Judge(weak, store=tmp_path / "s.sqlite") as judge:
         second = judge.sibling(stronger)
         cal1, cal2 = judge.calibrate(cal_items, "compare"), second.calibrate(cal_items, "compare")
-        assert cal1.keys == cal2.keys and len(cal1.keys or ()) == 150
+        assert cal1.keys == cal2.keys and len(cal1.keys or ()) == 300
         weak.history.clear()
         stronger.history.clear()
         calls = (weak.calls, stronger.calls)
@@ -237,10 +238,10 @@ def test_a_cascade_is_refused_clearly(tmp_path: Path) -> None:
 
 
 def test_the_cli_cascade_writes_the_human_tier_as_items_that_read_back_as_labels(tmp_path: Path) -> None:
-    cal_items = write_jsonl(tmp_path / "cal.jsonl", pair_items(range(100, 180)))
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", pair_items(range(100, 260)))  # 160 (was 80): the split
     new_items = write_jsonl(tmp_path / "new.jsonl", pair_items(range(30)))
     # gpt-like recordings: right on 90%; question 3 of the new ones and 103 are not recorded
-    rec = write_jsonl(tmp_path / "rec.jsonl", [r for r in recorded_rows([*range(100, 180), *range(30)])
+    rec = write_jsonl(tmp_path / "rec.jsonl", [r for r in recorded_rows([*range(100, 260), *range(30)])
                                                if r["item_id"] not in ("q3", "q103")])
     store = tmp_path / "s.sqlite"
     recorded = f"recorded/{rec}"

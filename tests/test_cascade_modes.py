@@ -75,13 +75,14 @@ def _seen(backend: MockBackend) -> list[tuple[int, str]]:
 
 
 def test_checklist_tier_two_is_asked_only_tier_ones_open_checks_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
-    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", check_items(range(100, 700))))
+    # 1,200 calibration questions (was 600): each tier's thresholds are tested on part B of the split only
+    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", check_items(range(100, 1300))))
     new_items = load_items(write_jsonl(tmp_path / "new.jsonl", check_items(range(60), labelled=False)))
     weak, strong = MockBackend("weak", weak_checks), MockBackend("strong", strong_checks)
     with Judge(weak, store=tmp_path / "s.sqlite") as judge:
         second = judge.sibling(strong)
         cal1, cal2 = judge.calibrate(cal_items, "checklist"), second.calibrate(cal_items, "checklist")
-        assert cal1.n == cal2.n == 1200 and cal1.keys == cal2.keys
+        assert cal1.n == cal2.n == 2400 and cal1.keys == cal2.keys
         weak.history.clear()
         strong.history.clear()
         before = (weak.calls, strong.calls)
@@ -128,7 +129,7 @@ def test_checklist_tier_two_is_asked_only_tier_ones_open_checks_and_a_rerun_make
 
 
 def test_the_checklist_human_tier_file_reads_back_as_labels(tmp_path: Path) -> None:
-    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", check_items(range(100, 700))))
+    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", check_items(range(100, 1300))))
     new_rows = check_items(range(60), labelled=False)
     new_items = load_items(write_jsonl(tmp_path / "new.jsonl", new_rows))
     with Judge(MockBackend("weak", weak_checks), store=tmp_path / "s.sqlite") as judge:
@@ -210,7 +211,7 @@ def _facts(backend: MockBackend) -> list[tuple[int, int]]:
 
 
 def test_claims_tier_two_verifies_tier_ones_extracted_claims_it_left_open(tmp_path: Path) -> None:
-    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", claim_items(range(100, 700), given=True)))
+    cal_items = load_items(write_jsonl(tmp_path / "cal.jsonl", claim_items(range(100, 1300), given=True)))
     new_rows = claim_items(range(30), given=False)
     new_items = load_items(write_jsonl(tmp_path / "new.jsonl", new_rows))
     weak = MockBackend("weak", weak_claims, generate_script=extract)
@@ -218,7 +219,7 @@ def test_claims_tier_two_verifies_tier_ones_extracted_claims_it_left_open(tmp_pa
     with Judge(weak, store=tmp_path / "s.sqlite") as judge:
         second = judge.sibling(strong)
         cal1, cal2 = judge.calibrate(cal_items, "claims"), second.calibrate(cal_items, "claims")
-        assert cal1.n == cal2.n == 1200
+        assert cal1.n == cal2.n == 2400
         weak.history.clear()
         strong.history.clear()
         before = (weak.calls, strong.calls)
@@ -288,7 +289,7 @@ def check_judges() -> Iterator[tuple[MockBackend, MockBackend]]:
 def test_the_cli_runs_a_checklist_cascade_and_writes_the_human_tier(tmp_path: Path,
                                                                    check_judges: tuple[MockBackend, MockBackend]
                                                                    ) -> None:
-    cal = write_jsonl(tmp_path / "cal.jsonl", check_items(range(100, 700)))
+    cal = write_jsonl(tmp_path / "cal.jsonl", check_items(range(100, 1300)))
     new = write_jsonl(tmp_path / "new.jsonl", check_items(range(60), labelled=False))
     store = tmp_path / "s.sqlite"
     runner = CliRunner()

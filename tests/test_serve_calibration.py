@@ -196,7 +196,7 @@ def test_the_real_small_judge_served_with_a_named_calibration(tmp_path: Path) ->
         assert first.status_code == 200, first.text
         body = first.json()
         g = body["calibration"]["guarantee"]
-        assert body["calibration"]["calibration"]["name"] == "smol" and g["calibration_n"] == 24
+        assert body["calibration"]["calibration"]["name"] == "smol" and g["calibration_n"] == 12  # part B of 24
         assert g["agreement_lower_bound"] >= 0.6 - 1e-9
         for rec in body["records"]:
             check = rec["checks"][0]
@@ -243,13 +243,13 @@ def _within(block: dict[str, Any], tolerance: float) -> float:
 
 def test_score_takes_a_calibration_sent_or_named_and_keeps_the_distributions(tmp_path: Path,
                                                                              knowscore: MockBackend) -> None:
-    cal_file = _fitted(tmp_path, "score", _score_rows(100), tolerance=1)
+    cal_file = _fitted(tmp_path, "score", _score_rows(300), tolerance=1)  # 300, 40: the split
     app = create_app(knowscore, store_path=tmp_path / "srv.sqlite", calibrations={"sc": cal_file})
-    new = _score_rows(20, prefix="n", start=500)
+    new = _score_rows(40, prefix="n", start=500)
     with TestClient(app) as c:
         plain = c.post("/v1/score", json={"items": new, "scale": 5})
         assert plain.status_code == 200 and all("distribution" not in r for r in plain.json()["records"])
-        assert app.state.judge.stats.model_calls == 20
+        assert app.state.judge.stats.model_calls == 40
         ask = {"items": new, "scale": 5, "calibration_name": "sc", "target_agreement": 0.9, "risk_delta": 0.1}
         named = c.post("/v1/score", json=ask)
         assert named.status_code == 200, named.text
@@ -257,7 +257,8 @@ def test_score_takes_a_calibration_sent_or_named_and_keeps_the_distributions(tmp
         summary, records = body["calibration"], body["records"]
         g = summary["guarantee"]
         assert summary["calibration"]["name"] == "sc" and summary["calibration"]["tolerance"] == 1
-        assert g["calibration_n"] == 100 and g["agreement_lower_bound"] >= 0.9 - 1e-9
+        assert g["calibration_n"] == 150 and g["agreement_lower_bound"] >= 0.9 - 1e-9
+        assert g["selection"] == {"fit_units": 150, "test_units": 150}
         for rec, raw in zip(records, plain.json()["records"]):
             assert set(rec["distribution"]) == {"1", "2", "3", "4", "5"}  # kept for the calibration
             assert rec["scores"] == raw["scores"]  # the raw fields stay
@@ -266,10 +267,10 @@ def test_score_takes_a_calibration_sent_or_named_and_keeps_the_distributions(tmp
             assert block["expected"] == pytest.approx(sum(int(k) * p for k, p in block["probabilities"].items()))
             assert (block["abstained"] is None) == (block["confidence"] >= g["threshold"])
         kept = [r for r in records if r["calibrated"]["abstained"] is None]
-        assert 0 < summary["kept"] == len(kept) < 20 and summary["coverage"] == pytest.approx(len(kept) / 20)
+        assert 0 < summary["kept"] == len(kept) < 40 and summary["coverage"] == pytest.approx(len(kept) / 40)
         agreed = sum(abs(int(r["calibrated"]["verdict"]) - r["human_score"]) <= 1 for r in kept)
         assert summary["agreement_on_kept"] == pytest.approx(agreed / len(kept))
-        assert app.state.judge.stats.model_calls == 20  # the distributions were in the store
+        assert app.state.judge.stats.model_calls == 40  # the distributions were in the store
         # the same file sent in the body, with its own tolerance: the same records
         inline = {**ask, "calibration_name": None, "calibration": json.loads(cal_file.read_text()), "tolerance": 1}
         sent = c.post("/v1/score", json=inline)
@@ -287,7 +288,7 @@ def test_score_takes_a_calibration_sent_or_named_and_keeps_the_distributions(tmp
         assert scale10["loc"] == ["body", "calibration_name"] and "score classes 1, 2, 3, 4, 5" in scale10["msg"]
         pairs = [{"id": "p", "question": "q", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]}]
         assert c.post("/v1/compare", json={"items": pairs, "tolerance": 1}).status_code == 422  # no such field
-        assert app.state.judge.stats.model_calls == 20
+        assert app.state.judge.stats.model_calls == 40
 
 
 def test_criteria_takes_a_calibration_sent_or_named(tmp_path: Path, knowscore: MockBackend) -> None:
@@ -320,8 +321,8 @@ def test_criteria_takes_a_calibration_sent_or_named(tmp_path: Path, knowscore: M
 
 
 def test_a_served_calibrated_score_is_the_record_the_cli_writes(tmp_path: Path, knowscore: MockBackend) -> None:
-    cal_file = _fitted(tmp_path, "score", _score_rows(100), tolerance=1)
-    new = _score_rows(20, prefix="n", start=500)
+    cal_file = _fitted(tmp_path, "score", _score_rows(300), tolerance=1)  # 300, 40: the split
+    new = _score_rows(40, prefix="n", start=500)
     items = write_jsonl(tmp_path / "new.jsonl", new)
     done = CliRunner().invoke(cli, [str(a) for a in (
         "score", items, "--scale", "5", "-j", "mock/knowscore", "--store", tmp_path / "cli.sqlite", "--calibration",
@@ -335,7 +336,7 @@ def test_a_served_calibrated_score_is_the_record_the_cli_writes(tmp_path: Path, 
         got = c.post("/v1/score", json={"items": new, "scale": 5, "target_agreement": 0.9, "risk_delta": 0.1,
                                         "tolerance": 1, "calibration": json.loads(cal_file.read_text())})
     assert got.status_code == 200, got.text
-    assert got.json()["records"] == written and len(written) == 20
+    assert got.json()["records"] == written and len(written) == 40
     assert any(r["calibrated"]["abstained"] for r in written) and any(not r["calibrated"]["abstained"] for r in written)
     assert summary["calibration"].pop("file") == str(cal_file)  # the service never names a file
     summary.pop("per_system")  # the CLI's summary also ranks the systems
@@ -358,7 +359,7 @@ def test_the_real_small_judge_serves_a_calibrated_score(tmp_path: Path) -> None:
         assert first.status_code == 200, first.text
         body = first.json()
         g = body["calibration"]["guarantee"]
-        assert body["calibration"]["calibration"]["name"] == "smol" and g["calibration_n"] == 30
+        assert body["calibration"]["calibration"]["name"] == "smol" and g["calibration_n"] == 15  # part B of 30
         assert g["agreement_lower_bound"] >= 0.6 - 1e-9
         for rec in body["records"]:
             block = rec["calibrated"]

@@ -117,28 +117,40 @@ def test_the_selection_is_the_threshold_test_on_tolerance_agreement() -> None:
     probs = rng.dirichlet([0.5] * 5, size=300)
     human = [int(rng.choice(5, p=p)) for p in probs]
     cal = _identity(probs.tolist(), human, tolerance=1)
-    # by hand: the mass within 1 of the best level, and whether the human is within 1 of it
-    conf, agree = [], []
-    for p, h in zip(probs, human):
-        windows = [sum(p[j] for j in range(5) if abs(j - k) <= 1) for k in range(5)]
-        k = int(np.argmax(windows))
-        conf.append(windows[k])
-        agree.append(abs(k - h) <= 1)
+
+    def by_hand(rows: np.ndarray, labels: list[int]) -> tuple[list[float], list[bool]]:
+        # the mass within 1 of the best level, and whether the human is within 1 of it
+        conf, agree = [], []
+        for p, h in zip(rows, labels):
+            windows = [sum(p[j] for j in range(5) if abs(j - k) <= 1) for k in range(5)]
+            k = int(np.argmax(windows))
+            conf.append(windows[k])
+            agree.append(abs(k - h) <= 1)
+        return conf, agree
+
+    _conf, agree = by_hand(probs, human)
     sel = cal.selection(0.8, 0.1)
-    hand = choose_threshold(conf, agree, alpha=1 - 0.8, delta=0.1)
+    # the thresholds are tested on part B of the split, under the map fitted on part A (changed by the split)
+    part_a = cal.split()
+    assert sel.map is not None and sel.fit_units == part_a.sum() == 150
+    test_conf, test_agree = by_hand(sel.map.apply(probs[~part_a]), [h for h, a in zip(human, part_a) if not a])
+    hand = choose_threshold(test_conf, test_agree, alpha=1 - 0.8, delta=0.1)
     assert (sel.kept, sel.n, sel.agreement, sel.lower_bound) == (hand.kept, hand.n, hand.agreement, hand.lower_bound)
-    assert sel.threshold == pytest.approx(hand.threshold)
+    assert sel.n == 150 and sel.threshold == pytest.approx(hand.threshold)
     # the report's numbers read the same agreement (within 1): accuracy and the selective-risk curve's end
     report = evaluation("score", [], cal, sel)
     assert report["source"] == "calibration set" and report["after"]["accuracy"] == pytest.approx(np.mean(agree))
     assert report["risk_curve"][-1]["agreement"] == pytest.approx(np.mean(agree))
-    assert report["selection"]["coverage"] == pytest.approx(sel.kept / 300)
+    every_conf, _ = by_hand(sel.map.apply(probs), human)  # the selection keeps by the selection map's confidence
+    assert report["selection"]["coverage"] == pytest.approx(np.mean(np.asarray(every_conf) >= sel.threshold))
     assert sel.supported and sel.lower_bound is not None and sel.lower_bound >= 0.8 - 1e-9
     # tolerance 0: the top level and its probability, agreement on the level itself
     exact = _identity(probs.tolist(), human, tolerance=0).selection(0.5, 0.1)
-    top = probs.argmax(axis=1)
-    by_hand = choose_threshold(probs.max(axis=1), top == np.asarray(human), alpha=0.5, delta=0.1)
-    assert (exact.kept, exact.agreement) == (by_hand.kept, by_hand.agreement)
+    assert exact.map is not None
+    q = exact.map.apply(probs[~part_a])  # the same split: it depends on the file's content, not the tolerance
+    top = q.argmax(axis=1)
+    hand_exact = choose_threshold(q.max(axis=1), top == np.asarray(human)[~part_a], alpha=0.5, delta=0.1)
+    assert (exact.kept, exact.agreement) == (hand_exact.kept, hand_exact.agreement)
 
 
 def test_the_file_keeps_the_tolerance_and_refuses_a_mismatch_or_a_bad_field(tmp_path: Path) -> None:
@@ -248,6 +260,18 @@ def test_the_guarantee_holds_in_simulation_and_a_naive_threshold_breaks_it() -> 
         kept = int(np.count_nonzero(conf_pop >= threshold))
         return float(true_curve[kept - 1]) if kept else 1.0
 
+    window = (np.abs(np.subtract.outer(levels, levels)) <= tolerance).astype(float)
+    agree_pop = q_pop @ window  # agree_pop[i, v]: the true probability that a human agrees within 1 with level v
+
+    def true_selected(selection: Selection) -> tuple[float, float]:
+        # the selection keeps and decides by its own map (fitted on part A of the split): its true agreement
+        assert selection.map is not None
+        verdict, conf = score_verdicts(selection.map.apply(raw_pop), levels, tolerance)
+        kept = conf >= selection.threshold
+        if not kept.any():
+            return 1.0, 0.0
+        return float(agree_pop[np.flatnonzero(kept), verdict[kept]].mean()), float(kept.mean())
+
     violations = naive_violations = 0
     coverage = []
     for _ in range(trials):
@@ -256,11 +280,11 @@ def test_the_guarantee_holds_in_simulation_and_a_naive_threshold_breaks_it() -> 
         cal = Calibration("score", "sim", "sim", "t", "direct", cmap, raw_pop[idx].tolist(), human,
                           levels=[float(v) for v in levels], tolerance=tolerance)
         try:
-            threshold = cal.selection(target, delta).threshold
+            agreement, covered = true_selected(cal.selection(target, delta))
         except ConfigError:  # this set supports no threshold: nothing is kept, nothing can be wrong
-            threshold = math.inf
-        violations += true_agreement(threshold) < target
-        coverage.append(float(np.mean(conf_pop >= threshold)))
+            agreement, covered = 1.0, 0.0
+        violations += agreement < target
+        coverage.append(covered)
         # naive: the lowest threshold whose kept calibration verdicts agree >= target, no test
         verdict, conf = cal.verdicts(cal.calibrated(cal.probs))
         agree = cal.agrees(verdict, human)
@@ -326,10 +350,10 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_library_calibrate_score_and_select(tmp_path: Path, knowing: MockBackend) -> None:
-    items = load_items(write_jsonl(tmp_path / "items.jsonl", _score_rows(100)))
+    items = load_items(write_jsonl(tmp_path / "items.jsonl", _score_rows(200)))  # 200: the split tests on 100
     with Judge("mock/knowscore", store=tmp_path / "s.sqlite", scale=5) as judge:
         cal = judge.calibrate(items, mode="score", tolerance=1)
-        assert cal.mode == "score" and cal.n == 100 and cal.tolerance == 1 and cal.map.method == "vector"
+        assert cal.mode == "score" and cal.n == 200 and cal.tolerance == 1 and cal.map.method == "vector"
         assert cal.levels == [1, 2, 3, 4, 5] and cal.map.classes == LEVELS
         calls = judge.stats.model_calls
         records, summary = judge.select(items, cal, target=0.9, delta=0.1)
@@ -353,13 +377,13 @@ def test_library_calibrate_score_and_select(tmp_path: Path, knowing: MockBackend
 
 
 def test_cli_calibrate_score_apply_and_refuse_a_tolerance_mismatch(tmp_path: Path, knowing: MockBackend) -> None:
-    cal_items = write_jsonl(tmp_path / "cal.jsonl", _score_rows(100))
-    new_items = write_jsonl(tmp_path / "new.jsonl", _score_rows(20, prefix="n", start=500))
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", _score_rows(300))  # 300 (was 100): the split tests on 150
+    new_items = write_jsonl(tmp_path / "new.jsonl", _score_rows(40, prefix="n", start=500))
     store = tmp_path / "s.sqlite"
     fitted = _invoke("calibrate", cal_items, "--mode", "score", "--scale", "5", "--tolerance", "1",
                      "-j", "mock/knowscore", "--store", store, "--out", tmp_path / "cal.json")
     assert fitted.exit_code == 0, fitted.output
-    assert "model calls 100" in fitted.stderr
+    assert "model calls 300" in fitted.stderr
     args = ["score", new_items, "--scale", "5", "-j", "mock/knowscore", "--store", store, "--calibration",
             tmp_path / "cal.json", "--target-agreement", "0.9", "--risk-delta", "0.1"]
     first = _invoke(*args, "--out", tmp_path / "a.jsonl", "--summary", tmp_path / "a.json")
@@ -368,7 +392,9 @@ def test_cli_calibrate_score_apply_and_refuse_a_tolerance_mismatch(tmp_path: Pat
     records = _lines(tmp_path / "a.jsonl")
     summary = json.loads((tmp_path / "a.json").read_text())
     g = summary["guarantee"]
-    assert summary["calibration"]["tolerance"] == 1 and g["calibration_n"] == 100
+    assert summary["calibration"]["tolerance"] == 1 and g["calibration_n"] == 150
+    assert g["selection"] == {"fit_units": 150, "test_units": 150}
+    assert all(r["calibrated"]["selection"] == g["selection"] for r in records)
     for rec in records:
         assert set(rec["distribution"]) == set(LEVELS)  # kept for the calibration without --distribution
         assert (rec["calibrated"]["abstained"] is None) == (rec["calibrated"]["confidence"] >= g["threshold"])
@@ -523,7 +549,7 @@ def test_selective_scores_on_the_real_small_judge_and_a_rerun_makes_zero_calls(t
     assert "model calls: 8" in first.stderr, first.stderr
     summary = json.loads((tmp_path / "a.json").read_text())
     g = summary["guarantee"]
-    assert g["calibration_n"] == 30 and g["agreement_lower_bound"] >= 0.6 - 1e-9
+    assert g["calibration_n"] == 15 and g["agreement_lower_bound"] >= 0.6 - 1e-9  # part B of the 30
     records = _lines(tmp_path / "a.jsonl")
     for rec in records:
         block = rec["calibrated"]
@@ -556,13 +582,13 @@ def test_selective_criteria_on_the_real_small_judge_and_a_rerun_makes_zero_calls
             response["human_criteria"] = {"correct": response.pop("human_score")}
         return out
 
-    cal_items = write_jsonl(tmp_path / "cal.jsonl", rows(30, "c", 0))
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", rows(60, "c", 0))  # 60 (was 30): the split tests on 30
     new_items = write_jsonl(tmp_path / "new.jsonl", rows(6, "n", 200))
     store = tmp_path / "s.sqlite"
     fitted = _invoke("calibrate", cal_items, "--mode", "criteria", "--tolerance", "1", "-j", judge, "--store", store,
                      "--out", tmp_path / "cal.json")
     assert fitted.exit_code == 0, fitted.output
-    assert "model calls 30" in fitted.stderr, fitted.stderr
+    assert "model calls 60" in fitted.stderr, fitted.stderr
     args = ["criteria", new_items, "-j", judge, "--store", store, "--calibration", tmp_path / "cal.json",
             "--target-agreement", "0.6", "--risk-delta", "0.3"]
     first = _invoke(*args, "--out", tmp_path / "a.jsonl", "--summary", tmp_path / "a.json")

@@ -14,7 +14,10 @@ files, lined up by :func:`~trustjudge.audit._trust.unit_key` (so every tier shou
 labelled items). Tier t's threshold is chosen by fixed-sequence testing on the calibration units that
 tiers 1..t-1 abstained on, at level ``delta / T`` for T model tiers
 (:func:`~trustjudge.audit._calibration.choose_cascade`); a tier that cannot support the target on what reaches
-it keeps nothing and passes everything on.
+it keeps nothing and passes everything on. The lined-up units are first split in two by key
+(:func:`~trustjudge.audit._trust.selection_split`): each tier's selection map is fitted on part A with its file's
+method and every threshold is tested on part B under those maps, so that no threshold is tested on the units its
+map was fitted to; the verdicts a tier keeps come from its selection map.
 
 **What is guaranteed.** If the calibration units and the judged verdicts come from the same distribution:
 with probability at least 1 - delta over the calibration set, agreement with humans is at least the
@@ -42,7 +45,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .audit import _calibration as C
-from .audit._trust import Calibration, Unit, abstained_items, annotate, units
+from .audit._trust import Calibration, Unit, abstained_items, annotate, selection_split, units
 from .engine._engine import EngineStats, ProgressFn
 from .errors import ConfigError
 from .io._items import Claim, Item
@@ -91,41 +94,54 @@ def thresholds(calibrations: Sequence[Calibration], target: float, delta: float)
     """Each model tier's threshold, chosen on the calibration units the earlier tiers abstained on.
 
     The units of all files are lined up by key (a unit a file lacks has no verdict of that tier); their
-    human labels must agree. A single tier needs no keys.
+    human labels must agree. A single tier needs no keys. The lined-up units are split in two by key
+    (:func:`~trustjudge.audit._trust.selection_split`): each tier's selection map is fitted on its units of
+    part A with its file's method, and the thresholds are tested on part B under those maps; each returned
+    selection carries its tier's map.
     """
     if not (math.isfinite(target) and 0 < target < 1):
         raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
-    if len(calibrations) == 1:
-        cal = calibrations[0]
-        q = cal.calibrated(cal.probs)
-        return C.choose_cascade([q.max(axis=1)], [q.argmax(axis=1) == np.asarray(cal.human)],
-                                alpha=1 - target, delta=delta)
-    missing = [i + 1 for i, cal in enumerate(calibrations) if cal.keys is None]
-    if missing:
-        raise ConfigError(f"the calibration file of tier {', '.join(map(str, missing))} does not say which verdict "
-                          "each unit is (it was fitted before cascades): refit it with `trustjudge calibrate`")
     index: dict[tuple[Any, ...], int] = {}
     human: list[int] = []
-    for t, cal in enumerate(calibrations):
-        for key, h in zip(cal.keys or (), cal.human):
-            k = tuple(key)
+    if len(calibrations) == 1 and calibrations[0].keys is None:
+        tier_keys: list[list[tuple[Any, ...]]] = [[(i,) for i in range(calibrations[0].n)]]
+    else:
+        missing = [i + 1 for i, cal in enumerate(calibrations) if cal.keys is None]
+        if missing:
+            raise ConfigError(f"the calibration file of tier {', '.join(map(str, missing))} does not say which verdict "
+                              "each unit is (it was fitted before cascades): refit it with `trustjudge calibrate`")
+        tier_keys = [[tuple(k) for k in cal.keys or ()] for cal in calibrations]
+    for t, (cal, keys) in enumerate(zip(calibrations, tier_keys)):
+        for k, h in zip(keys, cal.human):
             if k not in index:
                 index[k] = len(human)
                 human.append(h)
             elif human[index[k]] != h:
                 raise ConfigError(f"the calibration files disagree on the human label of {list(k)} (tier {t + 1} "
                                   "differs from an earlier tier): calibrate every tier on the same labelled items")
-    confs, agrees = [], []
-    for cal in calibrations:
+    ordered = list(index)
+    part_a = selection_split(None if calibrations[0].keys is None and len(calibrations) == 1
+                             else [list(k) for k in ordered], len(ordered))
+    test = ~part_a
+    confs, agrees, maps, fitted = [], [], [], []
+    for cal, keys in zip(calibrations, tier_keys):
         conf = np.full(len(human), np.nan)
         agree = np.zeros(len(human), dtype=bool)
-        q = cal.calibrated(cal.probs)
-        rows = [index[tuple(k)] for k in cal.keys or ()]
-        conf[rows] = q.max(axis=1)
-        agree[rows] = q.argmax(axis=1) == np.asarray(cal.human)
-        confs.append(conf)
-        agrees.append(agree)
-    return C.choose_cascade(confs, agrees, alpha=1 - target, delta=delta)
+        rows = np.asarray([index[k] for k in keys], dtype=np.int64)
+        in_a = part_a[rows] if rows.size else np.zeros(0, dtype=bool)
+        probs = np.asarray(cal.probs, dtype=np.float64)
+        labels = np.asarray(cal.human, dtype=np.int64)
+        cmap = cal.fit_map(probs[in_a], labels[in_a]) if int(in_a.sum()) >= 2 else None
+        if cmap is not None and (~in_a).any():  # a tier with no map to test has no verdict in part B
+            verdict, confidence = cal.verdicts(cmap.apply(probs[~in_a]))
+            conf[rows[~in_a]] = confidence
+            agree[rows[~in_a]] = cal.agrees(verdict, labels[~in_a])
+        confs.append(conf[test])
+        agrees.append(agree[test])
+        maps.append(cmap)
+        fitted.append(int(in_a.sum()))
+    chosen = C.choose_cascade(confs, agrees, alpha=1 - target, delta=delta)
+    return [replace(sel, map=cmap, fit_units=n_fit) for sel, cmap, n_fit in zip(chosen, maps, fitted)]
 
 
 def _narrow(items: Sequence[Item], keep: set[UnitKey]) -> list[Item]:
@@ -224,7 +240,8 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
     mode = cals[0].mode
     selections = thresholds(cals, target, delta)
     if not any(s.supported for s in selections):
-        sizes = ", ".join(f"tier {i + 1}: {c.n} verdicts" for i, c in enumerate(cals))
+        sizes = ", ".join(f"tier {i + 1}: {c.n} verdicts, thresholds tested on {s.n} of them"
+                          for i, (c, s) in enumerate(zip(cals, selections)))
         raise ConfigError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on its "
                           f"calibration set ({sizes}): label more items, or lower the target")
     items = list(items)

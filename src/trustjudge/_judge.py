@@ -440,7 +440,9 @@ class Judge:
     def prepare_calibration(self, calibration: Calibration, *, target: float | None = None, delta: float = 0.1,
                             override: bool = False, task: Task | None = None) -> tuple[Calibration, Selection | None]:
         """The checked calibration (see :meth:`check_calibration`) and, with ``target``, its selection: the
-        confidence threshold for agreement >= ``target`` with probability >= 1 - ``delta``.
+        confidence threshold for agreement >= ``target`` with probability >= 1 - ``delta``, and its selection map
+        (fitted on one half of the calibration set, the threshold tested on the other: :meth:`Calibration.selection`),
+        which :func:`annotate` applies to the verdicts it keeps or abstains on.
 
         Raises:
             ConfigError: a mismatched calibration, or a target its calibration set cannot support.

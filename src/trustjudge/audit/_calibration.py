@@ -296,6 +296,14 @@ class Selection:
     """Agreement with humans on the kept calibration verdicts."""
     lower_bound: float | None
     """Clopper-Pearson lower bound (level 1 - delta) of the agreement on kept verdicts."""
+    map: CalibrationMap | None = field(default=None, hash=False)
+    """The selection map: fitted on the calibration units the threshold was NOT tested on (part A of the split),
+    so that the kept verdicts' agreement is measured on units the map never saw; ``None`` for a threshold
+    chosen on confidences given as they are (:func:`choose_threshold` alone). The verdicts and confidences a
+    selection keeps or abstains on come from this map."""
+    fit_units: int | None = None
+    """Calibration units the selection map was fitted on (part A); ``n`` counts those the threshold was tested
+    on (part B)."""
 
     @property
     def target(self) -> float:
@@ -312,7 +320,9 @@ class Selection:
     def to_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold if self.supported else None, "target_agreement": self.target,
                 "alpha": self.alpha, "delta": self.delta, "calibration_n": self.n, "calibration_kept": self.kept,
-                "calibration_agreement": self.agreement, "agreement_lower_bound": self.lower_bound}
+                "calibration_agreement": self.agreement, "agreement_lower_bound": self.lower_bound,
+                **({"selection": {"fit_units": self.fit_units, "test_units": self.n}}
+                   if self.fit_units is not None else {})}
 
 
 def choose_threshold(confidence: npt.ArrayLike, agree: npt.ArrayLike, *, alpha: float, delta: float,

@@ -303,16 +303,41 @@ class Calibration:
     def calibrated(self, probs: Sequence[Sequence[float]]) -> np.ndarray:
         return self.map.apply(np.asarray(probs, dtype=np.float64))
 
+    def fit_map(self, probs: npt.ArrayLike, human: npt.ArrayLike) -> C.CalibrationMap:
+        """A map of this file's method over its classes, fitted on the given units (raw rows, human classes)."""
+        return fit_map(self.mode, self.map.method, self.map.classes, probs, human)
+
+    def split(self) -> npt.NDArray[np.bool_]:
+        """Which calibration units a selection fits its map on (``True``, part A); the rest (part B) test its
+        thresholds (:func:`selection_split`)."""
+        return selection_split(self.keys, self.n)
+
     def selection(self, target: float, delta: float) -> C.Selection:
-        """The threshold for agreement >= ``target`` with probability >= 1 - ``delta`` (ConfigError if unsupported)."""
+        """The threshold for agreement >= ``target`` with probability >= 1 - ``delta`` (ConfigError if unsupported).
+
+        The calibration units are split in two (:meth:`split`): the selection map is fitted on part A with the
+        file's method, and the thresholds are tested on part B's calibrated confidences under it; the returned
+        selection carries that map, which :func:`annotate` applies to the verdicts it keeps or abstains on.
+        """
         if not (math.isfinite(target) and 0 < target < 1):
             raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
-        verdict, confidence = self.verdicts(self.calibrated(self.probs))
-        agree = self.agrees(verdict, self.human)
+        part_a = self.split()
+        n_fit, n_test = int(part_a.sum()), int((~part_a).sum())
+        where = (f"calibration file of {self.n} labelled {self.mode} verdicts: the selection map is fitted on "
+                 f"{n_fit} of them and the thresholds tested on the other {n_test}")
+        if n_fit < 2:
+            raise ConfigError(f"the calibration set cannot support a selection: its map needs at least 2 units to "
+                              f"fit on besides those its thresholds are tested on ({where})")
+        probs = np.asarray(self.probs, dtype=np.float64)
+        human = np.asarray(self.human, dtype=np.int64)
+        cmap = self.fit_map(probs[part_a], human[part_a])
+        verdict, confidence = self.verdicts(cmap.apply(probs[~part_a]))
+        agree = self.agrees(verdict, human[~part_a])
         try:
-            return C.choose_threshold(confidence, agree, alpha=1 - target, delta=delta)
+            chosen = C.choose_threshold(confidence, agree, alpha=1 - target, delta=delta)
         except ConfigError as exc:
-            raise ConfigError(f"{exc} (calibration file of {self.n} labelled {self.mode} verdicts)") from None
+            raise ConfigError(f"{exc} ({where})") from None
+        return replace(chosen, map=cmap, fit_units=n_fit)
 
     def check(self, *, mode: str, judge: str, fingerprint: str, template: str, protocol: str,
               override: bool = False) -> Calibration:
@@ -402,6 +427,43 @@ class Calibration:
             return cls.from_dict(data, str(path))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}: bad parameters ({exc})") from None
+
+
+SPLIT_SEED = "trustjudge/selection-split/1"
+"""The seed of the selection split (:func:`selection_split`); a new rule gets a new seed."""
+
+
+def selection_split(keys: Sequence[Sequence[str | int]] | None, n: int) -> npt.NDArray[np.bool_]:
+    """Part A (``True``: the selection map is fitted on it) and part B (its thresholds are tested on it) of a
+    calibration set of ``n`` units: a function of the file's content only.
+
+    Each unit is ranked by the SHA-256 of the seed and its key (:func:`unit_key`; a file without keys: its
+    place in the file), ties by place; units alternate A, B, A, ... in that order, so part A holds
+    ``ceil(n / 2)`` units. A unit's part follows its key, so the tiers of a cascade, lined up by key, split
+    alike.
+    """
+    ids: Sequence[Sequence[str | int]] = keys if keys is not None else [[i] for i in range(n)]
+    if len(ids) != n:
+        raise ConfigError(f"the selection split needs one key per unit ({n}), got {len(ids)}")
+    rank = [hashlib.sha256((SPLIT_SEED + json.dumps(list(k))).encode()).hexdigest() for k in ids]
+    order = sorted(range(n), key=lambda i: (rank[i], i))
+    part_a = np.zeros(n, dtype=bool)
+    part_a[order[0::2]] = True
+    return part_a
+
+
+def fit_map(mode: str, method: str, classes: Sequence[str], probs: npt.ArrayLike,
+            human: npt.ArrayLike) -> C.CalibrationMap:
+    """A calibration map of ``method`` over ``classes`` fitted on raw rows and human classes, as :func:`fit`
+    fits a file's (score and criteria: vector or temperature over the levels; two classes: platt, temperature
+    or isotonic; more: vector)."""
+    p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
+    y = np.asarray(human, dtype=np.int64)
+    if mode in LEVEL_MODES:
+        return C.fit_vector(p, y, classes) if method == "vector" else C.fit_temperature(p, y, classes)
+    if len(classes) == 2:
+        return C.fit_binary(p[:, 1], y, method, (classes[0], classes[1]))  # type: ignore[arg-type]
+    return C.fit_vector(p, y, classes)
 
 
 def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str,
@@ -530,10 +592,11 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
     with ``selection``, ``abstained`` (None when kept, else why). The raw fields are left as they were."""
     out = [json.loads(json.dumps(r)) for r in records]
     classes = calibration.map.classes
+    cmap = selection_map(calibration, selection)
     for unit in units(mode, out, classes, calibration.levels):
         block: dict[str, Any] = {"probabilities": None, "verdict": None, "confidence": None}
         if unit.probs is not None:
-            q = calibration.calibrated([unit.probs])
+            q = cmap.apply(np.asarray([unit.probs], dtype=np.float64))
             verdict, confidence = calibration.verdicts(q)
             block = {"probabilities": dict(zip(classes, map(float, q[0]))), "verdict": classes[int(verdict[0])],
                      "confidence": float(confidence[0])}
@@ -542,6 +605,8 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
         if selection is not None:
             block["abstained"] = (UNSCORED if block["confidence"] is None
                                   else None if block["confidence"] >= selection.threshold else BELOW)
+            if selection.fit_units is not None:
+                block["selection"] = {"fit_units": selection.fit_units, "test_units": selection.n}
         if calibration.overridden:
             block["overridden"] = list(calibration.overridden)
         target: dict[str, Any] = out[unit.record]
@@ -549,6 +614,12 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
             target = target[step]  # type: ignore[index]
         target["calibrated"] = block
     return out
+
+
+def selection_map(calibration: Calibration, selection: C.Selection | None) -> C.CalibrationMap:
+    """The map a run's verdicts come from: the selection's (fitted on part A of the split) when there is one,
+    else the calibration file's (fitted on every unit)."""
+    return selection.map if selection is not None and selection.map is not None else calibration.map
 
 
 def _score_block(calibration: Calibration, probs: Mapping[str, float] | None) -> dict[str, Any]:
@@ -680,9 +751,11 @@ def evaluation(mode: str, records: Sequence[Mapping[str, Any]], calibration: Cal
         "risk_curve": _curve(conf, agree),
         "risk_curve_raw": _curve(raw_conf, calibration.agrees(raw_verdict, human)), "selection": None}
     if selection is not None:
-        kept = selection.keep(conf)
+        sel_verdict, sel_conf = calibration.verdicts(selection_map(calibration, selection).apply(raw))
+        sel_agree = calibration.agrees(sel_verdict, human)
+        kept = selection.keep(sel_conf)
         out["selection"] = {**selection.to_dict(), "coverage": float(kept.mean()),
-                            "agreement": float(agree[kept].mean()) if kept.any() else None}
+                            "agreement": float(sel_agree[kept].mean()) if kept.any() else None}
     return out
 
 

@@ -132,7 +132,9 @@ def describe(summary: dict[str, Any]) -> str:
         parts.append(f"guaranteed agreement >= {g['target_agreement']:g} with probability >= {1 - g['delta']:g} "
                      f"(threshold {g['threshold']:.4f}; on the calibration set {g['calibration_kept']} of "
                      f"{g['calibration_n']} kept, agreement {g['calibration_agreement']:.3f}, lower bound "
-                     f"{g['agreement_lower_bound']:.3f})")
+                     f"{g['agreement_lower_bound']:.3f}"
+                     + (f"; its map fitted on {g['selection']['fit_units']} other calibration verdicts"
+                        if g.get("selection") else "") + ")")
     if summary.get("agreement_on_kept") is not None:
         parts.append(f"agreement with the labels given {summary['agreement_on_kept']:.3f} on "
                      f"{summary['labelled_kept']} kept")

@@ -160,7 +160,10 @@ def calibration_section(data: Mapping[str, Any]) -> tuple[str, str, str]:
                  ("calibration kept", f"{_fmt(selection.get('calibration_kept'), 0)} / "
                                       f"{_fmt(selection.get('calibration_n'), 0)}",
                   f"agreement {_fmt(selection.get('calibration_agreement'))}, Clopper-Pearson lower bound "
-                  f"{_fmt(selection.get('agreement_lower_bound'))}")]
+                  f"{_fmt(selection.get('agreement_lower_bound'))}"
+                  + (f"; tested on these units, the selection map fitted on "
+                     f"{_fmt(selection['selection'].get('fit_units'), 0)} others"
+                     if isinstance(selection.get("selection"), dict) else ""))]
     html = "\n".join([f'<section id="{SECTION_ID}"><h2>Calibrated verdicts</h2>',
                       f'<p class="note">{_e("Measured on " + where + ".")}</p>', *figures, _rows(rows),
                       "</section>"])
