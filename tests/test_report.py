@@ -237,7 +237,7 @@ def test_report_in_headless_chromium(browser_page: Any, report_file: Path) -> No
     console: list[Any] = []
     errors: list[str] = []
     requests: list[str] = []
-    page.on("console", console.append)
+    page.on("console", lambda msg: console.append(msg))  # noqa: PLW0108 (playwright tags the handler; a builtin cannot be)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("request", lambda req: requests.append(req.url))
     page.goto(report_file.as_uri(), wait_until="load")
