@@ -15,7 +15,7 @@ from .audit._audit import AuditRun
 from .audit._audit import audit as run_audit
 from .audit._calibration import Selection
 from .audit._injection import injected as steer
-from .audit._trust import Calibration, annotate, check_classes, template_hash
+from .audit._trust import CALIBRATION_MODES, Calibration, annotate, check_classes, template_hash
 from .audit._trust import fit as fit_calibration
 from .audit._trust import summary as trust_summary
 from .backends import DEFAULT_JUDGE, Backend, get_backend
@@ -47,9 +47,6 @@ if TYPE_CHECKING:  # the ranking loads scipy: only when one is asked for
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
            "score", "task_for_calibration"]
 
-
-_CALIBRATED = ("compare", "checklist", "claims", "score", "criteria")
-"""The modes a calibration covers (``_trust``'s units)."""
 
 def task_for_calibration(task: Task) -> Task:
     """``task`` as a calibration reads it: a score or criteria calibration reads each distribution over the
@@ -342,8 +339,8 @@ class Judge:
     def calibration_task(self, mode: str) -> Task:
         """The task a calibration of ``mode`` (compare, checklist, claims, score, criteria) is fitted and applied
         under (score and criteria tasks keep each distribution over the levels: the calibration reads it)."""
-        if mode not in _CALIBRATED:
-            raise ConfigError(f"calibration covers the modes {', '.join(_CALIBRATED)}; got {mode!r}")
+        if mode not in CALIBRATION_MODES:
+            raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}; got {mode!r}")
         return self.task(mode, keep_distribution=True) if mode in ("score", "criteria") else self.task(mode)
 
     def _template_hash(self, mode: str, task: Task | None = None) -> str:
@@ -404,8 +401,8 @@ class Judge:
         """
         task = task if task is not None else self.calibration_task(calibration.mode)
         mode = task.kind
-        if mode not in _CALIBRATED:
-            raise ConfigError(f"calibration covers the modes {', '.join(_CALIBRATED)}, not {mode} (no "
+        if mode not in CALIBRATION_MODES:
+            raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}, not {mode} (no "
                               f"{mode} calibration units yet)")
         labels = getattr(task, "labels", None)
         scale = getattr(task, "scale", None)
