@@ -127,17 +127,23 @@ def fit_binary(p: npt.ArrayLike, y: npt.ArrayLike, method: BinaryMethod = "platt
     return CalibrationMap(method, classes, params)
 
 
-def fit_vector(probs: npt.ArrayLike, y: npt.ArrayLike, classes: Sequence[str]) -> CalibrationMap:
-    """Vector scaling on several classes: one temperature and a bias per class, fitted by likelihood."""
-    from scipy.optimize import minimize  # type: ignore[import-untyped, unused-ignore]
-
+def _class_logs(probs: npt.ArrayLike, y: npt.ArrayLike, classes: Sequence[str]) -> tuple[Floats, npt.NDArray[np.int64]]:
+    """The checked fitting data of a several-class map: log of each row's normalised probabilities, and labels."""
     p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
     lab = np.asarray(y, dtype=np.int64).ravel()
     k = len(classes)
     if p.shape[1] != k:
         raise ConfigError(f"{k} classes but {p.shape[1]} probabilities per row")
     _check_fit_data(p, lab, k)
-    logp = np.log(np.clip(p / np.clip(p.sum(axis=1, keepdims=True), _EPS, None), _EPS, None))
+    return np.log(np.clip(p / np.clip(p.sum(axis=1, keepdims=True), _EPS, None), _EPS, None)), lab
+
+
+def fit_vector(probs: npt.ArrayLike, y: npt.ArrayLike, classes: Sequence[str]) -> CalibrationMap:
+    """Vector scaling on several classes: one temperature and a bias per class, fitted by likelihood."""
+    from scipy.optimize import minimize  # type: ignore[import-untyped, unused-ignore]
+
+    logp, lab = _class_logs(probs, y, classes)
+    k = len(classes)
     onehot = np.eye(k)[lab]
 
     def nll(theta: Floats) -> tuple[float, Floats]:
@@ -161,13 +167,7 @@ def fit_temperature(probs: npt.ArrayLike, y: npt.ArrayLike, classes: Sequence[st
     many classes, such as a 100-point scale's levels, most of which no human label reaches)."""
     from scipy.optimize import minimize_scalar  # type: ignore[import-untyped, unused-ignore]
 
-    p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
-    lab = np.asarray(y, dtype=np.int64).ravel()
-    k = len(classes)
-    if p.shape[1] != k:
-        raise ConfigError(f"{k} classes but {p.shape[1]} probabilities per row")
-    _check_fit_data(p, lab, k)
-    logp = np.log(np.clip(p / np.clip(p.sum(axis=1, keepdims=True), _EPS, None), _EPS, None))
+    logp, lab = _class_logs(probs, y, classes)
     rows = np.arange(lab.size)
 
     def nll(log_inv_t: float) -> float:
