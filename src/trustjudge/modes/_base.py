@@ -8,10 +8,11 @@ overrides it). The engine never sees a task, and :class:`~trustjudge.Judge` runs
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..backends import Backend, GenerateRequest, Generation
 from ..backends._recorded import RecordedBackend
@@ -31,6 +32,26 @@ from ._records import (
     ResponseHeader,
 )
 from ._sections import Section, fields_section
+
+Split = Literal["lines", "numbered"]
+"""How a solution splits into steps (the steps mode's ``split``)."""
+_NUMBERED_STEP = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]\s*", re.IGNORECASE)
+
+
+def split_steps(text: str, split: Split) -> list[str]:
+    """The steps of a solution: its non-empty lines, or (``numbered``) the lines that start a numbered step
+    ("1.", "2)", "Step 3:"), each with the unnumbered lines after it."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if split == "lines":
+        return lines
+    steps: list[str] = []
+    for line in lines:
+        if _NUMBERED_STEP.match(line) or not steps:
+            steps.append(line)
+        else:
+            steps[-1] += "\n" + line
+    return steps
+
 
 Format = Callable[[str, str, str], str]
 """``backend.format_prompt(system, user, assistant_prefix)``."""

@@ -18,18 +18,17 @@ CLI command (``trustjudge steps``), its service route (``POST /v1/steps``) and t
 
 from __future__ import annotations
 
-import re
 import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..errors import ConfigError
 from ..io._items import Item, Response, render_turn
-from ._base import Cost, Format, Task, _prefix, by_responses, grounding, shared_bytes, text_bytes
+from ._base import Cost, Format, Split, Task, _prefix, by_responses, grounding, shared_bytes, split_steps, text_bytes
 from ._prompts import (
     ANSWER_MARKER,
     DEFAULT_TAGS,
@@ -51,29 +50,12 @@ POSITION = 70
 FIELDS = {"question", "steps", "step", "number", "task"}
 TOO_MANY = "too_many_steps"
 NO_STEPS = "no_steps"
-Split = Literal["lines", "numbered"]
-_NUMBERED = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]\s*", re.IGNORECASE)
 _TAGS = tag_pattern((*DEFAULT_TAGS, "steps", "step"))
 
 
 @cache
 def _template() -> string.Template:
     return read_template(None, "steps.txt", FIELDS)
-
-
-def split_steps(text: str, split: Split) -> list[str]:
-    """The steps of a solution: its non-empty lines, or (``numbered``) the lines that start a numbered step
-    ("1.", "2)", "Step 3:"), each with the unnumbered lines after it."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if split == "lines":
-        return lines
-    steps: list[str] = []
-    for line in lines:
-        if _NUMBERED.match(line) or not steps:
-            steps.append(line)
-        else:
-            steps[-1] += "\n" + line
-    return steps
 
 
 def last_correct(ps: Sequence[float]) -> list[float]:

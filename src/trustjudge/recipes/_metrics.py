@@ -10,7 +10,6 @@ and the same per system (a response's ``system``, else its id). Third-party code
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import numpy as np
 from ..audit._stats import NAN, bootstrap_ratio, finite, jsonable
 from ..engine import _aggregates as A
 from ..errors import ConfigError
+from ..modes._base import Split, split_steps
 
 Record = Mapping[str, Any]
 ValueFn = Callable[[Record, Mapping[str, Any]], "float | None"]
@@ -429,18 +429,6 @@ def _greedy_claims(r: Record, p: Mapping[str, Any]) -> float | None:
 
 # -- PuzzleWorld (recipe puzzleworld): the expected last correct step, normalised -----------------------
 
-_NUMBERED_STEP = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]\s*", re.IGNORECASE)
-"""A numbered step's start, as the steps mode splits ``split="numbered"`` (its rule, restated: no mode file is
-imported outside modes/)."""
-
-
-def _step_count(text: str, split: str) -> int:
-    lines = [line for line in text.splitlines() if line.strip()]
-    if split == "lines":
-        return len(lines)
-    return sum(1 for k, line in enumerate(lines) if k == 0 or _NUMBERED_STEP.match(line))
-
-
 def _last_correct_share(r: Record, p: Mapping[str, Any]) -> float | None:
     """E[min(L, n)] / n from the record's exact distribution of L (``last_correct``: P(L = k), k = 0..steps),
     n the reference solution's step count (``normalize="reference"``) or the response's (``"response"``)."""
@@ -451,7 +439,8 @@ def _last_correct_share(r: Record, p: Mapping[str, Any]) -> float | None:
         n = len(dist) - 1
     else:
         reference = getattr(r.get("item"), "reference", None)
-        n = _step_count(reference, p["split"]) if isinstance(reference, str) else 0
+        split: Split = "numbered" if p["split"] == "numbered" else "lines"
+        n = len(split_steps(reference, split)) if isinstance(reference, str) else 0
     if n == 0:
         return None
     return sum(min(k, n) * float(q) for k, q in enumerate(dist)) / n
