@@ -23,7 +23,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from ..audit._agreement import score_agreement
 from ..audit._consistency import conflict_ratio, ntr
@@ -32,9 +32,11 @@ from ..engine import _aggregates as A
 from ..engine._scoring import SCORE_METHODS
 from ..errors import ConfigError
 from ..io._items import Claim, Item
+from . import _reports
 from ._base import AuditContext, Task
 from ._prompts import YES_NO, LabelSet
 from ._records import ChecklistRecord, CriteriaRecord, ScoreRecord
+from ._sections import Section
 
 Record = Mapping[str, Any]
 
@@ -346,3 +348,22 @@ def claims_hook(task: Task, records: Sequence[Record], context: AuditContext) ->
         reruns = [context.resampled(listed)] if context.resampled is not None else []
         report["sensitivity"] = claims_sensitivity(context.run, listed, task, reruns)
     return report
+
+
+class CriteriaHooks(Task):
+    """The audit hooks the two criteria modes share (:func:`criteria_hook`, drawn by :mod:`._reports`); a task
+    sets ``audit_pairwise`` to say which of the two it is."""
+
+    audit_pairwise: ClassVar[bool] = False
+    audit_options: ClassVar[Mapping[str, str]] = GROUNDING_OPTION
+
+    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
+        return criteria_hook(records, context, pairwise=self.audit_pairwise)
+
+    @classmethod
+    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
+        return _reports.criteria_sections(audit)
+
+    @classmethod
+    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return _reports.criteria_facts(audit)

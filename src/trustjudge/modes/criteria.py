@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..backends import GenerateRequest
 from ..engine import _aggregates as A
@@ -26,14 +26,12 @@ from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
 from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Criterion, Item, Response
 from ..io._rules import Rule
-from . import _audits, _reports
+from . import _audits
 from ._base import (
     PARTIAL,
     Asking,
-    AuditContext,
     Cost,
     Format,
-    Task,
     _prefix,
     _require_criteria,
     _wmean,
@@ -76,7 +74,6 @@ from ._registry import (
     keep_distribution,
     option,
 )
-from ._sections import Section
 
 POSITION = 30
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -169,7 +166,7 @@ def criterion_scale(c: Criterion, default: Scale) -> Scale:
 
 
 @dataclass(frozen=True)
-class CriteriaTask(Task):
+class CriteriaTask(_audits.CriteriaHooks):
     """Each response judged on each named criterion (one prompt per pair, ending at the score marker),
     then a weighted aggregate. All criteria of a response share the prompt up to the criterion."""
 
@@ -413,21 +410,6 @@ class CriteriaTask(Task):
             human = _wmean(vals, weights) if sum(weights) > 0 else None
         return CriteriaRecord(item.id, r.id, r.system, judge, self.protocol, results, aggregate, spread, scale,
                               unscored, left_out if self.reweight and unscored is None else [], human, r.human_score)
-
-
-    # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
-    audit_options: ClassVar[Mapping[str, str]] = _audits.GROUNDING_OPTION
-
-    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
-        return _audits.criteria_hook(records, context, pairwise=False)
-
-    @classmethod
-    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
-        return _reports.criteria_sections(audit)
-
-    @classmethod
-    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
-        return _reports.criteria_facts(audit)
 
 
 @dataclass(frozen=True)

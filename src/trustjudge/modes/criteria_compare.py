@@ -3,7 +3,7 @@ orders, aggregated by weight."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -12,13 +12,11 @@ from ..engine import _scoring as S
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
 from ..io._items import Criterion, Item, Pair
-from . import _audits, _reports
+from . import _audits
 from ._base import (
     PARTIAL,
-    AuditContext,
     Cost,
     Format,
-    Task,
     _pair_bytes,
     _prefix,
     _require_criteria,
@@ -42,7 +40,6 @@ from ._records import (
     CriterionVerdict,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
-from ._sections import Section
 
 POSITION = 40
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -53,7 +50,7 @@ _FIRST_VIEW = ("first>>second", "first>second", "tie", "second>first", "second>>
 
 
 @dataclass(frozen=True)
-class CriteriaCompareTask(Task):
+class CriteriaCompareTask(_audits.CriteriaHooks):
     """Every pair judged on each criterion in both presentation orders, combined by likelihood; with
     ``graded``, a 5-way verdict (A>>B .. B>>A) and its expected margin."""
 
@@ -168,19 +165,7 @@ class CriteriaCompareTask(Task):
                                      pair.human, r1.system, r2.system)
 
 
-    # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
-    audit_options: ClassVar[Mapping[str, str]] = _audits.GROUNDING_OPTION
-
-    def audit(self, records: Sequence[Mapping[str, Any]], context: AuditContext) -> dict[str, Any] | None:
-        return _audits.criteria_hook(records, context, pairwise=True)
-
-    @classmethod
-    def report_sections(cls, audit: Mapping[str, Any]) -> list[Section]:
-        return _reports.criteria_sections(audit)
-
-    @classmethod
-    def report_facts(cls, audit: Mapping[str, Any]) -> list[tuple[str, str]]:
-        return _reports.criteria_facts(audit)
+    audit_pairwise: ClassVar[bool] = True  # the audit hooks: :class:`._audits.CriteriaHooks`
 
 
 @dataclass(frozen=True)
