@@ -46,6 +46,16 @@ class Metric:
     scored records (those whose :attr:`value` is not ``None``), bootstrapped over items; ``None``: the mean."""
     choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     """The values a parameter may take, where it is one of a few (checked with the recipe, before any judging)."""
+    readings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The metric's hard (argmax) and soft (expected) readings: the parameters that give each. A recipe's own
+    parameters are its published reading; :func:`readings` gives the other beside it."""
+
+    def reading_of(self, params: Mapping[str, Any]) -> str:
+        """Which reading ``params`` give (``hard`` or ``soft``; empty: the metric has one reading only)."""
+        for name, overrides in self.readings.items():
+            if all(params.get(k, self.params.get(k)) == v for k, v in overrides.items()):
+                return name
+        return ""
 
     def checked(self, params: Mapping[str, Any], where: str) -> dict[str, Any]:
         """``params`` over the defaults; an unknown one or one of the wrong type is a ConfigError naming ``where``."""
@@ -135,14 +145,19 @@ def _estimate(per_item: Mapping[str, list[float]], unscored: int, bootstrap: int
                     n, int(np.count_nonzero(counts)), unscored)
 
 
+UNPARSED = frozenset({"no_label_mass", "truncated", "context_overflow", "empty_response"})
+"""The unscored reasons a benchmark's own code meets as an answer it cannot parse (no label read)."""
+
+
 def compute(metric: Metric, records: Iterable[Record], params: Mapping[str, Any] | None = None, *,
             bootstrap: int = 1000, seed: int = 0, items: Mapping[str, Any] | None = None,
-            by: str = "") -> MetricResult:
+            by: str = "", fill: float | None = None) -> MetricResult:
     """The metric's mean over ``records`` (newest of each (item, response)), overall and per system.
 
     ``items``: the run's items by id; the metric then sees each record with its item under ``"item"`` (a
     metric that reads the item's reference or fields needs them). ``by``: an item field (``subset``): the
-    result's ``groups`` give the metric per value of that field (``-``: items without it)."""
+    result's ``groups`` give the metric per value of that field (``-``: items without it). ``fill``: the value
+    an unparsed judgment (:data:`UNPARSED`) counts as (a benchmark's convention), instead of being unscored."""
     p = metric.checked(params or {}, "metric")
     latest = {(str(r.get("item_id")), str(r.get("response_id"))): r for r in records}
     if metric.aggregate is not None:
@@ -159,6 +174,8 @@ def compute(metric: Metric, records: Iterable[Record], params: Mapping[str, Any]
         system = str(r.get("system") if r.get("system") is not None else r.get("response_id"))
         group = _group(item, by)
         v = metric.value(seen, p) if r.get("unscored") is None else None
+        if v is None and fill is not None and r.get("unscored") in UNPARSED:
+            v = fill
         if v is None or not math.isfinite(v):
             unscored[system] += 1
             unscored_group[group] += 1
@@ -221,16 +238,20 @@ def _claims(r: Record, p: Mapping[str, Any]) -> float | None:
 
 
 for _metric in (
-    Metric("mean_score", ("score",), _score, {"method": "expected", "offset": 0.0, "factor": 1.0},
+    Metric("mean_score", ("score",), _score, {"method": "expected", "offset": 0.0, "factor": 1.0, "unparsed": None},
            "Mean of (score + offset) x factor, the score read by `method` (expected: the mean of the judge's label "
-           "distribution; discrete: its most probable label)."),
+           "distribution; discrete: its most probable label). `unparsed`: the score the benchmark's code gives an "
+           "answer it cannot parse (DIT 1, SC-Arena 0), printed beside ours (which leaves it unscored).",
+           readings={"hard": {"method": "discrete"}, "soft": {"method": "expected"}}),
     Metric("mean_aggregate", ("criteria",), _aggregate, {"method": "expected", "offset": 0.0, "factor": 1.0},
-           "Mean of (weighted criteria aggregate + offset) x factor."),
+           "Mean of (weighted criteria aggregate + offset) x factor.",
+           readings={"hard": {"method": "discrete"}, "soft": {"method": "expected"}}),
     Metric("mean_satisfaction", ("checklist",), _satisfaction, {},
            "Mean expected weighted satisfaction of the checklist."),
     Metric("accuracy", ("checklist",), _accuracy, {"check": "", "hard": False},
            "Accuracy of the passing verdict (YES / TRUE) of one check (`check`: its id, default the first): "
-           "expected (P(pass)) or, with hard, the share of responses whose P(pass) >= 0.5."),
+           "expected (P(pass)) or, with hard, the share of responses whose P(pass) >= 0.5.",
+           readings={"hard": {"hard": True}, "soft": {"hard": False}}),
     Metric("claims", ("claims",), _claims, {"value": "f1"},
            "Claims: expected precision, expected recall or the one-to-one matching's expected F1 (`value`)."),
 ):
@@ -391,7 +412,8 @@ for _metric in (
            "D none of the above) against the expected one (its human value: A 0, B 1, C 2): `value` accuracy, "
            "over_disclosure, under_disclosure or mae (the last three over the ordered levels A-C), expected under "
            "the judge's label distribution unless `hard` (the argmax). Needs the records' distributions "
-           "(keep_distribution).", choices={"value": DISCLOSURE_VALUES[:4]}),
+           "(keep_distribution).", choices={"value": DISCLOSURE_VALUES[:4]},
+           readings={"hard": {"hard": True}, "soft": {"hard": False}}),
     Metric("disclosure_f1", ("criteria",), _f1_value, {"criterion": ""},
            "VLM-GeoPrivacy: macro F1 of the argmax disclosure labels against the expected ones, over the labels "
            "either side uses (bootstrapped over items).", aggregate=_macro_f1),
@@ -457,5 +479,164 @@ for _metric in (
            "Steps: the expected last correct step E[min(L, n)] / n, exact from the steps' probabilities; n the "
            "reference solution's steps (`normalize`: reference, split as `split`) or the response's.",
            choices={"normalize": ("reference", "response"), "split": ("lines", "numbered")}),
+):
+    register_metric(_metric)
+
+
+# -- PuzzleWorld's own formula: the last reference step judged true, over the reference's steps -----------
+
+def _last_true_share(r: Record, p: Mapping[str, Any]) -> float | None:
+    """Index of the last check (reference step) judged true, at any position, over the number of checks.
+
+    Hard (PuzzleWorld's code): k* / n with k* the last step whose P(true) >= 0.5 (0 if none). Soft: E[k*] / n
+    with the steps' verdicts independent, P(k* = k) = p_k prod_{j > k} (1 - p_j)."""
+    checks = list(r.get("checks") or [])
+    ps = [finite(c.get("p_pass")) for c in checks]
+    if not ps or any(q is None for q in ps):
+        return None
+    qs = [float(q) for q in ps if q is not None]
+    n = len(qs)
+    if p["hard"]:
+        return max((k for k, q in enumerate(qs, 1) if q >= 0.5), default=0) / n
+    expected, none_after = 0.0, 1.0
+    for k in range(n, 0, -1):  # from the last step back: P(k is the last true) = p_k x P(none after k)
+        expected += k * qs[k - 1] * none_after
+        none_after *= 1.0 - qs[k - 1]
+    return expected / n
+
+
+# -- LiveDRBench's own formulas: any-match over equivalence classes, keyed and gated claims --------------
+
+def _split_key(text: str, keys: Sequence[str]) -> tuple[str, str]:
+    """``"material: NaXO2"`` -> ``("material", "NaXO2")`` where the prefix is one of ``keys``; else ``("", text)``."""
+    head, sep, rest = text.partition(":")
+    return (head.strip(), rest.strip()) if sep and head.strip() in keys else ("", text.strip())
+
+
+def _livedr_pairs(r: Record) -> tuple[list[list[float]], list[str], list[str], Mapping[str, Any]] | None:
+    matching = r.get("matching")
+    item = r.get("item")
+    gold = list(getattr(item, "gold_claims", None) or [])
+    claims = [str(c.get("text", "")) for c in r.get("claims") or []]
+    if not isinstance(matching, Mapping) or not gold:
+        return None
+    matrix = [list(map(float, row)) for row in matching.get("p_match") or []]
+    if len(matrix) != len(gold) or any(len(row) != len(claims) for row in matrix):
+        return None
+    return matrix, gold, claims, getattr(item, "fields", None) or {}
+
+
+def _prf(tp_p: float, m: int, tp_r: float, n: int) -> tuple[float, float, float]:
+    precision = tp_p / m if m else 0.0
+    recall = tp_r / n if n else 0.0
+    return precision, recall, (2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+
+
+def _any_match(matrix: list[list[float]], gold: list[str], claims: list[str], classes: list[int],
+               hard: bool) -> tuple[float, float, float]:
+    """LiveDRBench scifacts: a prediction is correct if it matches any gold text of any class (precision); a
+    class is found if any prediction matches any of its texts (recall). Identical texts (case and surrounding
+    space aside) match without the judge, as the benchmark's code has it. Soft: P(any) = 1 - prod(1 - p)."""
+    def p(i: int, j: int) -> float:
+        if gold[i].strip().lower() == claims[j].strip().lower() and claims[j].strip():
+            return 1.0
+        return (1.0 if matrix[i][j] >= 0.5 else 0.0) if hard else matrix[i][j]
+
+    def anyof(ps: Iterable[float]) -> float:
+        miss = 1.0
+        for q in ps:
+            miss *= 1.0 - q
+        return 1.0 - miss
+
+    tp_p = sum(anyof(p(i, j) for i in range(len(gold))) for j in range(len(claims)))
+    by_class: dict[int, list[int]] = defaultdict(list)
+    for i, c in enumerate(classes):
+        by_class[c].append(i)
+    tp_r = sum(anyof(p(i, j) for i in rows for j in range(len(claims))) for rows in by_class.values())
+    return _prf(tp_p, len(claims), tp_r, len(by_class))
+
+
+def _classes(fields: Mapping[str, Any], n: int) -> list[int] | None:
+    raw = fields.get("gold_class")
+    if raw is None:
+        return list(range(n))
+    parts = [x.strip() for x in str(raw).split(",")]
+    if len(parts) != n or not all(x.isdigit() for x in parts):
+        return None
+    return [int(x) for x in parts]
+
+
+def _keyed(matrix: list[list[float]], gold: list[str], claims: list[str], main: set[str],
+           hard: bool) -> tuple[float, float, float]:
+    """LiveDRBench flights / novel datasets: one gold claim per ground-truth key (``key: value``), each graded
+    against the prediction's value of the same key; a key counts when judged a match (the benchmark's 0-3
+    grade binarised: 2 or 3), and nothing counts unless every main key does (the identification gate).
+    Precision = counted / predicted keys, recall = counted / gold keys. Soft: expected counts, independent."""
+    keys = [k for k, _ in (_split_key(g, [g.partition(":")[0].strip()]) for g in gold)]
+    pred_keys = [c.partition(":")[0].strip() for c in claims]
+    ps = []
+    for i, key in enumerate(keys):
+        js = [j for j, k in enumerate(pred_keys) if k == key]
+        q = max((matrix[i][j] for j in js), default=0.0)
+        ps.append((1.0 if q >= 0.5 else 0.0) if hard else q)
+    gate = 1.0
+    for key, q in zip(keys, ps):
+        if key in main:
+            gate *= q
+    rest = sum(q for key, q in zip(keys, ps) if key not in main)
+    score = gate * (sum(1 for key in keys if key in main) + rest) if gate > 0 else 0.0
+    return _prf(score, len(claims), score, len(gold))
+
+
+def _livedr(r: Record, p: Mapping[str, Any]) -> float | None:
+    """LiveDRBench's per-category formula on the record's P(match) matrix (see the metric's description)."""
+    found = _livedr_pairs(r)
+    if found is None:
+        return None
+    matrix, gold, claims, fields = found
+    category = str(fields.get(p["subset"], ""))
+    hard = bool(p["hard"])
+    if not claims:
+        prf = (0.0, 0.0, 0.0)
+    elif category in p["keyed"] or any(category.startswith(k) for k in p["keyed"] if k.endswith("-")):
+        main = {x.strip() for x in str(fields.get("main_claims", "")).split(",") if x.strip()}
+        prf = _keyed(matrix, gold, claims, main, hard)
+    elif category in p["product"]:
+        classes = _classes(fields, len(gold))
+        if classes is None:
+            return None
+        keys = list(p["keys"])
+        parts = []
+        for key in keys:
+            gi = [i for i, g in enumerate(gold) if _split_key(g, keys)[0] == key]
+            cj = [j for j, c in enumerate(claims) if _split_key(c, keys)[0] == key]
+            sub = [[matrix[i][j] for j in cj] for i in gi]
+            g_texts = [_split_key(gold[i], keys)[1] for i in gi]
+            c_texts = [_split_key(claims[j], keys)[1] for j in cj]
+            cls = [classes[i] for i in gi]
+            parts.append(_any_match(sub, g_texts, c_texts, cls, hard) if gi and cj else (0.0, 0.0, 0.0))
+        prf = tuple(math.prod(x[k] for x in parts) for k in range(3))  # type: ignore[assignment]
+    else:
+        classes = _classes(fields, len(gold))
+        if classes is None:
+            return None
+        prf = _any_match(matrix, gold, claims, classes, hard)
+    return prf[("precision", "recall", "f1").index(p["value"])]
+
+
+for _metric in (
+    Metric("last_true_share", ("checklist",), _last_true_share, {"hard": True},
+           "PuzzleWorld: the index of the last reference step judged true (at any position) over the number of "
+           "reference steps (one check per step); hard: P(true) >= 0.5 as the benchmark's verdicts; soft: the "
+           "expectation with independent steps.", readings={"hard": {"hard": True}, "soft": {"hard": False}}),
+    Metric("livedr", ("claims",), _livedr,
+           {"value": "f1", "hard": True, "subset": "subset", "keyed": ["flights", "novel-datasets-"],
+            "product": ["scifacts-materials"], "keys": ["material", "paper_title"]},
+           "LiveDRBench per category (item field `subset`): scifacts any-match precision/recall over equivalence "
+           "classes (item field gold_class: each gold claim's class); materials the product of the per-key "
+           "(`keys`) numbers, F1_material x F1_title; keyed categories (flights, novel-datasets-*) per key "
+           "`key: value`, a key counting when matched, all zero unless the main keys (item field main_claims) "
+           "match; hard: P(match) >= 0.5, soft: expected.", choices={"value": ("precision", "recall", "f1")},
+           readings={"hard": {"hard": True}, "soft": {"hard": False}}),
 ):
     register_metric(_metric)

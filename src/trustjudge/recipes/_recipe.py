@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -42,7 +42,7 @@ from typing import Any
 
 from .._plugins import describe, installed
 from ..errors import ConfigError, InputError
-from ..io._items import parse_checklist, parse_criteria
+from ..io._items import Item, parse_checklist, parse_criteria
 from ..io._rules import parse_rules
 from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
@@ -54,7 +54,11 @@ PLUGIN_GROUP = "trustjudge.recipes"
 PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
 HERE = Path(__file__).resolve().parent
 FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
-          "description", "parts", "rules"}
+          "description", "parts", "rules", "requires", "provenance", "published_judge", "benchmark_prompt", "input"}
+ITEM_NEEDS = ("reference", "context", "gold_claims", "sources", "profile", "evidence", "checklist", "criteria")
+"""What ``requires`` may name of an item (any other word: an item field such as ``subset``, ``Item.fields``)."""
+RESPONSE_NEEDS = ("claims", "human_score", "human_criteria", "system")
+"""What ``requires`` may name of each response, as ``responses.NAME``."""
 PART_FIELDS = {"mode", "options", "metric"}
 JUDGE_FIELDS = {"protocol": str, "scale": int, "max_new_tokens": int, "temperature": float}
 TEMPLATES = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
@@ -97,16 +101,82 @@ class Recipe:
     """The parts of a several-mode recipe (``mode`` then joins their modes with ``+``); empty: one mode."""
     by: str = ""
     """``[metric] by``: the item field (``subset``) the metric is also given per value of; empty: none."""
+    requires: tuple[str, ...] = ()
+    """The fields every item must give (``reference``, ``gold_claims``, ``responses.claims``, an item field):
+    :meth:`check_items` refuses an item lacking one before any call."""
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    """``[provenance]``: where each protocol element was read (paper, repository, commit, and per element its file)."""
+    published_judge: str = ""
+    """The judge the benchmark's paper used, named as ``run --judge`` takes it (``openai/gpt-4o``)."""
+    benchmark_prompt: Mapping[str, Any] = field(default_factory=dict)
+    """``[benchmark_prompt]``: the file of the benchmark's repository that holds its own judge prompt, its sha256
+    and how its placeholders map (:mod:`trustjudge.recipes._prompt`); empty: none is known."""
+    input: Mapping[str, Any] = field(default_factory=dict)
+    """``[input]``: how the benchmark's released files are read (``format``) and items prepared
+    (``checklist_from``: one check per step of a field)."""
+
+    template_texts: Mapping[str, str] = field(default_factory=dict)
+    """Template texts by kind that replace the files of :attr:`templates` (a benchmark's own prompt)."""
+    prompt: Mapping[str, Any] = field(default_factory=dict)
+    """Which prompt judges: empty, the recipe's own files; else the benchmark's (file, sha256, whether it is
+    the one the recipe was written for). Every record of a run says it (``prompt``)."""
+
+    def prompt_used(self) -> dict[str, Any]:
+        """What the records say of the prompt that judged."""
+        if self.prompt:
+            return dict(self.prompt)
+        files = self.template_files()
+        return {"source": "recipe", "files": {k: v.name for k, v in files.items()}} if files else {
+            "source": "package"}
+
+    def template_files(self) -> dict[str, Path]:
+        """Every template file the recipe reads, by kind (``check``) or claims stage (``match``)."""
+        out: dict[str, Path] = dict(self.templates)
+        for prefix, options in [("", self.options), *[(f"{p.name}.", p.options) for p in self.parts]]:
+            for stage, path in (options.get("templates") or {}).items():
+                if isinstance(path, Path) or "\n" not in str(path):
+                    out[f"{prefix}{stage}"] = Path(path)
+        return out
+
+    def check_items(self, items: Sequence[Item], file: str | None = None) -> None:
+        """Refuse, before any call, an item lacking a field of :attr:`requires` (an empty text counts as
+        lacking): an :class:`InputError` naming the file, the item's line and the field, with how many lack it."""
+        missing: list[tuple[Item, str]] = []
+        for item in items:
+            for need in self.requires:
+                if need.startswith("responses."):
+                    name = need.split(".", 1)[1]
+                    for i, r in enumerate(item.responses):
+                        if _empty(getattr(r, name, None)):
+                            missing.append((item, f"responses[{i}].{name}"))
+                            break
+                elif _empty(getattr(item, need) if need in ITEM_NEEDS else item.fields.get(need)):
+                    missing.append((item, need))
+        if missing:
+            item, where = missing[0]
+            more = f" ({len(missing)} items lack a required field)" if len(missing) > 1 else ""
+            raise InputError(f"is missing: recipe {self.name!r} judges against it (requires: "
+                             f"{', '.join(self.requires)}); item {item.id!r} has none{more}. Nothing was judged",
+                             file=file, line=item.line, field=where)
 
     def judge_kwargs(self) -> dict[str, Any]:
         """The ``Judge`` keyword arguments the recipe fixes (settings and ``<kind>_template`` paths)."""
-        return {**self.judge, **{f"{kind}_template": path for kind, path in self.templates.items()}}
+        return {**self.judge, **{f"{kind}_template": path for kind, path in self.templates.items()},
+                **{f"{kind}_template": text for kind, text in self.template_texts.items()}}
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "benchmark": self.benchmark, "source": self.source,
                 "mode": self.mode, "metric": {"name": self.metric, **self.metric_params}, "audit": list(self.audit),
                 "path": None if self.path is None else str(self.path), **({"by": self.by} if self.by else {}),
-                **({"parts": [p.to_dict() for p in self.parts]} if self.parts else {})}
+                **({"parts": [p.to_dict() for p in self.parts]} if self.parts else {}),
+                **({"requires": list(self.requires)} if self.requires else {}),
+                **({"published_judge": self.published_judge} if self.published_judge else {}),
+                **({"provenance": dict(self.provenance)} if self.provenance else {})}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, tuple, list, dict)) and not (value.strip() if isinstance(
+        value, str) else value))
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -183,12 +253,26 @@ def _stage_templates(value: Any, file: str, where: str) -> dict[str, str]:
         if not isinstance(name, str) or not name.strip():
             raise InputError("must be a template file's name, relative to the recipe", file=file,
                              field=f"{where}.{stage}")
-        t = (Path(file).parent / name).resolve()
-        if not t.is_file():
-            raise InputError(f"names {name!r}, which is not a file beside the recipe ({t})", file=file,
-                             field=f"{where}.{stage}")
-        out[str(stage)] = str(t)
+        out[str(stage)] = str(_inside(Path(file), name, f"{where}.{stage}"))
     return out
+
+
+def _inside(recipe_file: Path, name: str, where: str) -> Path:
+    """The template file ``name`` of a recipe, resolved (links followed) inside the recipe's own folder: an
+    absolute path, or one that leaves the folder (``..``, a link out), is refused, since a template's text goes
+    into every prompt, the store and a remote judge."""
+    file = str(recipe_file)
+    if Path(name).is_absolute() or re.match(r"^[A-Za-z]:[\\/]", name) or name.startswith(("\\", "~")):
+        raise InputError(f"must be a path relative to the recipe's folder, got the absolute path {name!r}", file=file,
+                         field=where)
+    folder = recipe_file.parent.resolve()
+    t = (folder / name).resolve()
+    if not t.is_relative_to(folder):
+        raise InputError(f"names {name!r}, which resolves outside the recipe's folder ({t} is not under {folder}): "
+                         "a template must be a file in the recipe's folder", file=file, field=where)
+    if not t.is_file():
+        raise InputError(f"names {name!r}, which is not a file beside the recipe ({t})", file=file, field=where)
+    return t
 
 
 def load_recipe(path: str | Path) -> Recipe:
@@ -249,11 +333,7 @@ def load_recipe(path: str | Path) -> Recipe:
                              field=f"templates.{key}")
         if not isinstance(value, str):
             raise InputError("must be a file name relative to the recipe", file=file, field=f"templates.{key}")
-        t = (p.parent / value).resolve()
-        if not t.is_file():
-            raise InputError(f"names {value!r}, which is not a file beside the recipe ({t})", file=file,
-                             field=f"templates.{key}")
-        templates[key] = t
+        templates[key] = _inside(p, value, f"templates.{key}")
     audit = data.get("audit", [])
     if not isinstance(audit, list) or any(a not in AUDITS for a in audit):
         raise InputError(f"must be a list of checks among {', '.join(AUDITS)}, got {audit!r}", file=file,
@@ -271,9 +351,71 @@ def load_recipe(path: str | Path) -> Recipe:
         options["rules"] = parse_rules(data["rules"], file)
     recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
                     metric_name, params, options, dict(judge), templates, tuple(audit),
-                    _text(data, "description", file, required=False), p, parts, _by(data, file))
+                    _text(data, "description", file, required=False), p, parts, _by(data, file),
+                    _requires(data, file), _provenance(data, file), _text(data, "published_judge", file,
+                                                                           required=False),
+                    _benchmark_prompt(data, p), _input(data, file))
     _probe(recipe, file, top_rules="rules" in data)
     return recipe
+
+
+def _requires(data: Mapping[str, Any], file: str) -> tuple[str, ...]:
+    raw = data.get("requires", [])
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise InputError('must be a list of field names (["reference"], ["gold_claims"], ["responses.claims"])',
+                         file=file, field="requires")
+    for need in raw:
+        if need.startswith("responses."):
+            if need.split(".", 1)[1] not in RESPONSE_NEEDS:
+                raise InputError(f"names no response field a recipe can require: {need!r} (known: "
+                                 f"{', '.join('responses.' + n for n in RESPONSE_NEEDS)})", file=file, field="requires")
+        elif not re.fullmatch(r"[A-Za-z_][\w-]*", need):
+            raise InputError(f"must be an item field's name, got {need!r}", file=file, field="requires")
+    return tuple(raw)
+
+
+PROVENANCE_FIELDS = {"paper", "repository", "commit", "license", "data", "data_license", "judge", "files",
+                     "prompt", "formula", "notes"}
+
+
+def _provenance(data: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """``[provenance]``: strings, and ``files``: a table of protocol element -> file of the repository."""
+    raw = _table(data, "provenance", file)
+    for key, value in raw.items():
+        if key not in PROVENANCE_FIELDS:
+            raise InputError(f"is not a provenance field (known: {', '.join(sorted(PROVENANCE_FIELDS))})", file=file,
+                             field=f"provenance.{key}")
+        ok = (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())) if key == "files" \
+            else isinstance(value, str)
+        if not ok:
+            raise InputError("must be a table of element -> file" if key == "files" else "must be a string",
+                             file=file, field=f"provenance.{key}")
+    return dict(raw)
+
+
+def _benchmark_prompt(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    from ._prompt import parse_benchmark_prompt
+
+    return parse_benchmark_prompt(_table(data, "benchmark_prompt", str(path)), path)
+
+
+INPUT_FIELDS = {"format", "checklist_from", "split"}
+
+
+def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
+    raw = _table(data, "input", file)
+    for key, value in raw.items():
+        if key not in INPUT_FIELDS:
+            raise InputError(f"is not an input setting (known: {', '.join(sorted(INPUT_FIELDS))})", file=file,
+                             field=f"input.{key}")
+        if not isinstance(value, str) or not value:
+            raise InputError("must be a non-empty string", file=file, field=f"input.{key}")
+    if raw.get("split", "lines") not in ("lines", "numbered"):
+        raise InputError("must be lines or numbered", file=file, field="input.split")
+    if "checklist_from" in raw and raw["checklist_from"] != "reference":
+        raise InputError("must be reference (one check per step of the item's reference)", file=file,
+                         field="input.checklist_from")
+    return dict(raw)
 
 
 def _by(data: Mapping[str, Any], file: str) -> str:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import dataclasses
+
 from .._judge import Judge
+from ..errors import InputError
 from ..audit._stats import finite
-from ..io._items import Item
-from ..modes._base import AuditContext
+from ..io._items import Check, Item
+from ..modes._base import AuditContext, Split, split_steps
 from ..modes._registry import get_mode
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
-__all__ = ["RecipeRun", "audit_recipe", "run_recipe"]
+__all__ = ["RecipeRun", "audit_recipe", "prepare_items", "run_recipe"]
 
 
 @dataclass
@@ -27,9 +30,15 @@ class RecipeRun:
     audit: dict[str, Any] = field(default_factory=dict)
     parts: dict[str, MetricResult] = field(default_factory=dict)
     """A recipe with parts: each part's metric over its records (``result`` combines them)."""
+    readings: dict[str, MetricResult] = field(default_factory=dict)
+    """The metric's hard (argmax) and soft (expected) readings, the published one (``result``) first; and,
+    where the benchmark's code scores an unparsed answer (``unparsed``), ``convention``: that number."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"recipe": self.recipe.to_dict(), "result": self.result.to_dict(),
+        published = next(iter(self.readings), "")
+        return {"recipe": self.recipe.to_dict(), "prompt": self.recipe.prompt_used(), "result": self.result.to_dict(),
+                **({"readings": {name: {"published": name == published, **r.to_dict()}
+                                 for name, r in self.readings.items()}} if self.readings else {}),
                 **({"parts": {name: r.to_dict() for name, r in self.parts.items()}} if self.parts else {}),
                 **({"audit": self.audit} if self.audit else {})}
 
@@ -39,20 +48,64 @@ def recipe_judge(recipe: Recipe, judge: str = "mock/hash", **kwargs: Any) -> Jud
     return Judge(judge, **{**recipe.judge_kwargs(), **kwargs})
 
 
+def prepare_items(recipe: Recipe, items: Sequence[Item], file: str | None = None) -> list[Item]:
+    """The items as the recipe judges them: checked for its required fields (:meth:`Recipe.check_items`, before
+    any call), and with ``[input] checklist_from = "reference"`` one check per step of the reference (PuzzleWorld
+    judges each reference step: does the response include it and reach its intermediate result?)."""
+    recipe.check_items(items, file)
+    if recipe.input.get("checklist_from") != "reference":
+        return list(items)
+    split: Split = "numbered" if recipe.input.get("split") == "numbered" else "lines"
+    out = []
+    for item in items:
+        steps = split_steps(item.reference or "", split)
+        if not steps:
+            raise InputError("has no steps to judge against (the recipe asks one question per reference step)",
+                             file=file, line=item.line, field="reference")
+        checks = tuple(Check(f"step{i}", f"Does the response include reference step {i} and reach its "
+                             f"intermediate result? Step {i}: {text}") for i, text in enumerate(steps, 1))
+        out.append(dataclasses.replace(item, checklist=checks))
+    return out
+
+
 def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap: int = 1000, seed: int = 0,
                audit: bool = False, progress: Callable[[int], None] | None = None) -> RecipeRun:
     """Judge ``items`` as ``recipe`` says with ``judge`` (built with :meth:`Recipe.judge_kwargs`: see
     :func:`recipe_judge`), then its metric with a bootstrap interval; ``audit``: also its checks."""
+    items = prepare_items(recipe, items)
     if recipe.parts:
         return _run_parts(recipe, items, judge, bootstrap=bootstrap, seed=seed, progress=progress)
     task = judge.task(recipe.mode, **recipe.options)
-    records = [r.to_dict() for r in judge.run(task, items, progress=progress)]
+    prompt = recipe.prompt_used()
+    records = [{**r.to_dict(), "prompt": prompt} for r in judge.run(task, items, progress=progress)]
+    by_id = {item.id: item for item in items}
     result = compute(get_metric(recipe.metric), records, recipe.metric_params, bootstrap=bootstrap, seed=seed,
-                     items={item.id: item for item in items}, by=recipe.by)
-    run = RecipeRun(recipe, records, result)
+                     items=by_id, by=recipe.by)
+    run = RecipeRun(recipe, records, result,
+                    readings=readings(recipe.metric, recipe.metric_params, records, result, by_id, recipe.by,
+                                      bootstrap=bootstrap, seed=seed))
     if audit:
         run.audit = audit_recipe(recipe, items, judge, records, bootstrap=bootstrap, seed=seed)
     return run
+
+
+def readings(metric_name: str, params: Mapping[str, Any], records: list[dict[str, Any]], result: MetricResult,
+             items: Mapping[str, Item], by: str = "", *, bootstrap: int, seed: int) -> dict[str, MetricResult]:
+    """The published reading (``result``, the recipe's own parameters) first, then the metric's other reading
+    (hard beside soft), then ``convention`` where ``unparsed`` gives the benchmark's score for an unparsed answer."""
+    metric = get_metric(metric_name)
+    mine = metric.reading_of(params)
+    out: dict[str, MetricResult] = {mine or "published": result}
+    for name, overrides in metric.readings.items():
+        if name != mine:
+            out[name] = compute(metric, records, {**params, **overrides}, bootstrap=bootstrap, seed=seed,
+                                items=items, by=by)
+    fill = params.get("unparsed")
+    if isinstance(fill, (int, float)) and not isinstance(fill, bool):
+        value = (float(fill) + float(params.get("offset", 0.0))) * float(params.get("factor", 1.0))
+        out[f"convention (unparsed = {fill:g})"] = compute(metric, records, params, bootstrap=bootstrap, seed=seed,
+                                                          items=items, by=by, fill=value)
+    return out
 
 
 def _run_parts(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap: int, seed: int,
@@ -95,7 +148,9 @@ def _run_parts(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
             for row in combined.values()]
     result = compute(get_metric(recipe.metric), rows, recipe.metric_params, bootstrap=bootstrap, seed=seed,
                      items=by_id, by=recipe.by)
-    records = [{**r, "part": ",".join(p.name for p in parts)} for parts, records in runs.values() for r in records]
+    prompt = recipe.prompt_used()
+    records = [{**r, "part": ",".join(p.name for p in parts), "prompt": prompt} for parts, records in runs.values()
+               for r in records]
     return RecipeRun(recipe, records, result, parts=results)
 
 

@@ -1,0 +1,185 @@
+"""A benchmark's own judge prompt, read from the user's checkout of the benchmark's repository.
+
+No benchmark's text ships with this package. A recipe names the file of the benchmark's repository that holds
+the prompt and the sha256 of that file as the recipe was written for it::
+
+    [benchmark_prompt]
+    kind = "check"                       # the template it replaces: pointwise, check, ... or a claims stage (match)
+    file = "system_prompts.py"           # inside the checkout (--benchmark-dir)
+    constant = "LLM_JUDGE_PROMPT"        # optional: a string constant of that Python file (read, never run)
+    sha256 = "a67f..."                   # the file's, at the commit below
+    commit = "208bac..."
+    placeholders = { puzzle_solution = "reference" }   # the text's own {name} -> this package's field
+    layout = "${benchmark_prompt}\\n\\nQuestion: ${question}\\n..."   # how the benchmark lays out the rest
+
+:func:`load_benchmark_prompt` reads the file (inside the checkout, links followed), checks its hash (a changed
+file is refused unless ``allow_changed``, then said in the record) and builds the template text: the
+benchmark's text with its ``{name}`` placeholders mapped (``$`` escaped), put into ``layout``.
+:func:`with_benchmark_prompt` gives the recipe judging with it; the records say which prompt judged.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ._recipe import Recipe
+
+__all__ = ["BenchmarkPrompt", "load_benchmark_prompt", "parse_benchmark_prompt", "with_benchmark_prompt"]
+
+FIELDS = {"kind", "file", "constant", "sha256", "commit", "placeholders", "layout", "note"}
+KINDS = ("pointwise", "pairwise", "criterion", "check", "criterion_pair", "match", "verify", "extract")
+STAGES = ("match", "verify", "extract")
+TARGETS = {"question", "response", "reference", "context", "check", "criterion", "gold", "claim", "response_a",
+           "response_b", "scale_min", "scale_max", "task"}
+"""The fields a benchmark placeholder may map to (this package's template fields)."""
+
+
+def parse_benchmark_prompt(raw: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The recipe's ``[benchmark_prompt]`` table, checked (empty: the recipe knows no benchmark prompt)."""
+    file = str(path)
+    if not raw:
+        return {}
+    for key in raw:
+        if key not in FIELDS:
+            raise InputError(f"is not a benchmark_prompt field (known: {', '.join(sorted(FIELDS))})", file=file,
+                             field=f"benchmark_prompt.{key}")
+    for key in ("kind", "file", "sha256", "layout"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise InputError("is missing" if key not in raw else "must be a non-empty string", file=file,
+                             field=f"benchmark_prompt.{key}")
+    if raw["kind"] not in KINDS:
+        raise InputError(f"must be one of {', '.join(KINDS)}", file=file, field="benchmark_prompt.kind")
+    if not re.fullmatch(r"[0-9a-f]{64}", raw["sha256"]):
+        raise InputError("must be a sha256 in hex (64 digits)", file=file, field="benchmark_prompt.sha256")
+    if Path(raw["file"]).is_absolute() or ".." in Path(raw["file"]).parts:
+        raise InputError("must be a path inside the benchmark's repository (relative, no '..')", file=file,
+                         field="benchmark_prompt.file")
+    if "${benchmark_prompt}" not in raw["layout"]:
+        raise InputError("must place the benchmark's text with ${benchmark_prompt}", file=file,
+                         field="benchmark_prompt.layout")
+    placeholders = raw.get("placeholders", {})
+    if not isinstance(placeholders, dict) or not all(isinstance(v, str) and v in TARGETS
+                                                     for v in placeholders.values()):
+        raise InputError(f"must map the text's {{name}} placeholders to fields among {', '.join(sorted(TARGETS))}",
+                         file=file, field="benchmark_prompt.placeholders")
+    for key in ("constant", "commit", "note"):
+        if key in raw and not isinstance(raw[key], str):
+            raise InputError("must be a string", file=file, field=f"benchmark_prompt.{key}")
+    return dict(raw)
+
+
+@dataclass(frozen=True)
+class BenchmarkPrompt:
+    """A benchmark's prompt as read from a checkout: the template text built from it and where it came from."""
+
+    kind: str
+    text: str
+    file: Path
+    sha256: str
+    expected: str
+    commit: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.sha256 != self.expected
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": "benchmark", "file": str(self.file), "sha256": self.sha256,
+                "recipe_sha256": self.expected, "matches_recipe": not self.changed,
+                **({"commit": self.commit} if self.commit else {})}
+
+
+def _constant(source: str, name: str, file: str) -> str:
+    """The string assigned to ``name`` at the top level of a Python file (read with ``ast``: nothing runs)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise InputError(f"is not Python that can be read for the constant {name}: {exc.msg}", file=file,
+                         line=exc.lineno) from None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        value = getattr(node, "value", None)
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return value.value
+            raise InputError(f"assigns {name} something other than a plain string", file=file, line=node.lineno)
+    raise InputError(f"has no top-level string constant {name}", file=file)
+
+
+def _mapped(text: str, placeholders: Mapping[str, str]) -> str:
+    """The benchmark's text as template text: ``$`` escaped, each mapped ``{name}`` (``str.format`` style)
+    replaced by ``${field}``; ``{{``/``}}`` unescaped where the text was a format string."""
+    out = text.replace("$", "$$")
+    for name, target in placeholders.items():
+        out = out.replace("{" + name + "}", "${" + target + "}")
+    if placeholders:
+        out = out.replace("{{", "{").replace("}}", "}")
+    return out
+
+
+def load_benchmark_prompt(recipe: Recipe, benchmark_dir: str | Path, *, allow_changed: bool = False) -> BenchmarkPrompt:
+    """The recipe's benchmark prompt read from ``benchmark_dir`` (a checkout of the benchmark's repository).
+
+    Raises InputError: the recipe names no benchmark prompt, the file is missing or outside the checkout, or
+    its sha256 is not the recipe's (unless ``allow_changed``: then it is used and said as changed)."""
+    spec = recipe.benchmark_prompt
+    if not spec:
+        raise InputError(f"recipe {recipe.name!r} names no benchmark prompt file ([benchmark_prompt]): its README "
+                         "says why", file=str(recipe.path) if recipe.path else None, field="benchmark_prompt")
+    root = Path(benchmark_dir).resolve()
+    if not root.is_dir():
+        raise InputError("is not a folder (a checkout of the benchmark's repository)", file=str(benchmark_dir))
+    path = (root / spec["file"]).resolve()
+    if not path.is_relative_to(root):
+        raise InputError(f"{spec['file']} resolves outside the checkout ({path})", file=str(benchmark_dir))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the benchmark's prompt file: {exc.strerror or exc} (is --benchmark-dir the "
+                         f"root of the benchmark's repository?)", file=str(path)) from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != spec["sha256"] and not allow_changed:
+        at = f" at commit {spec['commit']}" if spec.get("commit") else ""
+        raise InputError(f"has sha256 {digest}, not {spec['sha256']}: the file is not the one recipe "
+                         f"{recipe.name!r} was written for{at}. Check out that commit, or pass --allow-changed-prompt "
+                         "to judge with it anyway (the records then say it changed)", file=str(path))
+    try:
+        source = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"invalid UTF-8 at byte {exc.start}", file=str(path)) from None
+    text = _constant(source, spec["constant"], str(path)) if spec.get("constant") else source
+    template = spec["layout"].replace("${benchmark_prompt}", _mapped(text.strip(), spec.get("placeholders") or {}))
+    return BenchmarkPrompt(spec["kind"], template, path, digest, spec["sha256"], spec.get("commit", ""))
+
+
+def with_benchmark_prompt(recipe: Recipe, prompt: BenchmarkPrompt) -> Recipe:
+    """The recipe judging with ``prompt`` in place of its own template of that kind (checked as the recipe's are)."""
+    from ._recipe import _probe
+
+    if prompt.kind in STAGES:
+        def staged(options: Mapping[str, Any]) -> dict[str, Any]:
+            return {**options, "templates": {**(options.get("templates") or {}), prompt.kind: prompt.text}}
+        parts = tuple(dataclasses.replace(p, options=staged(p.options)) if p.mode == "claims" else p
+                      for p in recipe.parts)
+        changed = dataclasses.replace(recipe, options=staged(recipe.options) if recipe.mode == "claims"
+                                      else recipe.options, parts=parts, prompt=prompt.describe())
+    else:
+        changed = dataclasses.replace(recipe, template_texts={**recipe.template_texts, prompt.kind: prompt.text},
+                                      prompt=prompt.describe())
+    try:
+        _probe(changed, str(prompt.file))
+    except InputError as exc:
+        raise InputError(f"the benchmark's prompt does not make a valid template with the recipe's layout: "
+                         f"{exc.reason}", file=str(prompt.file)) from None
+    return changed
