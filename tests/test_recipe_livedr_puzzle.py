@@ -90,6 +90,9 @@ def test_livedrbench_greedy_f1_per_subset_by_hand_and_a_rerun_makes_no_call(tmp_
     prompts: list[str] = []
     judge = recipe_judge(recipe, _dr_backend(prompts), store=store)  # type: ignore[arg-type]
     run = run_recipe(recipe, items_from_dicts(DR_ROWS), judge, bootstrap=200)
+    # the greedy one-to-one metric (the recipe's before 2.0) on the same records
+    greedy = compute(get_metric("greedy_claims"), run.records, {}, items={i.id: i for i in items_from_dicts(DR_ROWS)},
+                     by="subset", bootstrap=200)
     # match only: one question per (gold, predicted) pair, no verification, no extraction
     assert judge.stats.label_calls == 3 * 2 + 3 * 1 + 2 * 1 + 2 * 2 + 1 + 1 and judge.stats.generate_calls == 0
     judge.close()
@@ -100,13 +103,13 @@ def test_livedrbench_greedy_f1_per_subset_by_hand_and_a_rerun_makes_no_call(tmp_
     f1 = {("e1", "sys1"): 2 * 1 / (3 + 2), ("e1", "sys2"): 2 * 1 / (3 + 1),
           ("f1", "sys1"): 0.0,  # one hit (the date) but the key claim (the flight) unmatched: gated to 0
           ("f1", "sys2"): 2 * 1 / (2 + 2), ("m1", "sys1"): 2 * 1 / (1 + 1), ("n1", "sys1"): 0.0}
-    assert run.result.value == pytest.approx(sum(f1.values()) / 6)
-    groups = run.result.groups
+    assert greedy.value == pytest.approx(sum(f1.values()) / 6)
+    groups = greedy.groups
     assert set(groups) == {"entities", "flights", "materials", "-"}
     assert groups["entities"].value == pytest.approx((f1[("e1", "sys1")] + f1[("e1", "sys2")]) / 2)
     assert groups["flights"].value == pytest.approx((0.0 + 0.5) / 2)
     assert groups["materials"].value == pytest.approx(1.0) and groups["-"].value == 0.0
-    assert run.result.systems["sys2"].value == pytest.approx((0.5 + 0.5) / 2)
+    assert greedy.systems["sys2"].value == pytest.approx((0.5 + 0.5) / 2)
     record = next(r for r in run.records if r["item_id"] == "e1" and r["response_id"] == "sys1")
     assert record["matching"]["hungarian"]["expected_true_positives"] == pytest.approx(0.7 + 0.8)
     assert record["matching"]["greedy_in_order"]["matches"] == 1  # the mode's own greedy count agrees
@@ -197,8 +200,10 @@ def _pw_backend() -> MockBackend:
 
 
 def test_puzzleworld_expected_last_correct_share_by_hand_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
-    recipe = get_recipe("puzzleworld")
-    assert recipe.mode == "steps" and recipe.metric == "last_correct_share"
+    # the steps mode's reading (the recipe's before 2.0, which follows the benchmark's reference walk)
+    (tmp_path / "r.toml").write_text('name = "pw-steps"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "steps"\n'
+                                     '[options]\nsplit = "lines"\n[metric]\nname = "last_correct_share"\n')
+    recipe = load_recipe(tmp_path / "r.toml")
     store = tmp_path / "s.sqlite"
     judge = recipe_judge(recipe, _pw_backend(), store=store)  # type: ignore[arg-type]
     run = run_recipe(recipe, items_from_dicts(PW_ROWS), judge, bootstrap=200)

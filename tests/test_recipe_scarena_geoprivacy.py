@@ -70,9 +70,12 @@ def test_sc_arena_accuracy_by_hand_exact_matches_make_no_call_and_a_rerun_none(t
     assert calls == 3  # "Paris" and " 42 " equal their references: scored 5 by the rule, no call
     # expected scores: 5 (rule), 0.2 (0.8 x 0 + 0.2 x 1), 4.5, 5 (rule), 5 -> accuracy = mean of 0.2 x score
     scores = [5.0, 0.2, 4.5, 5.0, 5.0]
-    assert run.result.value == pytest.approx(sum(0.2 * s for s in scores) / 5)
-    assert run.result.systems["m1"].value == pytest.approx(1.0)
-    assert run.result.systems["m2"].value == pytest.approx((0.2 * 0.2 + 0.2 * 5.0) / 2)
+    soft = run.readings["soft"]  # the published reading is the judge's integer (hard); soft beside it
+    assert soft.value == pytest.approx(sum(0.2 * s for s in scores) / 5)
+    assert soft.systems["m1"].value == pytest.approx(1.0)
+    assert soft.systems["m2"].value == pytest.approx((0.2 * 0.2 + 0.2 * 5.0) / 2)
+    # hard: argmax labels 5 (rule), 0, 4 or 5 (tie: the first, 4), 5, 5
+    assert list(run.readings)[0] == "hard" and run.result.value == pytest.approx(sum(0.2 * s for s in [5, 0, 4, 5, 5]) / 5)
     ruled = {(r["item_id"], r["response_id"]): r.get("rule") for r in run.records}
     assert ruled == {("q1", "a"): "exact-match", ("q1", "b"): None, ("q1", "c"): None, ("q2", "a"): "exact-match",
                      ("q2", "b"): None}

@@ -81,18 +81,20 @@ def test_equivalence_recipes_give_accuracy_by_hand_and_a_rerun_makes_no_call(nam
 
     run, calls = _run(name, backend(), tmp_path / "s.sqlite")
     assert calls == 4
-    assert run.result.value == pytest.approx(0.675)
-    assert run.result.systems["m1"].value == pytest.approx((0.9 + 0.6) / 2)
-    assert run.result.systems["m2"].value == pytest.approx((0.2 + 1.0) / 2)
-    low, high = run.result.overall.ci
+    # the published reading is hard (P(pass) >= 0.5 counts 1): (1 + 0 + 1 + 1) / 4; soft beside it: 0.675
+    assert list(run.readings) == ["hard", "soft"]
+    assert run.result.value == pytest.approx(0.75)
+    soft = run.readings["soft"]
+    assert soft.value == pytest.approx(0.675)
+    assert soft.systems["m1"].value == pytest.approx((0.9 + 0.6) / 2)
+    assert soft.systems["m2"].value == pytest.approx((0.2 + 1.0) / 2)
+    low, high = soft.overall.ci
     assert low <= 0.675 <= high
+    assert run.to_dict()["readings"]["hard"]["published"] is True
     assert all(r["checks"][0]["text"].endswith(f"{yes} or {no}.") for r in run.records)
+    assert all(r["prompt"]["source"] == "recipe" for r in run.records)
     again, calls = _run(name, MockBackend("eq", _never), tmp_path / "s.sqlite")
-    assert calls == 0 and again.result.value == pytest.approx(0.675)
-    # hard accuracy: P(pass) >= 0.5 counts 1 -> (1 + 0 + 1 + 1) / 4
-    from trustjudge.recipes import compute, get_metric
-    hard = compute(get_metric("accuracy"), run.records, {"hard": True}, bootstrap=0)
-    assert hard.value == pytest.approx(0.75)
+    assert calls == 0 and again.readings["soft"].value == pytest.approx(0.675)
 
 
 def test_dit_mean_similarity_by_hand(tmp_path: Path) -> None:
@@ -195,7 +197,10 @@ def test_the_run_command_prints_the_metric_writes_records_and_reruns_from_the_st
     data = json.loads(js.read_text())
     records = [json.loads(line) for line in out.read_text().splitlines()]
     expected = sum(r["checks"][0]["p_pass"] for r in records) / 4
-    assert data["result"]["value"] == pytest.approx(expected) and data["result"]["n"] == 4
+    hard = sum(r["checks"][0]["p_pass"] >= 0.5 for r in records) / 4
+    assert data["result"]["value"] == pytest.approx(hard) and data["result"]["n"] == 4  # published: hard
+    assert data["readings"]["soft"]["value"] == pytest.approx(expected) and "Readings" in first.output
+    assert data["prompt"]["source"] == "recipe" and all(r["prompt"]["source"] == "recipe" for r in records)
     assert "mode" in data["audit"]
     again = CliRunner().invoke(cli, args)
     assert again.exit_code == 0 and "model calls 0" in again.output

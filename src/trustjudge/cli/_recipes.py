@@ -14,9 +14,16 @@ from rich.table import Table
 from ..backends import DEFAULT_JUDGE
 from ..errors import TrustJudgeError
 from ..io._outputs import readable_input, record_output, write_text
+from ..errors import ConfigError
+from ..io._adapters import FORMATS
+from ..io._frames import parse_mapping
 from ..recipes import Recipe, get_metric, get_recipe, recipe_names, run_recipe
+from ..recipes._prompt import load_benchmark_prompt, with_benchmark_prompt
+from ..recipes._readers import READERS, detect
+from ..recipes._readers import read as read_benchmark
+from ..recipes._run import prepare_items
 from ._common import err, is_utf8, progress, wide_console
-from ._inputs import read_items
+from ._inputs import InputFormat, read_items
 from ._options import JUDGE_FACTORY, JUDGE_HELP, make_judge
 from ._summary import BOOTSTRAP
 
@@ -25,22 +32,31 @@ def _num(x: float | None) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
+def _shown(path: Path, recipe: Recipe) -> str:
+    """A template file relative to its recipe's folder (where it must be), else its full path."""
+    folder = recipe.path.parent if recipe.path is not None else None
+    return str(path.relative_to(folder.resolve())) if folder is not None and path.is_relative_to(folder.resolve()) \
+        else str(path)
+
+
 @click.command("recipes")
 def recipes() -> None:
     """List the recipes: shipped and installed ones (name, version, benchmark, metric)."""
     table = Table(title="Recipes (trustjudge run NAME ITEMS; a recipe file's path works too)")
-    for col in ("name", "version", "mode", "metric", "benchmark"):
+    for col in ("name", "version", "mode", "metric", "templates", "benchmark"):
         table.add_column(col)
     for name in recipe_names():
         try:
             r = get_recipe(name)
         except TrustJudgeError as exc:
-            table.add_row(escape(name), "-", "-", "-", escape(f"broken: {exc}"))
+            table.add_row(escape(name), "-", "-", "-", "-", escape(f"broken: {exc}"))
             continue
         defaults = get_metric(r.metric).params
         params = ", ".join(f"{k}={v}" for k, v in r.metric_params.items() if v != defaults.get(k))
+        files = r.template_files()
+        shown = ", ".join(f"{k}={_shown(v, r)}" for k, v in files.items()) or "(package defaults)"
         table.add_row(escape(r.name), escape(r.version), escape(r.mode),
-                      escape(r.metric + (f" ({params})" if params else "")), escape(r.benchmark))
+                      escape(r.metric + (f" ({params})" if params else "")), escape(shown), escape(r.benchmark))
     wide_console().print(table)
 
 
@@ -55,11 +71,26 @@ def _show(recipe: Recipe, result: dict[str, Any], judge: str) -> None:
         table.add_row(escape(name), _num(e["value"]), f"[{_num(low)}, {_num(high)}]", str(e["n"]), str(e["items"]),
                       str(e["unscored"]))
     wide_console().print(table)
+    if result.get("readings"):
+        _show_readings(result["readings"])
     if result.get("groups"):
         _show_groups(recipe.metric, result["by"], result["groups"])
     parts = result.get("parts") if "parts" in result else None
     if parts:
         _show_parts(parts)
+
+
+def _show_readings(readings: dict[str, Any]) -> None:
+    """Hard (argmax) and soft (expected) side by side, the published reading first."""
+    table = Table(title="Readings (the published one first; hard: the judge's argmax verdicts, soft: expected "
+                        "under its label distribution)")
+    for col in ("reading", "value", "95% CI", "scored", "unscored"):
+        table.add_column(col, justify="left" if col == "reading" else "right")
+    for name, e in readings.items():
+        low, high = e["ci"]
+        table.add_row(escape(name + (" (published)" if e.get("published") else "")), _num(e["value"]),
+                      f"[{_num(low)}, {_num(high)}]", str(e["n"]), str(e["unscored"]))
+    wide_console().print(table)
 
 
 def _show_groups(metric: str, by: str, groups: dict[str, Any]) -> None:
@@ -119,21 +150,52 @@ def _show_audit(audit: dict[str, Any]) -> None:
               help="Also write the metric (and audit) as JSON here.")
 @click.option("--audit", "audit_", is_flag=True, help="Also run the recipe's own checks (e.g. CR/NTR).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N items.")
-@click.option("--format", "fmt", default="auto", show_default=True, help="Input format (as for `trustjudge score`).")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              help="Input format: as for `trustjudge score`, or a benchmark's released format (the recipe's "
+                   "[input] format: omnispatial, livedrbench, puzzleworld, sc-arena-scienceqa); auto: the recipe's "
+                   "reader where the file has its schema.")
+@click.option("--map", "column_map", multiple=True, metavar="FIELD=COLUMN,...",
+              help="Read a table in another schema: which column holds each field (see docs/formats.md).")
+@click.option("--benchmark-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A checkout of the benchmark's repository: judge with the benchmark's own prompt (the recipe's "
+                   "[benchmark_prompt] file, its sha256 checked).")
+@click.option("--allow-changed-prompt", is_flag=True,
+              help="With --benchmark-dir: use the prompt file even when its sha256 is not the recipe's (said in the "
+                   "records).")
 @BOOTSTRAP
 @click.option("--seed", "bootstrap_seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Bootstrap seed.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.pass_context
 def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | None, out: Path | None,
-        json_out: Path | None, audit_: bool, limit: int | None, fmt: str, bootstrap: int, bootstrap_seed: int,
+        json_out: Path | None, audit_: bool, limit: int | None, fmt: str, column_map: tuple[str, ...],
+        benchmark_dir: Path | None, allow_changed_prompt: bool, bootstrap: int, bootstrap_seed: int,
         quiet: bool) -> None:
     """Judge ITEMS as RECIPE says (a shipped recipe's name, or a recipe file's path) and print the benchmark's
     metric with a 95% bootstrap interval over items; --audit adds the recipe's checks."""
     r = get_recipe(recipe)
-    loaded = read_items(readable_input(items), False, 1, fmt)
+    if benchmark_dir is not None:
+        r = with_benchmark_prompt(r, load_benchmark_prompt(r, benchmark_dir, allow_changed=allow_changed_prompt))
+        if r.prompt.get("matches_recipe") is False:
+            err.print(escape(f"warning: {r.prompt['file']} has sha256 {r.prompt['sha256']}, not the recipe's "
+                             f"{r.prompt['recipe_sha256']}: judging with the changed file (--allow-changed-prompt)"),
+                      highlight=False)
+    try:
+        mapping = parse_mapping(column_map) or None
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--map") from None
+    source = readable_input(items)
+    own = r.input.get("format")
+    if fmt in READERS or (fmt == "auto" and mapping is None and own in READERS and detect(source, own)):
+        loaded = read_benchmark(source, fmt if fmt in READERS else str(own))
+    else:
+        if fmt not in ("auto", *FORMATS):
+            raise click.BadParameter(f"unknown format {fmt!r}: auto, {', '.join(FORMATS)} or a benchmark's "
+                                     f"({', '.join(READERS)})", param_hint="--format")
+        loaded = read_items(source, False, 1, InputFormat(fmt, mapping))
     if limit is not None:
         loaded = loaded[:limit]
+    loaded = prepare_items(r, loaded, str(items))
     factory = ctx.meta.get(JUDGE_FACTORY, make_judge)
     settings = r.judge_kwargs()
     protocol = settings.pop("protocol", "direct")
@@ -152,7 +214,17 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
                 for row in result.records:
                     stream.write(json.dumps(row, ensure_ascii=ascii_only) + "\n")
         data = result.to_dict()
-        _show(r, {**data["result"], **({"parts": data["parts"]} if "parts" in data else {})}, j.name)
+        _show(r, {**data["result"], **({"parts": data["parts"]} if "parts" in data else {}),
+                  **({"readings": data["readings"]} if "readings" in data else {})}, j.name)
+        if not quiet:
+            used = r.prompt_used()
+            err.print(escape("prompt: " + (f"the benchmark's own, {used['file']} (sha256 {used['sha256'][:12]}"
+                                           f"{', CHANGED from the recipe' if not used['matches_recipe'] else ''})"
+                                           if used["source"] == "benchmark" else
+                                           "this recipe's own (" + (", ".join(used.get("files", {}).values())
+                                                                    or "package defaults") + ")")
+                             + (f"; the paper's judge: {r.published_judge}" if r.published_judge else "")),
+                      highlight=False)
         if result.audit:
             _show_audit(result.audit)
         s = j.stats

@@ -6,7 +6,8 @@ the prompt and the sha256 of that file as the recipe was written for it::
     [benchmark_prompt]
     kind = "check"                       # the template it replaces: pointwise, check, ... or a claims stage (match)
     file = "system_prompts.py"           # inside the checkout (--benchmark-dir)
-    constant = "LLM_JUDGE_PROMPT"        # optional: a string constant of that Python file (read, never run)
+    constant = "LLM_JUDGE_PROMPT"        # optional: a string constant of that Python file (read, never run);
+                                         # NAME.KEY: the string under KEY of the dict literal NAME
     sha256 = "a67f..."                   # the file's, at the commit below
     commit = "208bac..."
     placeholders = { puzzle_solution = "reference" }   # the text's own {name} -> this package's field
@@ -106,11 +107,19 @@ def _constant(source: str, name: str, file: str) -> str:
     except SyntaxError as exc:
         raise InputError(f"is not Python that can be read for the constant {name}: {exc.msg}", file=file,
                          line=exc.lineno) from None
+    top, _, key = name.partition(".")
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) else []
         value = getattr(node, "value", None)
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+        if any(isinstance(t, ast.Name) and t.id == top for t in targets):
+            if key and isinstance(value, ast.Dict):  # NAME.KEY: the string under KEY of a dict literal
+                for k, v in zip(value.keys, value.values):
+                    if isinstance(k, ast.Constant) and k.value == key:
+                        value = v
+                        break
+                else:
+                    raise InputError(f"{top} has no key {key!r}", file=file, line=node.lineno)
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 return value.value
             raise InputError(f"assigns {name} something other than a plain string", file=file, line=node.lineno)

@@ -1,0 +1,210 @@
+"""Readers of the benchmarks' released files, written from their published schemas (no data ships here).
+
+Each reader turns a benchmark's own file into trustjudge items; a recipe names its reader in
+``[input] format``, ``run --format NAME`` picks one, and ``--format auto`` uses the recipe's reader where the
+file looks like its schema (:func:`detect`). Bad rows come out as :class:`InputError` values naming file,
+line (the row's position, 1-based) and field.
+
+- ``omnispatial``: the dataset's ``data.json`` (a JSON array of ``{id, question, options, answer, task_type,
+  sub_task_type}``, ``answer`` the index of the right option), each row with the model's answer added as
+  ``response`` (or ``responses``: ``{model: answer}``). The reference is ``"<letter>. <option>"``.
+- ``sc-arena-scienceqa``: SC-Arena's ``ScientificQA_final.json`` (an array of papers, each with ``title``,
+  ``abstract`` and ``response``: a list of ``{type, question, answer}``), each question with the model's answer
+  added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type.
+- ``livedrbench``: LiveDRBench's predictions file (``[{key, preds}]``) beside the dataset's rows with their
+  ground truths decrypted (``[{key, category, question, ground_truths}]``, ``ground_truths`` the decoded JSON),
+  read from one JSON object ``{"rows": [...], "preds": [...]}``: claims are ``field: value`` texts, equivalence
+  classes and main keys carried as item fields for the ``livedr`` metric.
+- ``puzzleworld``: PuzzleWorld's annotated puzzles as JSON lines (``title``, ``flavor_text``, ``reasoning``: the
+  list of reference steps, ``solution``), each with the model's output as ``raw_output``; the final answer is
+  the item's ``context`` (the benchmark's grading instruction names it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..io._items import Item, items_from_dicts
+
+__all__ = ["READERS", "decrypt", "detect", "read"]
+
+Reader = Callable[[str, Any], list[dict[str, Any]]]
+
+
+def _responses(row: dict[str, Any], single: str, file: str, line: int) -> list[dict[str, Any]]:
+    if isinstance(row.get("responses"), dict):
+        return [{"id": str(k), "system": str(k), "text": str(v)} for k, v in row["responses"].items()]
+    if isinstance(row.get(single), str):
+        return [{"id": "model", "text": row[single]}]
+    raise InputError(f"holds no model answer: add {single!r} (the answer) or 'responses' ({{model: answer}})",
+                     file=file, line=line, field=single)
+
+
+def _need(row: Any, keys: tuple[str, ...], file: str, line: int) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise InputError(f"must be an object, got {type(row).__name__}", file=file, line=line)
+    for key in keys:
+        if key not in row:
+            raise InputError("is missing (the benchmark's published schema has it)", file=file, line=line, field=key)
+    return row
+
+
+def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
+    out = []
+    for line, raw in enumerate(_array(data, file), 1):
+        row = _need(raw, ("id", "question", "options", "answer"), file, line)
+        options, answer = row["options"], row["answer"]
+        if not isinstance(options, list) or isinstance(answer, bool) or not isinstance(answer, int) \
+                or not 0 <= answer < len(options):
+            raise InputError("must be the index of one of the options", file=file, line=line, field="answer")
+        letters = "\n".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(options))
+        out.append({"id": f"{row['id']}_{row.get('repeat', 0)}" if "repeat" in row else str(row["id"]),
+                    "question": f"{row['question']}\n{letters}", "reference": f"{chr(65 + answer)}. {options[answer]}",
+                    "subset": str(row.get("task_type", "")), "sub_task_type": str(row.get("sub_task_type", "")),
+                    "responses": _responses(row, "response", file, line)})
+    return out
+
+
+def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
+    out = []
+    for line, raw in enumerate(_array(data, file), 1):
+        paper = _need(raw, ("response",), file, line)
+        for k, q in enumerate(paper["response"] or []):
+            q = _need(q, ("question", "answer"), file, line)
+            out.append({"id": f"{line}-{k}", "question": q["question"], "reference": q["answer"],
+                        "context": f"{paper.get('title', '')}\n\n{paper.get('abstract', '')}".strip() or None,
+                        "task": "scienceqa", "subset": str(q.get("type", "")),
+                        "responses": _responses(q, "model_answer", file, line)})
+    return out
+
+
+def _claims_of(value: Any) -> list[str]:
+    """A predicted or gold entry as ``field: value`` texts (lists joined with '; ')."""
+    if isinstance(value, dict):
+        return [f"{k}: {'; '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in value.items()]
+    return [str(value)]
+
+
+def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or not isinstance(data.get("preds"), list):
+        raise InputError('must be an object {"rows": [dataset rows, ground truths decoded], "preds": [{key, preds}]}',
+                         file=file)
+    preds = {str(p.get("key")): p.get("preds") for p in data["preds"] if isinstance(p, dict)}
+    out = []
+    for line, raw in enumerate(data["rows"], 1):
+        row = _need(raw, ("key", "category", "ground_truths"), file, line)
+        category, gts = str(row["category"]), row["ground_truths"]
+        gold: list[str] = []
+        classes: list[str] = []
+        claims: list[str] = []
+        pred = preds.get(str(row["key"])) or []
+        if category.startswith("scifacts-"):
+            keys = ("material", "paper_title") if category == "scifacts-materials" else ("paper_title",)
+            for c, entry in enumerate(gts[0] if gts and isinstance(gts[0], list) else []):
+                for key in keys:
+                    values = entry.get(key, []) if isinstance(entry, dict) else []
+                    for v in values if isinstance(values, list) else [values]:
+                        gold.append(f"{key}: {v}" if len(keys) > 1 else str(v))
+                        classes.append(str(c * len(keys) + keys.index(key)))
+            for entry in pred[0] if pred and isinstance(pred[0], list) else []:
+                for key in keys:
+                    if isinstance(entry, dict) and key in entry:
+                        claims.append(f"{key}: {entry[key]}" if len(keys) > 1 else str(entry[key]))
+        else:
+            for gt in gts:
+                for entry in gt if isinstance(gt, list) else [gt]:
+                    gold.extend(_claims_of(entry))
+            for p in pred:
+                for entry in p if isinstance(p, list) else [p]:
+                    claims.extend(_claims_of(entry))
+        main = (row.get("eval_info") or {}).get("main_claims", []) if isinstance(row.get("eval_info"), dict) else []
+        item: dict[str, Any] = {"id": str(row["key"]), "question": str(row.get("question", row["key"])),
+                                "subset": category, "gold_claims": gold,
+                                "responses": [{"id": "system", "text": "\n".join(claims) or "(no prediction)",
+                                               "claims": [{"text": c} for c in claims]}]}
+        if classes:
+            item["gold_class"] = ",".join(classes)
+        if main:
+            item["main_claims"] = ",".join(map(str, main))
+        out.append(item)
+    return out
+
+
+def _puzzleworld(file: str, data: Any) -> list[dict[str, Any]]:
+    out = []
+    for line, raw in enumerate(_array(data, file), 1):
+        row = _need(raw, ("reasoning", "solution"), file, line)
+        steps = row["reasoning"]
+        if not isinstance(steps, list) or not steps:
+            raise InputError("must be the list of reference steps", file=file, line=line, field="reasoning")
+        out.append({"id": str(row.get("id", line)), "question": f"The puzzle's title is {row.get('title', '')}. "
+                    f"Its flavor text is {row.get('flavor_text', '')}.", "context": str(row["solution"]),
+                    "reference": "\n".join(str(s).replace("\n", " ") for s in steps),
+                    "responses": _responses(row, "raw_output", file, line)})
+    return out
+
+
+READERS: dict[str, Reader] = {"omnispatial": _omnispatial, "sc-arena-scienceqa": _sc_arena_scienceqa,
+                              "livedrbench": _livedrbench, "puzzleworld": _puzzleworld}
+SIGNATURES = {"omnispatial": {"options", "answer", "task_type"}, "sc-arena-scienceqa": {"response", "abstract"},
+              "puzzleworld": {"reasoning", "solution"}}
+
+
+def _array(data: Any, file: str) -> list[Any]:
+    if not isinstance(data, list):
+        raise InputError(f"must be a JSON array of rows (or JSON lines), got {type(data).__name__}", file=file)
+    return data
+
+
+def _load(path: Path) -> Any:
+    text = path.read_bytes().decode("utf-8-sig")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from None
+        return rows
+
+
+def detect(path: Path, fmt: str) -> bool:
+    """Whether ``path`` looks like the benchmark format ``fmt`` (its first row's published keys)."""
+    try:
+        data = _load(path)
+    except (OSError, UnicodeDecodeError, InputError):
+        return False
+    if fmt == "livedrbench":
+        return isinstance(data, dict) and {"rows", "preds"} <= data.keys()
+    first = data[0] if isinstance(data, list) and data else None
+    return isinstance(first, dict) and SIGNATURES.get(fmt, {"\0"}) <= first.keys()
+
+
+def read(path: Path, fmt: str) -> list[Item]:
+    """The items of a benchmark's released file in format ``fmt`` (:data:`READERS`)."""
+    try:
+        data = _load(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", file=str(path)) from None
+    rows = READERS[fmt](str(path), data)
+    return items_from_dicts(rows, source=f"{path} (read as {fmt})")
+
+
+def derive_key(password: str, length: int) -> bytes:
+    digest = hashlib.sha256(password.encode()).digest()
+    return (digest * (length // len(digest) + 1))[:length]
+
+
+def decrypt(ciphertext_b64: str, password: str) -> str:
+    """A LiveDRBench field as released (base64, XOR with the SHA-256 of the row's ``canary``, repeated)."""
+    data = base64.b64decode(ciphertext_b64)
+    return bytes(a ^ b for a, b in zip(data, derive_key(password, len(data)))).decode()
