@@ -75,7 +75,8 @@ def test_sc_arena_accuracy_by_hand_exact_matches_make_no_call_and_a_rerun_none(t
     assert soft.systems["m1"].value == pytest.approx(1.0)
     assert soft.systems["m2"].value == pytest.approx((0.2 * 0.2 + 0.2 * 5.0) / 2)
     # hard: argmax labels 5 (rule), 0, 4 or 5 (tie: the first, 4), 5, 5
-    assert list(run.readings)[0] == "hard" and run.result.value == pytest.approx(sum(0.2 * s for s in [5, 0, 4, 5, 5]) / 5)
+    assert next(iter(run.readings)) == "hard"
+    assert run.result.value == pytest.approx(sum(0.2 * s for s in [5, 0, 4, 5, 5]) / 5)
     ruled = {(r["item_id"], r["response_id"]): r.get("rule") for r in run.records}
     assert ruled == {("q1", "a"): "exact-match", ("q1", "b"): None, ("q1", "c"): None, ("q2", "a"): "exact-match",
                      ("q2", "b"): None}

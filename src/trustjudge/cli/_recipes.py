@@ -12,11 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..backends import DEFAULT_JUDGE
-from ..errors import TrustJudgeError
-from ..io._outputs import readable_input, record_output, write_text
-from ..errors import ConfigError
+from ..errors import ConfigError, TrustJudgeError
 from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
+from ..io._outputs import readable_input, record_output, write_text
 from ..recipes import Recipe, get_metric, get_recipe, recipe_names, run_recipe
 from ..recipes._prompt import load_benchmark_prompt, with_benchmark_prompt
 from ..recipes._readers import READERS, detect

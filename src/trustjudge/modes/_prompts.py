@@ -304,9 +304,12 @@ def check_system(text: object) -> str:
 
 
 def read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
-    """A user's template file, or the packaged ``default``, checked for its fields."""
+    """A user's template (a file; or, as a string holding a newline or a ``$``, the template's text itself, as
+    the claims stages take it), or the packaged ``default``, checked for its fields."""
     if path is None:
         text = files("trustjudge").joinpath("templates").joinpath(default).read_text(encoding="utf-8")
+    elif isinstance(path, str) and ("\n" in path or "$" in path):
+        return check_template(path, "template (given as text)", required)
     else:
         try:
             text = Path(path).read_text(encoding="utf-8")

@@ -163,18 +163,21 @@ def _array(data: Any, file: str) -> list[Any]:
 
 
 def _load(path: Path) -> Any:
+    """A JSON file's value, or a JSON lines file's rows (``.jsonl``, or any file that is not one JSON value)."""
     text = path.read_bytes().decode("utf-8-sig")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from None
-        return rows
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from None
+    return rows
 
 
 def detect(path: Path, fmt: str) -> bool:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import dataclasses
-
 from .._judge import Judge
-from ..errors import InputError
 from ..audit._stats import finite
+from ..errors import InputError
 from ..io._items import Check, Item
 from ..modes._base import AuditContext, Split, split_steps
 from ..modes._registry import get_mode
