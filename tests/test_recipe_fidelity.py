@@ -17,8 +17,9 @@ from trustjudge import InputError, MockBackend, items_from_dicts
 from trustjudge.backends import LabelRequest
 from trustjudge.cli import cli
 from trustjudge.recipes import builtin_recipes, compute, get_metric, get_recipe, load_recipe, recipe_judge, run_recipe
-from trustjudge.recipes._prompt import load_benchmark_prompt, with_benchmark_prompt
+from trustjudge.recipes._prompt import load_benchmark_prompt
 from trustjudge.recipes._readers import decrypt, detect, read
+from trustjudge.recipes._recipe import with_benchmark_prompt
 from trustjudge.recipes._run import prepare_items, readings
 
 from .conftest import write_jsonl

@@ -17,9 +17,10 @@ from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
 from ..io._outputs import readable_input, record_output, write_text
 from ..recipes import Recipe, get_metric, get_recipe, recipe_names, run_recipe
-from ..recipes._prompt import load_benchmark_prompt, with_benchmark_prompt
+from ..recipes._prompt import load_benchmark_prompt
 from ..recipes._readers import READERS, detect
 from ..recipes._readers import read as read_benchmark
+from ..recipes._recipe import with_benchmark_prompt
 from ..recipes._run import prepare_items
 from ._common import err, is_utf8, progress, wide_console
 from ._inputs import InputFormat, read_items

@@ -16,26 +16,23 @@ the prompt and the sha256 of that file as the recipe was written for it::
 :func:`load_benchmark_prompt` reads the file (inside the checkout, links followed), checks its hash (a changed
 file is refused unless ``allow_changed``, then said in the record) and builds the template text: the
 benchmark's text with its ``{name}`` placeholders mapped (``$`` escaped), put into ``layout``.
-:func:`with_benchmark_prompt` gives the recipe judging with it; the records say which prompt judged.
+:func:`~trustjudge.recipes._recipe.with_benchmark_prompt` gives the recipe judging with it; the records
+say which prompt judged.
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import InputError
 
-if TYPE_CHECKING:
-    from ._recipe import Recipe
-
-__all__ = ["BenchmarkPrompt", "load_benchmark_prompt", "parse_benchmark_prompt", "with_benchmark_prompt"]
+__all__ = ["BenchmarkPrompt", "load_benchmark_prompt", "parse_benchmark_prompt"]
 
 FIELDS = {"kind", "file", "constant", "sha256", "commit", "placeholders", "layout", "note"}
 KINDS = ("pointwise", "pairwise", "criterion", "check", "criterion_pair", "match", "verify", "extract")
@@ -137,12 +134,13 @@ def _mapped(text: str, placeholders: Mapping[str, str]) -> str:
     return out
 
 
-def load_benchmark_prompt(recipe: Recipe, benchmark_dir: str | Path, *, allow_changed: bool = False) -> BenchmarkPrompt:
-    """The recipe's benchmark prompt read from ``benchmark_dir`` (a checkout of the benchmark's repository).
+def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_changed: bool = False) -> BenchmarkPrompt:
+    """The benchmark prompt of ``recipe`` (a :class:`~trustjudge.recipes.Recipe`) read from ``benchmark_dir`` (a
+    checkout of the benchmark's repository).
 
     Raises InputError: the recipe names no benchmark prompt, the file is missing or outside the checkout, or
     its sha256 is not the recipe's (unless ``allow_changed``: then it is used and said as changed)."""
-    spec = recipe.benchmark_prompt
+    spec: Mapping[str, Any] = recipe.benchmark_prompt
     if not spec:
         raise InputError(f"recipe {recipe.name!r} names no benchmark prompt file ([benchmark_prompt]): its README "
                          "says why", file=str(recipe.path) if recipe.path else None, field="benchmark_prompt")
@@ -170,25 +168,3 @@ def load_benchmark_prompt(recipe: Recipe, benchmark_dir: str | Path, *, allow_ch
     text = _constant(source, spec["constant"], str(path)) if spec.get("constant") else source
     template = spec["layout"].replace("${benchmark_prompt}", _mapped(text.strip(), spec.get("placeholders") or {}))
     return BenchmarkPrompt(spec["kind"], template, path, digest, spec["sha256"], spec.get("commit", ""))
-
-
-def with_benchmark_prompt(recipe: Recipe, prompt: BenchmarkPrompt) -> Recipe:
-    """The recipe judging with ``prompt`` in place of its own template of that kind (checked as the recipe's are)."""
-    from ._recipe import _probe
-
-    if prompt.kind in STAGES:
-        def staged(options: Mapping[str, Any]) -> dict[str, Any]:
-            return {**options, "templates": {**(options.get("templates") or {}), prompt.kind: prompt.text}}
-        parts = tuple(dataclasses.replace(p, options=staged(p.options)) if p.mode == "claims" else p
-                      for p in recipe.parts)
-        changed = dataclasses.replace(recipe, options=staged(recipe.options) if recipe.mode == "claims"
-                                      else recipe.options, parts=parts, prompt=prompt.describe())
-    else:
-        changed = dataclasses.replace(recipe, template_texts={**recipe.template_texts, prompt.kind: prompt.text},
-                                      prompt=prompt.describe())
-    try:
-        _probe(changed, str(prompt.file))
-    except InputError as exc:
-        raise InputError(f"the benchmark's prompt does not make a valid template with the recipe's layout: "
-                         f"{exc.reason}", file=str(prompt.file)) from None
-    return changed

@@ -47,8 +47,9 @@ from ..io._rules import parse_rules
 from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
 from ._metrics import get_metric
+from ._prompt import STAGES, BenchmarkPrompt, parse_benchmark_prompt
 
-__all__ = ["PLUGIN_GROUP", "Part", "Recipe", "get_recipe", "load_recipe", "recipe_names"]
+__all__ = ["PLUGIN_GROUP", "Part", "Recipe", "get_recipe", "load_recipe", "recipe_names", "with_benchmark_prompt"]
 
 PLUGIN_GROUP = "trustjudge.recipes"
 PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
@@ -394,8 +395,6 @@ def _provenance(data: Mapping[str, Any], file: str) -> dict[str, Any]:
 
 
 def _benchmark_prompt(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    from ._prompt import parse_benchmark_prompt
-
     return parse_benchmark_prompt(_table(data, "benchmark_prompt", str(path)), path)
 
 
@@ -558,3 +557,23 @@ def get_recipe(name_or_path: str | Path) -> Recipe:
         return _from_plugin(found[0])
     raise ConfigError(f"unknown recipe {text!r}: the recipes are {', '.join(recipe_names())} "
                       "(or give a recipe file's path)")
+
+
+def with_benchmark_prompt(recipe: Recipe, prompt: BenchmarkPrompt) -> Recipe:
+    """The recipe judging with ``prompt`` in place of its own template of that kind (checked as the recipe's are)."""
+    if prompt.kind in STAGES:
+        def staged(options: Mapping[str, Any]) -> dict[str, Any]:
+            return {**options, "templates": {**(options.get("templates") or {}), prompt.kind: prompt.text}}
+        parts = tuple(dataclasses.replace(p, options=staged(p.options)) if p.mode == "claims" else p
+                      for p in recipe.parts)
+        changed = dataclasses.replace(recipe, options=staged(recipe.options) if recipe.mode == "claims"
+                                      else recipe.options, parts=parts, prompt=prompt.describe())
+    else:
+        changed = dataclasses.replace(recipe, template_texts={**recipe.template_texts, prompt.kind: prompt.text},
+                                      prompt=prompt.describe())
+    try:
+        _probe(changed, str(prompt.file))
+    except InputError as exc:
+        raise InputError(f"the benchmark's prompt does not make a valid template with the recipe's layout: "
+                         f"{exc.reason}", file=str(prompt.file)) from None
+    return changed
