@@ -381,3 +381,38 @@ def test_every_recipe_cites_its_sources_not_an_issue() -> None:
             assert "commit" in recipe.provenance or "notes" in recipe.provenance, name
         if recipe.benchmark_prompt:
             assert recipe.benchmark_prompt["commit"] == recipe.provenance["commit"], name
+
+
+def test_sc_arena_judges_each_task_on_its_own_rubric(tmp_path: Path) -> None:
+    seen: dict[str, str] = {}
+
+    def script(req: LabelRequest) -> list[float]:
+        body = req.prompt[req.prompt.rfind("<response>"):]
+        seen[body.split("\n")[1]] = req.prompt
+        return [1.0 if lab.startswith("3") else 0.0 for lab in req.labels]
+
+    recipe = get_recipe("sc-arena")
+    items = items_from_dicts([
+        {"id": "c", "question": "Which cell type?", "reference": "CD4+ T cell", "task": "celltype",
+         "responses": [{"id": "m", "text": "a T cell"}]},
+        {"id": "q", "question": "Why?", "reference": "Because.", "task": "scienceqa",
+         "responses": [{"id": "m", "text": "No idea"}]}])
+    judge = recipe_judge(recipe, MockBackend("sc", script), store=tmp_path / "s.sqlite")
+    run = run_recipe(recipe, items, judge, bootstrap=0)
+    judge.close()
+    assert "Cell Ontology" in seen["a T cell"] and "Cell Ontology" not in seen["No idea"]
+    assert "the reference answer and the context" in seen["No idea"]  # grounded.txt, the scienceqa rubric
+    by_item = {r["item_id"]: r["prompt"] for r in run.records}
+    assert by_item["c"]["rubric"] == "task=celltype (celltype.txt)" and "rubric" not in by_item["q"]
+    assert run.result.value == pytest.approx(0.2 * 3)
+
+
+def test_a_rubric_file_must_stay_in_the_recipe_folder(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "out.txt").write_text("${question} ${response}")
+    (tmp_path / "r" / "recipe.toml").write_text(
+        'name = "r"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "score"\n[metric]\nname = "mean_score"\n'
+        '[rubrics]\nby = "task"\nfiles = { a = "../out.txt" }\n')
+    with pytest.raises(InputError) as info:
+        load_recipe(tmp_path / "r")
+    assert info.value.field == "rubrics.files.a"

@@ -55,7 +55,8 @@ PLUGIN_GROUP = "trustjudge.recipes"
 PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
 HERE = Path(__file__).resolve().parent
 FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
-          "description", "parts", "rules", "requires", "provenance", "published_judge", "benchmark_prompt", "input"}
+          "description", "parts", "rules", "requires", "provenance", "published_judge", "benchmark_prompt", "input",
+          "rubrics"}
 ITEM_NEEDS = ("reference", "context", "gold_claims", "sources", "profile", "evidence", "checklist", "criteria")
 """What ``requires`` may name of an item (any other word: an item field such as ``subset``, ``Item.fields``)."""
 RESPONSE_NEEDS = ("claims", "human_score", "human_criteria", "system")
@@ -116,6 +117,10 @@ class Recipe:
     """``[input]``: how the benchmark's released files are read (``format``) and items prepared
     (``checklist_from``: one check per step of a field)."""
 
+    rubrics: Mapping[str, Path] = field(default_factory=dict)
+    """``[rubrics]``: one template per value of the item field ``rubrics_by`` (SC-Arena's per-task rubrics), each
+    replacing the recipe's template of the mode's kind for those items; items of other values keep it."""
+    rubrics_by: str = ""
     template_texts: Mapping[str, str] = field(default_factory=dict)
     """Template texts by kind that replace the files of :attr:`templates` (a benchmark's own prompt)."""
     prompt: Mapping[str, Any] = field(default_factory=dict)
@@ -133,6 +138,7 @@ class Recipe:
     def template_files(self) -> dict[str, Path]:
         """Every template file the recipe reads, by kind (``check``) or claims stage (``match``)."""
         out: dict[str, Path] = dict(self.templates)
+        out.update({f"{self.rubrics_by}={value}": path for value, path in self.rubrics.items()})
         for prefix, options in [("", self.options), *[(f"{p.name}.", p.options) for p in self.parts]]:
             for stage, path in (options.get("templates") or {}).items():
                 if isinstance(path, Path) or "\n" not in str(path):
@@ -355,7 +361,7 @@ def load_recipe(path: str | Path) -> Recipe:
                     _text(data, "description", file, required=False), p, parts, _by(data, file),
                     _requires(data, file), _provenance(data, file), _text(data, "published_judge", file,
                                                                            required=False),
-                    _benchmark_prompt(data, p), _input(data, file))
+                    _benchmark_prompt(data, p), _input(data, file), *_rubrics(data, p))
     _probe(recipe, file, top_rules="rules" in data)
     return recipe
 
@@ -415,6 +421,33 @@ def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
         raise InputError("must be reference (one check per step of the item's reference)", file=file,
                          field="input.checklist_from")
     return dict(raw)
+
+
+def _rubrics(data: Mapping[str, Any], path: Path) -> tuple[dict[str, Path], str]:
+    """``[rubrics]``: ``by`` (an item field) and ``files`` (value -> template file inside the recipe's folder)."""
+    file = str(path)
+    raw = _table(data, "rubrics", file)
+    if not raw:
+        return {}, ""
+    by, files = raw.get("by"), raw.get("files")
+    if not isinstance(by, str) or not re.fullmatch(r"[A-Za-z_][\w-]*", by):
+        raise InputError("must name the item field that picks the rubric (task)", file=file, field="rubrics.by")
+    if not isinstance(files, dict) or not files or not all(isinstance(v, str) for v in files.values()):
+        raise InputError('must be a table of value -> template file ({ celltype = "celltype.txt" })', file=file,
+                         field="rubrics.files")
+    if data.get("mode") not in ("score", "checklist", "criteria"):
+        raise InputError("applies to the modes score, checklist and criteria", file=file, field="rubrics")
+    from ..modes._prompts import CHECK_FIELDS, CRITERION_FIELDS, POINTWISE_FIELDS, read_template
+
+    fields = {"score": POINTWISE_FIELDS, "checklist": CHECK_FIELDS, "criteria": CRITERION_FIELDS}[data["mode"]]
+    out = {}
+    for k, v in files.items():
+        out[str(k)] = _inside(path, v, f"rubrics.files.{k}")
+        try:
+            read_template(out[str(k)], "pointwise.txt", fields)
+        except ConfigError as exc:
+            raise InputError(str(exc), file=file, field=f"rubrics.files.{k}") from None
+    return out, by
 
 
 def _by(data: Mapping[str, Any], file: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from ..audit._stats import finite
 from ..errors import InputError
 from ..io._items import Check, Item
 from ..modes._base import AuditContext, Split, split_steps
+from ..modes._prompts import CHECK_FIELDS, CRITERION_FIELDS, POINTWISE_FIELDS, read_template
 from ..modes._registry import get_mode
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
@@ -67,6 +69,32 @@ def prepare_items(recipe: Recipe, items: Sequence[Item], file: str | None = None
     return out
 
 
+TEMPLATE_FIELDS = {"pointwise": POINTWISE_FIELDS, "check": CHECK_FIELDS, "criterion": CRITERION_FIELDS}
+MODE_TEMPLATE = {"score": "pointwise", "checklist": "check", "criteria": "criterion"}
+
+
+def _by_rubric(recipe: Recipe, items: Sequence[Item]) -> list[tuple[str | None, list[Item]]]:
+    """The items in groups by the rubric that judges them (``None``: the recipe's own template), in file order."""
+    if not recipe.rubrics:
+        return [(None, list(items))]
+    groups: dict[str | None, list[Item]] = {}
+    for item in items:
+        value = item.fields.get(recipe.rubrics_by)
+        key = str(value) if value is not None and str(value) in recipe.rubrics else None
+        groups.setdefault(key, []).append(item)
+    return list(groups.items())
+
+
+def _with_rubric(judge: Judge, recipe: Recipe, value: str) -> Judge:
+    """``judge`` (same backend, store and settings) with the rubric of ``value`` as its template of the mode's kind."""
+    kind = MODE_TEMPLATE[recipe.mode]
+    other = copy.copy(judge)
+    template = read_template(str(recipe.rubrics[value]), f"{kind}.txt", TEMPLATE_FIELDS[kind])
+    changes: dict[str, Any] = {kind: template}
+    other.prompts = dataclasses.replace(judge.prompts, **changes)
+    return other
+
+
 def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap: int = 1000, seed: int = 0,
                audit: bool = False, progress: Callable[[int], None] | None = None) -> RecipeRun:
     """Judge ``items`` as ``recipe`` says with ``judge`` (built with :meth:`Recipe.judge_kwargs`: see
@@ -76,7 +104,15 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
         return _run_parts(recipe, items, judge, bootstrap=bootstrap, seed=seed, progress=progress)
     task = judge.task(recipe.mode, **recipe.options)
     prompt = recipe.prompt_used()
-    records = [{**r.to_dict(), "prompt": prompt} for r in judge.run(task, items, progress=progress)]
+    records: list[dict[str, Any]] = []
+    for value, group in _by_rubric(recipe, items):
+        if value is None:
+            records += [{**r.to_dict(), "prompt": prompt} for r in judge.run(task, group, progress=progress)]
+        else:
+            ruled = _with_rubric(judge, recipe, value)
+            used = {**prompt, "rubric": f"{recipe.rubrics_by}={value} ({recipe.rubrics[value].name})"}
+            records += [{**r.to_dict(), "prompt": used}
+                        for r in ruled.run(ruled.task(recipe.mode, **recipe.options), group, progress=progress)]
     by_id = {item.id: item for item in items}
     result = compute(get_metric(recipe.metric), records, recipe.metric_params, bootstrap=bootstrap, seed=seed,
                      items=by_id, by=recipe.by)
