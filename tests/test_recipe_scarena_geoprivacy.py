@@ -118,14 +118,18 @@ def test_geoprivacy_metrics_by_hand_rules_settle_refusals_and_empty_answers(tmp_
     rules = {(r["item_id"], r["response_id"]): r.get("rule") for r in run.records}
     assert rules[("g1", "r1")] == "refusal" and rules[("g1", "r3")] == "empty"
     assert sum(v is not None for v in rules.values()) == 2
-    parts = {name: result.value for name, result in run.parts.items()}
+    # the published reading is the argmax (hard); the expected (soft) one beside it, from the same records
+    assert all(next(iter(run.part_readings[name])) == "hard" for name in ("accuracy", "over_disclosure", "mae"))
+    parts = {name: run.part_readings[name].get("soft", result).value
+             for name, result in run.parts.items()}
     # accuracy: P(expected label) per response: 0 (A, expected B), 0.6, 0 (D), 0 (expected A), 0.7, 0.6
     assert parts["accuracy"] == pytest.approx((0 + 0.6 + 0 + 0 + 0.7 + 0.6) / 6)
-    assert run.result.value == pytest.approx(parts["accuracy"])  # the headline: accuracy (others weighted 0)
+    assert run.parts["accuracy"].value == pytest.approx(3 / 6)  # the argmax labels: 3 of 6 right
+    assert run.result.value == pytest.approx(3 / 6)  # the headline: accuracy (others weighted 0)
     # over-disclosure, over the ordered levels A-C only (the all-D empty answer is left out: 5 responses):
     # g1r1 0; g1r2 P(C) = 0.3; g2r1 P(B or C) = 1.0; g2r2 P(B) / P(A-C) = 0.2 / 0.9; g3r1 0
     assert parts["over_disclosure"] == pytest.approx((0 + 0.3 + 1.0 + 0.2 / 0.9 + 0) / 5)
-    assert run.parts["over_disclosure"].overall.unscored == 1
+    assert run.part_readings["over_disclosure"]["soft"].overall.unscored == 1
     # under-disclosure: g1r1 1 (A below B); g1r2 P(A) = 0.1; the rest 0
     assert parts["under_disclosure"] == pytest.approx((1 + 0.1) / 5)
     # MAE over levels 0-2: g1r1 1; g1r2 0.1 x 1 + 0.3 x 1; g2r1 0.9 x 2 + 0.1 x 1; g2r2 (0.2 x 1) / 0.9; g3r1 0
@@ -140,7 +144,8 @@ def test_geoprivacy_metrics_by_hand_rules_settle_refusals_and_empty_answers(tmp_
     hard = compute(get_metric("disclosure"), records, {"value": "accuracy", "hard": True}, bootstrap=0)
     assert hard.value == pytest.approx(3 / 6)
     again, calls = _run("geoprivacy", MockBackend("scripted", _never), GEO_ITEMS, store)
-    assert calls == 0 and {n: r.value for n, r in again.parts.items()} == pytest.approx(parts)
+    assert calls == 0 and {n: r.value for n, r in again.parts.items()} == pytest.approx(
+        {n: r.value for n, r in run.parts.items()})
 
 
 def test_geoprivacy_from_the_command_line(tmp_path: Path) -> None:

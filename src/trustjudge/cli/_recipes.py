@@ -108,12 +108,15 @@ def _show_groups(metric: str, by: str, groups: dict[str, Any]) -> None:
 def _show_parts(parts: dict[str, Any]) -> None:
     """A recipe with parts: each part's metric over all responses."""
     table = Table(title="Parts (each over all responses; the headline combines them per response)")
-    for col in ("part", "metric", "value", "95% CI", "scored", "items", "unscored"):
-        table.add_column(col, justify="left" if col in ("part", "metric") else "right")
+    for col in ("part", "metric", "value", "95% CI", "scored", "items", "unscored", "beside it"):
+        table.add_column(col, justify="left" if col in ("part", "metric", "beside it") else "right")
     for name, e in parts.items():
         low, high = e["ci"]
-        table.add_row(escape(name), escape(e["metric"]), _num(e["value"]), f"[{_num(low)}, {_num(high)}]",
-                      str(e["n"]), str(e["items"]), str(e["unscored"]))
+        readings = list((e.get("readings") or {}).items())
+        first = f" ({readings[0][0]})" if readings else ""
+        beside = "; ".join(f"{k} {_num(r['value'])}" for k, r in readings[1:]) or "-"
+        table.add_row(escape(name), escape(e["metric"] + first), _num(e["value"]), f"[{_num(low)}, {_num(high)}]",
+                      str(e["n"]), str(e["items"]), str(e["unscored"]), escape(beside))
     wide_console().print(table)
 
 

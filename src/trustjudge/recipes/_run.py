@@ -35,13 +35,24 @@ class RecipeRun:
     """The metric's hard (argmax) and soft (expected) readings, the published one (``result``) first; and,
     where the benchmark's code scores an unparsed answer (``unparsed``), ``convention``: that number."""
 
+    part_readings: dict[str, dict[str, MetricResult]] = field(default_factory=dict)
+    """A recipe with parts: each part's readings (hard and soft, its published one first)."""
+
     def to_dict(self) -> dict[str, Any]:
         published = next(iter(self.readings), "")
         return {"recipe": self.recipe.to_dict(), "prompt": self.recipe.prompt_used(), "result": self.result.to_dict(),
                 **({"readings": {name: {"published": name == published, **r.to_dict()}
                                  for name, r in self.readings.items()}} if self.readings else {}),
-                **({"parts": {name: r.to_dict() for name, r in self.parts.items()}} if self.parts else {}),
+                **({"parts": {name: {**r.to_dict(), **_readings_dict(self.part_readings.get(name, {}))}
+                             for name, r in self.parts.items()}} if self.parts else {}),
                 **({"audit": self.audit} if self.audit else {})}
+
+
+def _readings_dict(readings: Mapping[str, MetricResult]) -> dict[str, Any]:
+    if len(readings) < 2:
+        return {}
+    first = next(iter(readings))
+    return {"readings": {name: {"published": name == first, **r.to_dict()} for name, r in readings.items()}}
 
 
 def recipe_judge(recipe: Recipe, judge: str = "mock/hash", **kwargs: Any) -> Judge:
@@ -186,7 +197,10 @@ def _run_parts(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
     prompt = recipe.prompt_used()
     records = [{**r, "part": ",".join(p.name for p in parts), "prompt": prompt} for parts, records in runs.values()
                for r in records]
-    return RecipeRun(recipe, records, result, parts=results)
+    part_readings = {part.name: readings(part.metric, get_metric(part.metric).checked(part.metric_params, "metric"),
+                                         by_part[part.name], results[part.name], by_id, recipe.by,
+                                         bootstrap=bootstrap, seed=seed) for part in recipe.parts}
+    return RecipeRun(recipe, records, result, parts=results, part_readings=part_readings)
 
 
 def audit_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, records: list[dict[str, Any]], *,
