@@ -344,8 +344,11 @@ def test_livedrbench_rows_and_predictions_are_read(tmp_path: Path) -> None:
     key = (hashlib.sha256(canary.encode()).digest() * 10)[:len(truth.encode())]
     cipher = base64.b64encode(bytes(a ^ b for a, b in zip(truth.encode(), key))).decode()
     assert decrypt(cipher, canary) == truth
-    data = {"rows": [{"key": "g1", "category": "scifacts-geo", "question": "Find papers.",
-                      "ground_truths": json.loads(truth)},
+    misc = json.dumps({"eval_info": {}})
+    mkey = (hashlib.sha256(canary.encode()).digest() * 10)[:len(misc.encode())]
+    misc_cipher = base64.b64encode(bytes(a ^ b for a, b in zip(misc.encode(), mkey))).decode()
+    data = {"rows": [{"key": "g1", "category": "scifacts-geo", "question": "Find papers.",  # as released
+                      "ground_truths": cipher, "misc": misc_cipher, "canary": canary},
                      {"key": "f1", "category": "flights", "question": "Which flight?",
                       "ground_truths": [{"flight": "XY123", "date": "4 June 2023"}],
                       "eval_info": {"main_claims": ["flight"]}}],

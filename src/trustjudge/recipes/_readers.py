@@ -11,10 +11,11 @@ line (the row's position, 1-based) and field.
 - ``sc-arena-scienceqa``: SC-Arena's ``ScientificQA_final.json`` (an array of papers, each with ``title``,
   ``abstract`` and ``response``: a list of ``{type, question, answer}``), each question with the model's answer
   added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type.
-- ``livedrbench``: LiveDRBench's predictions file (``[{key, preds}]``) beside the dataset's rows with their
-  ground truths decrypted (``[{key, category, question, ground_truths}]``, ``ground_truths`` the decoded JSON),
-  read from one JSON object ``{"rows": [...], "preds": [...]}``: claims are ``field: value`` texts, equivalence
-  classes and main keys carried as item fields for the ``livedr`` metric.
+- ``livedrbench``: LiveDRBench's predictions file (``[{key, preds}]``) beside the dataset's rows as released
+  (``[{key, category, question, ground_truths, misc, canary}]``, the two fields decrypted here with the row's
+  canary; rows already decoded are taken as they are), read from one JSON object ``{"rows": [...], "preds":
+  [...]}``: claims are ``field: value`` texts, equivalence classes and main keys carried as item fields for
+  the ``livedr`` metric.
 - ``puzzleworld``: PuzzleWorld's annotated puzzles as JSON lines (``title``, ``flavor_text``, ``reasoning``: the
   list of reference steps, ``solution``), each with the model's output as ``raw_output``; the final answer is
   the item's ``context`` (the benchmark's grading instruction names it).
@@ -91,6 +92,22 @@ def _claims_of(value: Any) -> list[str]:
     return [str(value)]
 
 
+def _decoded(row: dict[str, Any], file: str, line: int) -> dict[str, Any]:
+    """A LiveDRBench row as released (``ground_truths`` and ``misc`` encrypted with its ``canary``) decoded;
+    a row already decoded is kept as it is."""
+    out = dict(row)
+    for key in ("ground_truths", "misc"):
+        if isinstance(out.get(key), str) and isinstance(out.get("canary"), str):
+            try:
+                out[key] = json.loads(decrypt(out[key], out["canary"]))
+            except (ValueError, UnicodeDecodeError):
+                raise InputError("cannot be decoded with the row's canary (is it the released field?)", file=file,
+                                 line=line, field=key) from None
+    if isinstance(out.get("misc"), dict) and "eval_info" not in out:
+        out["eval_info"] = out["misc"].get("eval_info")
+    return out
+
+
 def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or not isinstance(data.get("preds"), list):
         raise InputError('must be an object {"rows": [dataset rows, ground truths decoded], "preds": [{key, preds}]}',
@@ -98,7 +115,7 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
     preds = {str(p.get("key")): p.get("preds") for p in data["preds"] if isinstance(p, dict)}
     out = []
     for line, raw in enumerate(data["rows"], 1):
-        row = _need(raw, ("key", "category", "ground_truths"), file, line)
+        row = _decoded(_need(raw, ("key", "category", "ground_truths"), file, line), file, line)
         category, gts = str(row["category"]), row["ground_truths"]
         gold: list[str] = []
         classes: list[str] = []
@@ -123,7 +140,8 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
             for p in pred:
                 for entry in p if isinstance(p, list) else [p]:
                     claims.extend(_claims_of(entry))
-        main = (row.get("eval_info") or {}).get("main_claims", []) if isinstance(row.get("eval_info"), dict) else []
+        info = row.get("eval_info")
+        main = info.get("main_claims", []) if isinstance(info, dict) else []
         item: dict[str, Any] = {"id": str(row["key"]), "question": str(row.get("question", row["key"])),
                                 "subset": category, "gold_claims": gold,
                                 "responses": [{"id": "system", "text": "\n".join(claims) or "(no prediction)",
