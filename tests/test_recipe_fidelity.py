@@ -79,9 +79,9 @@ def test_run_dit_on_items_without_a_reference_fails_clearly_before_any_call(tmp_
 
 @pytest.mark.parametrize("name, field", [("omnispatial", "reference"), ("sc-arena", "reference"),
                                          ("datamind", "reference"), ("livedrbench", "gold_claims"),
-                                         ("puzzleworld", "reference"), ("pqr", "responses[0].claims")])
+                                         ("puzzleworld", "reference"), ("pqr", "profile")])
 def test_each_recipe_names_the_field_an_item_lacks(name: str, field: str) -> None:
-    items = items_from_dicts([{"id": "ok", "question": "q", "reference": "r", "gold_claims": ["g"],
+    items = items_from_dicts([{"id": "ok", "question": "q", "reference": "r", "gold_claims": ["g"], "profile": "p",
                                "responses": [{"id": "a", "text": "t", "claims": [{"text": "c"}]}]},
                               {"id": "bare", "question": "q", "responses": [{"id": "a", "text": "t"}]}],
                              source="mine.jsonl")
@@ -419,3 +419,19 @@ def test_a_rubric_file_must_stay_in_the_recipe_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         load_recipe(tmp_path / "r")
     assert info.value.field == "rubrics.files.a"
+
+
+def test_a_required_response_field_is_named_with_the_response(tmp_path: Path) -> None:
+    (tmp_path / "recipe.toml").write_text(
+        'name = "r"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "claims"\nrequires = ["responses.claims"]\n'
+        '[metric]\nname = "claims"\n')
+    recipe = load_recipe(tmp_path)
+    items = items_from_dicts([{"id": "q", "question": "?", "responses": [
+        {"id": "a", "text": "t", "claims": [{"text": "c"}]}, {"id": "b", "text": "u"}]}], source="x.jsonl")
+    with pytest.raises(InputError) as info:
+        recipe.check_items(items, "x.jsonl")
+    assert info.value.field == "responses[1].claims" and info.value.line == 1
+    (tmp_path / "recipe.toml").write_text((tmp_path / "recipe.toml").read_text().replace(
+        '"responses.claims"', '"responses.nonsense"'))
+    with pytest.raises(InputError, match="names no response field"):
+        load_recipe(tmp_path)
