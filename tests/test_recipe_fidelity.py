@@ -109,6 +109,11 @@ def test_run_takes_a_column_mapping(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["result"]["n"] == 2
     bad = CliRunner().invoke(cli, ["run", "omnispatial", str(path), "-j", "mock/hash", "--map", "nonsense"])
     assert bad.exit_code != 0
+    both = CliRunner().invoke(cli, ["run", "omnispatial", str(path), "-j", "mock/hash", "--format", "omnispatial",
+                                    "--map", "question=prompt"])
+    assert both.exit_code != 0 and "benchmark's own format" in both.output
+    unknown = CliRunner().invoke(cli, ["run", "omnispatial", str(path), "-j", "mock/hash", "--format", "nope"])
+    assert unknown.exit_code != 0 and "livedrbench" in unknown.output
 
 
 # -- the benchmark's own prompt from a checkout, its sha256 checked ----------------------------------------

@@ -187,6 +187,9 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
         mapping = parse_mapping(column_map) or None
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--map") from None
+    if mapping is not None and fmt in READERS:
+        raise click.BadParameter(f"--map reads a table in another schema; {fmt} is a benchmark's own format, read "
+                                 "as published", param_hint="--map")
     source = readable_input(items)
     own = r.input.get("format")
     if fmt in READERS or (fmt == "auto" and mapping is None and own in READERS and detect(source, own)):
