@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import InputError
 from ..io._items import Item, items_from_dicts
 
-__all__ = ["READERS", "decrypt", "detect", "read"]
+__all__ = ["READERS", "decrypt", "detect", "read", "read_benchmark"]
 
 Reader = Callable[[str, Any], list[dict[str, Any]]]
 
@@ -210,8 +210,11 @@ def detect(path: Path, fmt: str) -> bool:
     return isinstance(first, dict) and SIGNATURES.get(fmt, {"\0"}) <= first.keys()
 
 
-def read(path: Path, fmt: str) -> list[Item]:
+def read(path: str | Path, fmt: str) -> list[Item]:
     """The items of a benchmark's released file in format ``fmt`` (:data:`READERS`)."""
+    path = Path(path)
+    if fmt not in READERS:
+        raise InputError(f"is not a benchmark format (known: {', '.join(READERS)})", field="format")
     try:
         data = _load(path)
     except (OSError, UnicodeDecodeError) as exc:
@@ -229,3 +232,6 @@ def decrypt(ciphertext_b64: str, password: str) -> str:
     """A LiveDRBench field as released (base64, XOR with the SHA-256 of the row's ``canary``, repeated)."""
     data = base64.b64decode(ciphertext_b64)
     return bytes(a ^ b for a, b in zip(data, derive_key(password, len(data)))).decode()
+
+
+read_benchmark = read
