@@ -440,3 +440,21 @@ def test_a_required_response_field_is_named_with_the_response(tmp_path: Path) ->
         '"responses.claims"', '"responses.nonsense"'))
     with pytest.raises(InputError, match="names no response field"):
         load_recipe(tmp_path)
+
+
+def test_geoprivacy_labels_and_responses_are_joined_by_image(tmp_path: Path) -> None:
+    (tmp_path / "annotation_labels.csv").write_text("id,Q1,Q7\n101,C,B\n102,A,A\n")
+    (tmp_path / "gpt.json").write_text(json.dumps([{"id": "101", "Q7-gen": "Paris, France.", "Q7-label": "B"},
+                                                   {"id": "102", "Q7-gen": "Sorry, I cannot tell."}]))
+    manifest = tmp_path / "run.json"
+    manifest.write_text(json.dumps({"labels": "annotation_labels.csv",
+                                    "responses": {"gpt": "gpt.json", "llama": [{"id": 101, "Q7-gen": "Europe"}]}}))
+    assert detect(manifest, "geoprivacy")
+    items = {i.id: i for i in read(manifest, "geoprivacy")}
+    assert [r.system for r in items["101"].responses] == ["gpt", "llama"]
+    assert items["101"].responses[1].human_criteria == {"disclosure": 1}
+    assert items["102"].responses[0].human_criteria == {"disclosure": 0}
+    (tmp_path / "annotation_labels.csv").write_text("id,Q7\n101,Z\n")
+    with pytest.raises(InputError) as info:
+        read(manifest, "geoprivacy")
+    assert info.value.field == "Q7" and info.value.line == 2

@@ -16,6 +16,10 @@ line (the row's position, 1-based) and field.
   canary; rows already decoded are taken as they are), read from one JSON object ``{"rows": [...], "preds":
   [...]}``: claims are ``field: value`` texts, equivalence classes and main keys carried as item fields for
   the ``livedr`` metric.
+- ``geoprivacy``: VLM-GeoPrivacyBench's annotation labels (``annotation_labels.csv``: ``id``, ``Q7`` the
+  expected granularity A/B/C) joined by image id with the models' free-form responses files
+  (``[{id, "Q7-gen", ...}]``), named in one JSON object ``{"labels": CSV, "responses": {model: JSON}}`` (paths
+  relative to it): one item per image, one response per model with its expected level.
 - ``puzzleworld``: PuzzleWorld's annotated puzzles as JSON lines (``title``, ``flavor_text``, ``reasoning``: the
   list of reference steps, ``solution``), each with the model's output as ``raw_output``; the final answer is
   the item's ``context`` (the benchmark's grading instruction names it).
@@ -24,6 +28,7 @@ line (the row's position, 1-based) and field.
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import json
 from collections.abc import Callable
@@ -168,8 +173,40 @@ def _puzzleworld(file: str, data: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:
+    if not isinstance(data, dict) or "labels" not in data or not isinstance(data.get("responses"), dict):
+        raise InputError('must be an object {"labels": "annotation_labels.csv", "responses": {model: '
+                         '"api_gen_..._combined.json"}} (paths relative to this file, or the rows themselves)',
+                         file=file)
+    base = Path(file).parent
+    labels = data["labels"]
+    if isinstance(labels, str):
+        with (base / labels).open(encoding="utf-8-sig", newline="") as fh:
+            labels = list(csv.DictReader(fh))
+    expected: dict[str, int] = {}
+    for line, row in enumerate(labels, 2):
+        row = _need(row, ("id", "Q7"), str(base / str(data["labels"])), line)
+        level = str(row["Q7"]).strip()[:1]
+        if level not in "ABC" or not level:
+            raise InputError(f"must be A, B or C (the expected granularity), got {row['Q7']!r}",
+                             file=str(base / str(data["labels"])), line=line, field="Q7")
+        expected[str(row["id"])] = "ABC".index(level)
+    by_image: dict[str, list[dict[str, Any]]] = {}
+    for model, rows in data["responses"].items():
+        where = str(base / rows) if isinstance(rows, str) else file
+        rows = json.loads((base / rows).read_text(encoding="utf-8-sig")) if isinstance(rows, str) else rows
+        for line, row in enumerate(_array(rows, where), 1):
+            row = _need(row, ("id", "Q7-gen"), where, line)
+            key = str(row["id"])
+            by_image.setdefault(key, []).append(
+                {"id": str(model), "system": str(model), "text": str(row["Q7-gen"]),
+                 **({"human_criteria": {"disclosure": expected[key]}} if key in expected else {})})
+    return [{"id": key, "question": f"Where was this photo taken? (image {key}; the judge sees the answer only)",
+             "responses": responses} for key, responses in by_image.items()]
+
+
 READERS: dict[str, Reader] = {"omnispatial": _omnispatial, "sc-arena-scienceqa": _sc_arena_scienceqa,
-                              "livedrbench": _livedrbench, "puzzleworld": _puzzleworld}
+                              "livedrbench": _livedrbench, "puzzleworld": _puzzleworld, "geoprivacy": _geoprivacy}
 SIGNATURES = {"omnispatial": {"options", "answer", "task_type"}, "sc-arena-scienceqa": {"response", "abstract"},
               "puzzleworld": {"reasoning", "solution"}}
 
@@ -206,6 +243,8 @@ def detect(path: Path, fmt: str) -> bool:
         return False
     if fmt == "livedrbench":
         return isinstance(data, dict) and {"rows", "preds"} <= data.keys()
+    if fmt == "geoprivacy":
+        return isinstance(data, dict) and {"labels", "responses"} <= data.keys()
     first = data[0] if isinstance(data, list) and data else None
     return isinstance(first, dict) and SIGNATURES.get(fmt, {"\0"}) <= first.keys()
 
