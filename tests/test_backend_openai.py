@@ -318,13 +318,14 @@ def test_names_presets_and_fingerprint() -> None:
     assert split_name("smol", PRESETS["vllm"]) == ("smol", "http://127.0.0.1:8000", {})
     with pytest.raises(ConfigError):
         split_name("smol", PRESETS["http"])
-    backend = get_backend("vllm/m@http://127.0.0.1:9/v1?ctx=100&template=chatml&concurrency=2")
+    # Nothing listens on these URLs, so the API (detected from the server otherwise) is named.
+    backend = get_backend("vllm/m@http://127.0.0.1:9/v1?ctx=100&template=chatml&concurrency=2&api=completions")
     assert isinstance(backend, OpenAICompatibleBackend)
     assert backend.base_url == "http://127.0.0.1:9/v1" and backend.context_length == 100
     assert backend.fingerprint.startswith("openai:http://127.0.0.1:9/v1:m:chatml")
     assert backend.format_prompt("S", "U", "Score: [") == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nScore: [")
-    assert get_backend("http/m@http://h:1").format_prompt("S", "U", "V: [") == "S\n\nU\n\nV: ["
+    assert get_backend("http/m@http://h:1?api=completions").format_prompt("S", "U", "V: [") == "S\n\nU\n\nV: ["
     with pytest.raises(ConfigError, match="unknown judge option"):
         get_backend("vllm/m@http://h:1?bogus=1")
 
