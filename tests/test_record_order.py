@@ -36,19 +36,19 @@ def _compare(**kw: Any) -> CompareRecord:
 
 
 CASES: dict[str, tuple[Any, list[str]]] = {
-    "score": (_score(method="exact"),
+    "score": (_score(label_method="exact"),
               ["item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
-               "method", "unscored", "human_score"]),
+               "label_method", "unscored", "human_score"]),
     "score with the optional fields": (
-        _score(human_score=4.0, critique="ok", distribution={"1]": 1.0}, closing="needed", method="top_k"),
+        _score(human_score=4.0, critique="ok", distribution={"1]": 1.0}, closing="needed", label_method="top_k"),
         ["item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
-         "method", "unscored", "human_score", "critique", "distribution", "closing"]),
-    "compare": (_compare(method="exact"),
+         "label_method", "unscored", "human_score", "critique", "distribution", "closing"]),
+    "compare": (_compare(label_method="exact"),
                 ["item_id", "first_id", "second_id", "judge", "protocol", "verdicts", "probabilities", "orders",
-                 "method", "unscored", "ppl_source", "human", "annotators", "first_system", "second_system"]),
+                 "label_method", "unscored", "ppl_source", "human", "annotators", "first_system", "second_system"]),
     "compare with closing": (_compare(closing="needed", human="first", annotators=["x"]),
                              ["item_id", "first_id", "second_id", "judge", "protocol", "verdicts", "probabilities",
-                              "orders", "method", "unscored", "ppl_source", "human", "annotators", "first_system",
+                              "orders", "label_method", "unscored", "ppl_source", "human", "annotators", "first_system",
                               "second_system", "closing"]),
     "criteria": (CriteriaRecord("q", "a", None, "mock", "direct",
                                 [CriterionResult("acc", 1.0, 5, dict(SCORES), 0.5, 1.0, 0.9, None)],

@@ -295,6 +295,8 @@ class OpenAICompatibleBackend(Backend):
     def _detect_api(self) -> str:
         if self.api_option != "auto":
             return self.api_option
+        if self.labels == "exact":
+            return "completions"  # exact labels need the completions endpoint's echo: nothing to detect
         facts = _facts(self.base_url, self.model, self._transport)
         if "api" in facts:
             return str(facts["api"])
