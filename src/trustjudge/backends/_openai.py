@@ -524,7 +524,8 @@ class OpenAICompatibleBackend(Backend):
                             style, why = None, f"{self.preset_name}/ does not continue assistant messages"
                         else:
                             try:
-                                style, why = probe_prefill(self._http, chat, self.preset.prefill, self._params(1))
+                                style, why = probe_prefill(self._http, chat, self.preset.prefill,
+                                                           self.preset.sampling, self.preset.tokens_field)
                             except NoLogprobs as exc:
                                 raise self._no_logprobs(exc) from exc
                         facts["prefill"], facts["prefill_why"] = style or "", why

@@ -205,18 +205,19 @@ def _along(entries: Sequence[Entry], i: int, rem: str, labels: Sequence[str]) ->
     return dists
 
 
-def probe_prefill(http: Channel, prompt: ChatPrompt, styles: Sequence[str], extra: Mapping[str, Any]) \
-        -> tuple[str | None, str]:
+def probe_prefill(http: Channel, prompt: ChatPrompt, styles: Sequence[str], extra: Mapping[str, Any],
+                  tokens: str = "max_tokens") -> tuple[str | None, str]:
     """The first style in ``styles`` in which the server continues the assistant's text, checked on a real
     prompt: the greedy tokens ``t1 t2`` after prefix ``P`` must be the greedy token after ``P + t1``, with the
     same log-probability (a server that opens a new turn instead answers ``P + t1`` from a turn's start).
-    Returns ``(style, why)``; ``(None, why)`` when none does."""
+    ``extra``: the server's sampling fields; ``tokens``: its token budget field. Returns ``(style, why)``;
+    ``(None, why)`` when none does."""
     prefix = prompt.assistant or "The"
     why = "no style tried"
     for style in styles:
         def greedy(assistant: str, n: int, st: str = style) -> list[Entry]:
-            data = http.chat({**prompt.body(st, assistant), "max_tokens": n, "temperature": 0.0,
-                              "logprobs": True, "top_logprobs": 1, **extra})
+            data = http.chat({**extra, **prompt.body(st, assistant), tokens: n, "temperature": 0.0,
+                              "logprobs": True, "top_logprobs": 1})
             return answer_entries(data["choices"][0], http.base_url + "/chat/completions")
 
         try:
