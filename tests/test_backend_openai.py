@@ -144,6 +144,44 @@ def test_single_prompt_servers_get_one_request_per_label() -> None:
     assert sum(1 for c in server.calls if c.get("echo") and isinstance(c["prompt"], str)) >= len(LABELS)
 
 
+def test_a_500_on_the_list_probe_is_no_at_once_and_remembered_for_the_server() -> None:
+    from trustjudge._retry import RetryPolicy
+
+    server = FakeServer(lists=False)
+    transport = httpx.MockTransport(server)
+    waits: list[float] = []
+    first = OpenAICompatibleBackend("toy", "http://fake:1", transport=transport)
+    first.use_retry_policy(RetryPolicy(max_retries=3, base_s=0.5, sleep=waits.append))
+    first.label_logprobs([LabelRequest("P: [", LABELS)])
+    lists = [c for c in server.calls if isinstance(c.get("prompt"), list)]
+    # Before: the 500 (llama-cpp-python asserts one prompt) was retried through the whole budget.
+    assert len(lists) == 1 and waits == [] and first.capabilities.prompt_lists is False
+    second = OpenAICompatibleBackend("toy", "http://fake:1", transport=transport)
+    second.label_logprobs([LabelRequest("Q: [", LABELS)])
+    assert len([c for c in server.calls if isinstance(c.get("prompt"), list)]) == 1  # not asked again
+    assert second.capabilities.prompt_lists is False
+
+
+def test_llamacpp_server_prompts_use_the_chat_template_from_props() -> None:
+    template = ("{% for m in messages %}<<{{ m['role'] }}>>{{ m['content'] }}{% endfor %}"
+                "{% if add_generation_prompt %}<<assistant>>{% endif %}")
+
+    def props(request: httpx.Request) -> httpx.Response | None:
+        if request.url.path == "/props":
+            return httpx.Response(200, json={"chat_template": template, "default_generation_settings": {"n_ctx": 512}})
+        return None
+
+    transport = httpx.MockTransport(FakeServer(fail=props))
+    served = OpenAICompatibleBackend("toy", "http://fake:1", preset="llamacpp-server", transport=transport)
+    assert served.format_prompt("S", "U", "Score: [") == "<<system>>S<<user>>U<<assistant>>Score: ["
+    assert ":toy:tpl-" in served.fingerprint and served.concurrency == 1
+    named = OpenAICompatibleBackend("toy", "http://fake:1", preset="llamacpp-server", chat_template="plain",
+                                    transport=transport)
+    assert named.format_prompt("S", "U", "Score: [") == "S\n\nU\n\nScore: ["  # ?template= wins
+    other = OpenAICompatibleBackend("toy", "http://fake:1", preset="vllm", transport=transport)
+    assert other.format_prompt("S", "U", "Score: [") == "S\n\nU\n\nScore: ["  # /props is llama.cpp's
+
+
 @pytest.mark.parametrize("defect", ["reject", "shifted"])
 def test_top_k_fallback_when_echo_is_unsupported_or_misaligned(defect: str, caplog: Any) -> None:
     backend = fake_backend(FakeServer(echo=defect), top_k=5)

@@ -233,28 +233,40 @@ def llama_server() -> Iterator[str]:
 def test_a_real_servers_chat_labels_match_its_completions_labels(llama_server: str) -> None:
     """llama-cpp-python's server does not continue an assistant message, so its chat labels are read in the
     judge's own answer, at the position after "Score: [" (``top_k_first``). When the judge writes "Score: ["
-    first, that position has the same context as the completions prompt ending "Score: [" (the server's chat
-    template is ChatML, as ``?template=chatml`` renders it): the same distribution, up to the top-k cut."""
+    first, that position has the same context as the completions prompt ending "Score: [" over the same
+    messages rendered in ChatML (SmolLM2's template with a system turn): the same distribution, up to the
+    top-k cut. SmolLM2-135M ignores a format it is only told about, so two earlier turns show it (the
+    messages' ``turns``)."""
     chat = get_backend(f"llamacpp-server/smollm2@{llama_server}?api=chat")
     done = get_backend(f"llamacpp-server/smollm2@{llama_server}?api=completions&template=chatml&labels=top_k")
+    assert isinstance(chat, OpenAICompatibleBackend) and isinstance(done, OpenAICompatibleBackend)
+
+    def ask(answer: str) -> str:
+        return ("Rate the answer from 1 to 5. Reply with the rating only, in the form \"Score: [N]\".\n"
+                f"Question: What is 2 + 2?\nAnswer: {answer}")
+
+    shots = [{"role": "user", "content": ask("22")}, {"role": "assistant", "content": "Score: [1]"},
+             {"role": "user", "content": ask("Four")}, {"role": "assistant", "content": "Score: [5]"}]
     labels = tuple(str(i) for i in range(1, 6))  # single tokens: the first position is the whole label
-    users = ["Rate the answer from 1 to 5. Reply with the rating only, in the form \"Score: [N]\".\n"
-             f"Question: What is 2 + 2?\nAnswer: {text}" for text in ("4", "It is four.", "5", "I do not know.")]
-    compared = 0
+    compared, worst = 0, 0.0
     try:
-        for user in users:
-            got = chat.label_logprobs([LabelRequest(chat.format_prompt(SYSTEM, user, SCORE_MARKER), labels)])[0]
-            want = done.label_logprobs([LabelRequest(done.format_prompt(SYSTEM, user, SCORE_MARKER), labels)])[0]
+        for text in ("4", "It is four.", "5", "I do not know."):
+            messages = build_messages(SYSTEM, ask(text), turns=shots)
+            got = chat.label_logprobs([LabelRequest(chat.format_messages(messages, SCORE_MARKER), labels)])[0]
+            prompt = str(done._template.render(messages=list(messages), add_generation_prompt=True, bos_token="",
+                                               eos_token="")) + SCORE_MARKER
+            want = done.label_logprobs([LabelRequest(prompt, labels)])[0]
             assert got.api == "chat" and got.method == "top_k_first" and want.method == "top_k"
+            assert want.api == "completions"
             if all(v == -math.inf for v in got.logprobs):
-                continue  # the judge did not write "Score: [" in its answer: nothing to compare (said so)
+                continue  # the judge did not write "Score: [" in its answer: nothing to compare
             compared += 1
-            for lab, a, b in zip(labels, got.logprobs, want.logprobs):
-                # Tolerance 0.02: the two requests run the same tokens through the same server, but the chat
-                # answer reaches the label position by decoding its own tokens one at a time while completions
-                # evaluates the prompt in one batch (llama.cpp's batch shapes move logits slightly).
-                assert abs(math.exp(a) - math.exp(b)) < 0.02, (user, lab, math.exp(a), math.exp(b))
+            for a, b in zip(got.logprobs, want.logprobs):
+                worst = max(worst, abs(math.exp(a) - math.exp(b)))
     finally:
         chat.close()
         done.close()
-    assert compared >= 2, "the judge wrote the marker too rarely to compare"
+    assert compared >= 3, "the judge wrote the marker too rarely to compare"
+    # Measured: 0 (the same probabilities to the last bit, 4 prompts of 4 compared; the fixture's float32 KV
+    # cache makes llama.cpp's logits independent of how the tokens are batched). Tolerance 1e-6.
+    assert worst < 1e-6, worst
