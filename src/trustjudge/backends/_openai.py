@@ -569,7 +569,9 @@ class OpenAICompatibleBackend(Backend):
                 raise self._no_logprobs(exc) from exc
             return LabelResult(values, used, time.perf_counter() - start, method, api="chat")
 
-        return [one(pair) for pair in zip(requests, chats)]
+        pairs = list(zip(requests, chats))
+        # A walk fans out on the channel's pool itself; an answer is one request, so answers go on the pool.
+        return [one(pair) for pair in pairs] if style else self._http.map(one, pairs)
 
     def _walk(self, req: LabelRequest, chat: ChatPrompt, style: str) -> tuple[tuple[float, ...], int]:
         url = self.base_url + "/chat/completions"
