@@ -144,6 +144,44 @@ def test_single_prompt_servers_get_one_request_per_label() -> None:
     assert sum(1 for c in server.calls if c.get("echo") and isinstance(c["prompt"], str)) >= len(LABELS)
 
 
+def test_a_500_on_the_list_probe_is_no_at_once_and_remembered_for_the_server() -> None:
+    from trustjudge._retry import RetryPolicy
+
+    server = FakeServer(lists=False)
+    transport = httpx.MockTransport(server)
+    waits: list[float] = []
+    first = OpenAICompatibleBackend("toy", "http://fake:1", transport=transport)
+    first.use_retry_policy(RetryPolicy(max_retries=3, base_s=0.5, sleep=waits.append))
+    first.label_logprobs([LabelRequest("P: [", LABELS)])
+    lists = [c for c in server.calls if isinstance(c.get("prompt"), list)]
+    # Before: the 500 (llama-cpp-python asserts one prompt) was retried through the whole budget.
+    assert len(lists) == 1 and waits == [] and first.capabilities.prompt_lists is False
+    second = OpenAICompatibleBackend("toy", "http://fake:1", transport=transport)
+    second.label_logprobs([LabelRequest("Q: [", LABELS)])
+    assert len([c for c in server.calls if isinstance(c.get("prompt"), list)]) == 1  # not asked again
+    assert second.capabilities.prompt_lists is False
+
+
+def test_llamacpp_server_prompts_use_the_chat_template_from_props() -> None:
+    template = ("{% for m in messages %}<<{{ m['role'] }}>>{{ m['content'] }}{% endfor %}"
+                "{% if add_generation_prompt %}<<assistant>>{% endif %}")
+
+    def props(request: httpx.Request) -> httpx.Response | None:
+        if request.url.path == "/props":
+            return httpx.Response(200, json={"chat_template": template, "default_generation_settings": {"n_ctx": 512}})
+        return None
+
+    transport = httpx.MockTransport(FakeServer(fail=props))
+    served = OpenAICompatibleBackend("toy", "http://fake:1", preset="llamacpp-server", transport=transport)
+    assert served.format_prompt("S", "U", "Score: [") == "<<system>>S<<user>>U<<assistant>>Score: ["
+    assert ":toy:tpl-" in served.fingerprint and served.concurrency == 1
+    named = OpenAICompatibleBackend("toy", "http://fake:1", preset="llamacpp-server", chat_template="plain",
+                                    transport=transport)
+    assert named.format_prompt("S", "U", "Score: [") == "S\n\nU\n\nScore: ["  # ?template= wins
+    other = OpenAICompatibleBackend("toy", "http://fake:1", preset="vllm", transport=transport)
+    assert other.format_prompt("S", "U", "Score: [") == "S\n\nU\n\nScore: ["  # /props is llama.cpp's
+
+
 @pytest.mark.parametrize("defect", ["reject", "shifted"])
 def test_top_k_fallback_when_echo_is_unsupported_or_misaligned(defect: str, caplog: Any) -> None:
     backend = fake_backend(FakeServer(echo=defect), top_k=5)
@@ -318,13 +356,14 @@ def test_names_presets_and_fingerprint() -> None:
     assert split_name("smol", PRESETS["vllm"]) == ("smol", "http://127.0.0.1:8000", {})
     with pytest.raises(ConfigError):
         split_name("smol", PRESETS["http"])
-    backend = get_backend("vllm/m@http://127.0.0.1:9/v1?ctx=100&template=chatml&concurrency=2")
+    # Nothing listens on these URLs, so the API (detected from the server otherwise) is named.
+    backend = get_backend("vllm/m@http://127.0.0.1:9/v1?ctx=100&template=chatml&concurrency=2&api=completions")
     assert isinstance(backend, OpenAICompatibleBackend)
     assert backend.base_url == "http://127.0.0.1:9/v1" and backend.context_length == 100
     assert backend.fingerprint.startswith("openai:http://127.0.0.1:9/v1:m:chatml")
     assert backend.format_prompt("S", "U", "Score: [") == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nScore: [")
-    assert get_backend("http/m@http://h:1").format_prompt("S", "U", "V: [") == "S\n\nU\n\nV: ["
+    assert get_backend("http/m@http://h:1?api=completions").format_prompt("S", "U", "V: [") == "S\n\nU\n\nV: ["
     with pytest.raises(ConfigError, match="unknown judge option"):
         get_backend("vllm/m@http://h:1?bogus=1")
 

@@ -115,7 +115,7 @@ def test_the_recorded_judge_answers_from_its_file_and_says_so(tmp_path: Path) ->
     assert by_item["q5"]["unscored"] == "not_recorded"
     for r in recs:
         assert r["judge"] == name and r["protocol"] == "recorded" and r["orders"] == []
-        assert r["method"] == ("recorded" if r["unscored"] is None else None)
+        assert r["label_method"] == ("recorded" if r["unscored"] is None else None)
     with Judge(name, store=store, protocol="cot") as again:  # a recording has no critique: read directly
         assert [r.to_dict()["verdicts"] for r in again.compare(items)] == [r["verdicts"] for r in recs]
         assert again.stats.model_calls == 0 and again.stats.from_store == 8

@@ -468,18 +468,18 @@ def test_records_carry_their_method_and_top_k_warns_once(tmp_path: Path, items_f
         code, _, err = main(capsys, "score", items_file, "-j", "mock/topk", "--store", tmp_path / "s.sqlite",
                             "--out", out, "--scale", "5")
         assert code == 0, err
-        assert [r["method"] for r in lines(out)] == ["top_k"] * 5
+        assert [r["label_method"] for r in lines(out)] == ["top_k"] * 5
         assert err.count("top-k log-probabilities") == 1 and "labels read: top_k 5" in err
         code, _, err = main(capsys, "compare", items_file, "-j", "mock/topk", "--store", tmp_path / "s.sqlite",
                             "--out", out, "-q")
         assert code == 0 and err.count("top-k log-probabilities") == 1
-        assert {r["method"] for r in lines(out)} == {"top_k"}
-        assert {o["method"] for r in lines(out) for o in r["orders"]} == {"top_k"}
+        assert {r["label_method"] for r in lines(out)} == {"top_k"}
+        assert {o["label_method"] for r in lines(out) for o in r["orders"]} == {"top_k"}
     finally:
         register_mock("topk", None)
     code, _, err = main(capsys, "score", items_file, "-j", "mock/hash", "--store", tmp_path / "s.sqlite",
                         "--out", out)
-    assert code == 0 and {r["method"] for r in lines(out)} == {"exact"} and "top-k" not in err
+    assert code == 0 and {r["label_method"] for r in lines(out)} == {"exact"} and "top-k" not in err
     assert "labels read: exact 5" in err
 
 

@@ -183,7 +183,7 @@ def test_real_judge_in_a_test_session(pytester: pytest.Pytester, tmp_path: Path)
 
         def test_scores(trustjudge_judge):
             record = assert_scores_at_least(trustjudge_judge, "What is the capital of France?", "Paris.", 1)
-            assert record.unscored is None and record.method == "exact"
+            assert record.unscored is None and record.label_method == "exact"
 
         def test_same_again(trustjudge_judge):
             assert_scores_at_least(trustjudge_judge, "What is the capital of France?", "Paris.", 1)

@@ -36,19 +36,19 @@ def _compare(**kw: Any) -> CompareRecord:
 
 
 CASES: dict[str, tuple[Any, list[str]]] = {
-    "score": (_score(method="exact"),
+    "score": (_score(label_method="exact"),
               ["item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
-               "method", "unscored", "human_score"]),
+               "label_method", "unscored", "human_score"]),
     "score with the optional fields": (
-        _score(human_score=4.0, critique="ok", distribution={"1]": 1.0}, closing="needed", method="top_k"),
+        _score(human_score=4.0, critique="ok", distribution={"1]": 1.0}, closing="needed", label_method="top_k"),
         ["item_id", "response_id", "system", "judge", "protocol", "scale", "scores", "entropy", "label_mass",
-         "method", "unscored", "human_score", "critique", "distribution", "closing"]),
-    "compare": (_compare(method="exact"),
+         "label_method", "unscored", "human_score", "critique", "distribution", "closing"]),
+    "compare": (_compare(label_method="exact"),
                 ["item_id", "first_id", "second_id", "judge", "protocol", "verdicts", "probabilities", "orders",
-                 "method", "unscored", "ppl_source", "human", "annotators", "first_system", "second_system"]),
+                 "label_method", "unscored", "ppl_source", "human", "annotators", "first_system", "second_system"]),
     "compare with closing": (_compare(closing="needed", human="first", annotators=["x"]),
                              ["item_id", "first_id", "second_id", "judge", "protocol", "verdicts", "probabilities",
-                              "orders", "method", "unscored", "ppl_source", "human", "annotators", "first_system",
+                              "orders", "label_method", "unscored", "ppl_source", "human", "annotators", "first_system",
                               "second_system", "closing"]),
     "criteria": (CriteriaRecord("q", "a", None, "mock", "direct",
                                 [CriterionResult("acc", 1.0, 5, dict(SCORES), 0.5, 1.0, 0.9, None)],
@@ -150,3 +150,32 @@ def test_declaration_order_holds_around_optional_fields_and_unresolved_types() -
     rec.note = "n"
     assert list(rec.to_dict()) == ["item_id", "response_id", "system", "judge", "note", "parts", "value"]
     assert rec.to_dict()["value"] is not rec.value
+
+
+def test_label_method_is_one_name_and_records_and_stored_rows_from_before_the_rename_still_read(tmp_path: Any) -> None:
+    """Records said ``method`` for how labels were read, as the score methods do: it is ``label_method`` now
+    (issue 39), and what was written before reads back."""
+    written = _score(label_method="top_k", api="chat").to_dict()
+    assert written["label_method"] == "top_k" and "method" not in written and written["api"] == "chat"
+    assert "api" not in _score(label_method="exact").to_dict()  # in-process judges have no API
+    old = {**_score().to_dict(), "method": "top_k"}
+    del old["label_method"]
+    assert ScoreRecord.from_dict(old).label_method == "top_k"
+    old_pair = {**_compare().to_dict(), "method": "exact"}
+    del old_pair["label_method"]
+    assert CompareRecord.from_dict(old_pair).label_method == "exact"
+
+    from trustjudge import Store
+    from trustjudge.backends import get_backend
+    from trustjudge.engine._engine import Engine, Job
+
+    backend = get_backend("mock/hash")
+    with Store(tmp_path / "s.sqlite") as store:
+        engine = Engine(backend, store)
+        job = Job("P: [", ("1", "2"))
+        key = engine.label_key(job)
+        request = {"kind": "labels", "backend": backend.fingerprint, "prompt": job.prompt, "labels": ["1]", "2]"]}
+        store.put_many([(key, "labels", backend.fingerprint, request,
+                         {"logprobs": [-0.5, -1.0], "method": "top_k"}, 3, 0, 0.1)])  # a row stored before
+        out = engine.labels([job])[0]
+        assert out.method == "top_k" and out.api is None and engine.stats.model_calls == 0

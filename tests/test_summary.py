@@ -17,7 +17,7 @@ from trustjudge.cli import cli
 def _score(item: str, rid: str, expected: float | None, system: str | None = None) -> dict[str, Any]:
     return {"item_id": item, "response_id": rid, "system": system, "judge": "j", "protocol": "direct", "scale": 10,
             "scores": {"expected": expected, "discrete": None}, "entropy": None, "label_mass": None,
-            "method": None, "unscored": None if expected is not None else "no_label_mass"}
+            "label_method": None, "unscored": None if expected is not None else "no_label_mass"}
 
 
 def test_score_means_by_system_with_unscored_counted_and_the_newest_record_winning() -> None:

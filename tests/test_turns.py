@@ -204,7 +204,7 @@ def test_turn_control_tokens_are_broken_by_the_backend() -> None:
     from trustjudge.backends import get_backend
 
     [item] = items_from_dicts([_item(ATTACK)])
-    b = get_backend("http/judge@http://127.0.0.1:9?template=chatml")  # no request is made
+    b = get_backend("http/judge@http://127.0.0.1:9?template=chatml&api=completions")  # no request is made
     try:
         q = Judge("mock/hash", store=None).task("score").questions(item, b.format_prompt)[0]
         assert isinstance(q, Question)

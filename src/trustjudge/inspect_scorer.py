@@ -210,12 +210,12 @@ def _score_value(record: RecordBase, judge: Judge, method: str) -> Score:
     value = record.scores.get(method)
     meta: dict[str, Any] = {
         "kind": "score", "judge": judge.name, "protocol": record.protocol, "method": method,
-        "scale": record.scale, "label_method": record.method, "label_mass": record.label_mass,
+        "scale": record.scale, "label_method": record.label_method, "label_mass": record.label_mass,
         "distribution": record.distribution, "scores": dict(record.scores), "entropy": record.entropy,
         "unscored": record.unscored, "record": record.to_dict(),
     }
     low = 1 if record.scale_min is None else record.scale_min
-    what = (f"{_how(judge, method, f'{low}-{record.scale}', record.method)}; "
+    what = (f"{_how(judge, method, f'{low}-{record.scale}', record.label_method)}; "
             f"label mass {fmt_number(record.label_mass)}; "
             f"top labels {top_labels(record.distribution)}")
     return _result(value, record.unscored, meta, what)

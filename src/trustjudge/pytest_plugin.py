@@ -147,7 +147,7 @@ def assert_scores_at_least(judge: Judge, question: str, response: str, minimum: 
         record = next(iter(judge.run(task, [item])))
         assert isinstance(record, ScoreRecord)
         _check_score(judge, record.scores, record.unscored, record.label_mass, record.distribution, minimum,
-                     method, record.scale, record.method, None, question, response)
+                     method, record.scale, record.label_method, None, question, response)
         return record
     ctask = judge.task("criteria", criteria=(criterion,), scale=scale, keep_distribution=True)
     crecord = next(iter(judge.run(ctask, [item])))
@@ -193,7 +193,7 @@ def assert_beats(judge: Judge, question: str, a: str, b: str, *, context: str | 
     own = [_order_verdict(order, swapped=i == 1) for i, order in enumerate(record.orders)]
     if record.unscored is None and record.verdicts.get("likelihood") == "first" and own == ["first", "first"]:
         return record
-    read = f", labels read {record.method}" if record.method else ""
+    read = f", labels read {record.label_method}" if record.label_method else ""
     how = (f"  how: both presentation orders, probabilities summed (likelihood aggregation), judge {judge.name}, "
            f"protocol {judge.protocol}{read}")
     if record.unscored is not None:

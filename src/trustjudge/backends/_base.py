@@ -35,7 +35,11 @@ class LabelResult:
     prompt_tokens: int
     latency_s: float = 0.0
     method: str = "exact"
-    """How the distribution was obtained: ``exact`` (teacher-forced) or ``top_k``."""
+    """How the distribution was obtained (records' ``label_method``): ``exact`` (teacher-forced), ``top_k``
+    (a server's top-k log-probabilities, the label trie walked) or ``top_k_first`` (a chat answer's top-k
+    at the label's first position, and along the tokens the judge wrote)."""
+    api: str | None = None
+    """The HTTP API that produced it (``completions`` or ``chat``); ``None`` for an in-process judge."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,13 @@ name                 default base URL                     API key from
 
 ``URL`` may carry options as a query string: ``vllm/Qwen/Qwen2.5-7B@http://gpu:8000?ctx=32768&concurrency=16``
 (``ctx``, ``concurrency``, ``rpm``, ``timeout``, ``labels`` = ``auto|exact|top_k``, ``top_k``,
-``template`` = ``plain|chatml``).
+``template`` = ``plain|chatml``, ``api`` = ``chat|completions``, ``answer_tokens``).
+
+Which API: the legacy completions endpoint where the server serves the model there, else chat completions.
+Detected, never assumed (:meth:`OpenAICompatibleBackend.api`): a one-token completions request on first
+use; a 404, or a 400 that names chat (OpenAI's "This is a chat model ..."), means chat. ``?api=`` forces one.
+The answer is kept per server and model for the process, and the fingerprint (so every store key) of a chat
+judge says ``api=chat``. The chat path is :mod:`._openai_chat`.
 
 The backend's jobs live in four modules:
 
@@ -24,9 +30,11 @@ The backend's jobs live in four modules:
   limits, each request's total deadline, HTTP statuses as the engine's errors, retries);
 - :mod:`._openai_labels`: label distributions from log-probabilities (exact echo scoring, detected by a
   probe, and the top-k fallback);
+- :mod:`._openai_chat`: the chat path (messages, continuing an assistant message, reading the label in
+  the judge's answer);
 - this module: the backend class (capabilities, context length, token counts, generation) and :func:`build`.
 
-Label distributions come through the legacy completions endpoint, exactly (``method="exact"``: the
+On the completions endpoint label distributions come exactly (``method="exact"``: the
 label's echoed log-probabilities, used only when a probe on the first label call finds the server's echo
 present and aligned) or from the top-``k`` log-probabilities at the label position (``method="top_k"``,
 labels outside the top-k get probability 0: the engine reports the covered mass as ``label_mass``).
@@ -57,8 +65,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from .._retry import RetryPolicy
 from ..errors import (
@@ -77,8 +85,22 @@ from ._base import (
     LabelResult,
     neutralise,
 )
-from ._openai_http import CONNECT_TIMEOUT_S, SILENT_LIMIT, Channel, json_object
-from ._openai_labels import exact_labels, probe_echo, probe_lists, top_k_labels
+from ._openai_chat import (
+    CHAT_HEAD,
+    AnswerCache,
+    ChatPrompt,
+    Entry,
+    Message,
+    NoLogprobs,
+    answer_entries,
+    build_messages,
+    choice_content,
+    probe_prefill,
+    read_answer,
+    refused_completions,
+)
+from ._openai_http import CONNECT_TIMEOUT_S, SILENT_LIMIT, Channel, ClientError, json_object
+from ._openai_labels import exact_labels, probe_echo, probe_lists, top_k_labels, trie_values, walk_top_k
 from ._openai_presets import (
     CHATML,
     PRESETS,
@@ -92,6 +114,24 @@ from ._openai_presets import (
 
 log = logging.getLogger("trustjudge.backends.openai")
 
+Api = Literal["auto", "chat", "completions"]
+CLOSE = "]"
+"""The closing bracket of a label (the engine's ``CLOSE``), assumed after a chat answer's first position."""
+ANSWER_TOKENS = 32
+"""Tokens a chat judge may write by default before its label is found (``?answer_tokens=``)."""
+KEEP_TOKENS = 16
+"""Tokens a ``cot`` critique on a chat server that cannot continue it may run past its stop: the label."""
+
+_FACTS_LOCK = threading.Lock()
+_FACTS: dict[tuple[str, str, int], dict[str, Any]] = {}
+"""What was found of each server and model (``api``, ``prefill``, ``lists``), kept for the process (an
+injected transport, a test's fake server, is a server of its own)."""
+
+
+def _facts(base_url: str, model: str, transport: Any = None) -> dict[str, Any]:
+    with _FACTS_LOCK:
+        return _FACTS.setdefault((base_url, model, 0 if transport is None else id(transport)), {})
+
 
 class _Unreachable(Exception):
     """The tokenizer endpoint failed transiently (after retries)."""
@@ -104,6 +144,9 @@ class Capabilities:
     exact: bool | None = None
     exact_reason: str = ""
     prompt_lists: bool | None = None
+    prefill: str | None = None
+    """The chat path's way of continuing an assistant message (``vllm``, ``trailing``; ``""``: none)."""
+    prefill_reason: str = ""
     tokenizer: str | None = None
     """``/tokenize`` (vLLM, llama-server), ``/extras/tokenize`` (llama-cpp-python) or ``estimate``."""
     context_length: int | None = None
@@ -129,6 +172,9 @@ class OpenAICompatibleBackend(Backend):
             ``"chatml"`` or a Jinja2 template string renders them as a chat (``messages``,
             ``add_generation_prompt``).
         max_prompts_per_request: prompts sent in one request where the server accepts a list.
+        api: ``auto`` (detect), ``chat`` or ``completions``.
+        answer_tokens: the most tokens a chat judge may write before its label (the label read in its
+            answer); a reasoning model needs room for its reasoning (thousands).
         transport: an ``httpx`` transport (tests inject ``httpx.MockTransport``).
     """
 
@@ -136,9 +182,9 @@ class OpenAICompatibleBackend(Backend):
 
     def __init__(self, model: str, base_url: str, *, preset: str = "http", api_key: str | None = None,
                  labels: LabelMode = "auto", top_k: int | None = None, context_length: int | None = None,
-                 concurrency: int = 4, timeout_s: float = 120.0, requests_per_minute: float | None = None,
-                 chat_template: str | None = None, max_prompts_per_request: int = 64,
-                 transport: Any = None) -> None:
+                 concurrency: int | None = None, timeout_s: float = 120.0, requests_per_minute: float | None = None,
+                 chat_template: str | None = None, max_prompts_per_request: int = 64, api: Api = "auto",
+                 answer_tokens: int = ANSWER_TOKENS, transport: Any = None) -> None:
         try:
             import httpx
         except ImportError as exc:
@@ -164,12 +210,24 @@ class OpenAICompatibleBackend(Backend):
             raise ConfigError(f"invalid judge server URL {base_url!r}: use http(s)://host[:port]")
         if key and api_key is None:
             warn_key_destination(self.preset, preset, self.root, parsed.scheme, parsed.host)
+        if api not in ("auto", "chat", "completions"):
+            raise ConfigError(f"api must be chat or completions, got {api!r}")
+        if api == "chat" and labels == "exact":
+            raise ConfigError("labels=exact needs the completions endpoint: a chat endpoint returns top-k "
+                              "log-probabilities only")
+        if not isinstance(answer_tokens, int) or answer_tokens < 1:
+            raise ConfigError(f"answer_tokens must be a positive integer, got {answer_tokens!r}")
         self.labels: LabelMode = labels
+        self.api_option: Api = api
+        self._api: str | None = None
+        self.answer_tokens = answer_tokens
         self.top_k = top_k or self.preset.top_k
+        self.chat_top_k = top_k or self.preset.chat_top_k
         self._context_option = context_length
-        self.concurrency = max(1, concurrency)
+        self.concurrency = max(1, self.preset.concurrency if concurrency is None else concurrency)
         self.max_prompts_per_request = max(1, max_prompts_per_request)
         self.capabilities = Capabilities(context_length=context_length)
+        self._template_given = chat_template is not None
         self._template_tag, self._template = load_template(chat_template)
         if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
@@ -179,6 +237,9 @@ class OpenAICompatibleBackend(Backend):
                              requests_per_minute=requests_per_minute, transport=transport)
         self._lock = threading.Lock()
         self._probe_lock = threading.Lock()
+        self._api_lock = threading.Lock()
+        self._answers = AnswerCache()
+        self._transport = transport
         self._token_counts: OrderedDict[str, int] = OrderedDict()
         self._warned: set[str] = set()
 
@@ -205,18 +266,92 @@ class OpenAICompatibleBackend(Backend):
     # -- identity -------------------------------------------------------------------------------
     @property
     def exact_labels(self) -> bool:  # type: ignore[override]
-        """False once the probe found no exact path (labels then come from the top-k)."""
-        return self.capabilities.exact is not False
+        """False once the probe found no exact path, or on the chat API (labels then come from the top-k)."""
+        return self.capabilities.exact is not False and self._api != "chat"
 
     @property
     def fingerprint(self) -> str:
+        if self.api == "chat":  # the server applies its chat template: no template of ours is part of it
+            return f"openai:{self.base_url}:{self.model}:chat:labels={self.labels}{self.chat_top_k}:api=chat"
         labels = self.labels if self.labels == "exact" else f"{self.labels}{self.top_k}"
         return f"openai:{self.base_url}:{self.model}:{self._template_tag}:labels={labels}"
 
+    # -- which API ------------------------------------------------------------------------------
+    @property
+    def api(self) -> str:
+        """``chat`` or ``completions``: forced by ``?api=``, else detected on first use (and kept per server
+        and model): a completions endpoint that refuses the model (404, or a 400 naming chat) means chat."""
+        if self._api is None:
+            with self._api_lock:
+                if self._api is None:
+                    api = self._detect_api()
+                    if api == "completions":
+                        self._read_server_template()
+                    else:
+                        self.capabilities.exact, self.capabilities.exact_reason = False, "chat completions"
+                    self._api = api
+        return self._api
+
+    def _detect_api(self) -> str:
+        if self.api_option != "auto":
+            return self.api_option
+        if self.labels == "exact":
+            return "completions"  # exact labels need the completions endpoint's echo: nothing to detect
+        facts = _facts(self.base_url, self.model, self._transport)
+        if "api" in facts:
+            return str(facts["api"])
+        body = {"model": self.model, "prompt": "Hello", "max_tokens": 1, "temperature": 0.0}
+        try:  # tried once: a server failing now fails the first real request too, which is retried
+            self._http.request("POST", self.base_url + "/completions", body)
+        except ClientError as exc:
+            if not refused_completions(exc):
+                return "completions"  # kept for this backend only: its first real request reports the error
+            log.info("%s: the completions endpoint refuses %r (%s): judging through /chat/completions",
+                     self.base_url, self.model, exc)
+            facts["api"] = "chat"
+            return "chat"
+        except TransientBackendError:
+            return "completions"  # the server is failing now: its first real request says so
+        facts["api"] = "completions"
+        return "completions"
+
+    def _read_server_template(self) -> None:
+        """llama.cpp's ``llama-server`` publishes the model's chat template in ``/props``: the completions
+        prompts of a ``llamacpp-server/`` judge use it unless ``?template=`` names one."""
+        if self.preset_name != "llamacpp-server" or self._template_given:
+            return
+        try:
+            props = self._http.retrying(lambda: self._http.request("GET", self.root + "/props"))
+        except BackendUnavailable:
+            raise
+        except BackendError:
+            return
+        text = json_object(props).get("chat_template")
+        if not isinstance(text, str) or not text.strip():
+            return
+        try:
+            tag, template = load_template(text)
+            template.render(messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+                            add_generation_prompt=True, bos_token="", eos_token="")
+        except Exception as exc:  # a template our sandbox cannot render: keep plain text, and say so
+            log.warning("%s: cannot use the server's chat template from /props (%s); prompts are plain text "
+                        "(?template=chatml or a template of your own sets one)", self.root, exc)
+            return
+        self._template_tag, self._template = tag, template
+        log.info("%s: prompts use the server's chat template (/props)", self.root)
+
+    def format_messages(self, messages: Sequence[Message], assistant_prefix: str) -> str:
+        """The prompt string of a chat judgment: ``messages`` (see
+        :func:`~._openai_chat.build_messages`), then the assistant's text so far."""
+        return ChatPrompt(tuple(messages), assistant_prefix).encode()
+
     def format_prompt(self, system: str, user: str, assistant_prefix: str) -> str:
         # A server tokenizes the prompt text with its special tokens parsed: the control strings of the
-        # common chat templates are broken in the quoted texts so that they reach the model as plain text.
+        # common chat templates are broken in the quoted texts so that they reach the model as plain text
+        # (a chat server renders its template over the messages as text too).
         system, user = neutralise(system, REMOTE_SPECIALS), neutralise(user, REMOTE_SPECIALS)
+        if self.api == "chat":
+            return self.format_messages(build_messages(system, user), assistant_prefix)
         if self._template is None:
             return f"{system}\n\n{user}\n\n{assistant_prefix}"
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -270,10 +405,12 @@ class OpenAICompatibleBackend(Backend):
             if text in self._token_counts:
                 self._token_counts.move_to_end(text)
                 return self._token_counts[text]
+        chat = ChatPrompt.decode(text) if text.startswith(CHAT_HEAD) else None
+        read = chat.text() if chat is not None else text
         try:
-            count = self._count_tokens(text)
+            count = self._count_tokens(read)
         except _Unreachable:
-            return max(1, math.ceil(len(text) / 4))  # not cached: the next call asks the server again
+            return max(1, math.ceil(len(read) / 4))  # not cached: the next call asks the server again
         with self._lock:
             self._token_counts[text] = count
             if len(self._token_counts) > 20_000:
@@ -339,7 +476,10 @@ class OpenAICompatibleBackend(Backend):
                 raise BackendError(f"{self.base_url} cannot score labels exactly: {why}")
             self.capabilities.exact, self.capabilities.exact_reason = ok, why
             if ok:
-                self.capabilities.prompt_lists = probe_lists(self._http)
+                facts = _facts(self.base_url, self.model, self._transport)
+                if "lists" not in facts:  # remembered: a server that failed the probe is not asked again
+                    facts["lists"] = probe_lists(self._http)
+                self.capabilities.prompt_lists = bool(facts["lists"])
             log.info("%s: exact label scoring %s (%s); prompt lists %s", self.base_url,
                      "on" if ok else "off", why, self.capabilities.prompt_lists)
 
@@ -347,17 +487,193 @@ class OpenAICompatibleBackend(Backend):
     def label_logprobs(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
         if not requests:
             return []
+        if self.api == "chat":
+            return self._chat_labels(requests)
         self._ensure_probed(requests[0].prompt)
         if self.capabilities.exact:
             size = self.max_prompts_per_request if self.capabilities.prompt_lists else 1
-            return exact_labels(self._http, requests, size)
+            return [replace(r, api="completions") for r in exact_labels(self._http, requests, size)]
         self._warn_once("top_k", f"{self.base_url}: labels are scored from the top-{self.top_k} "
                                  f"log-probabilities ({self.capabilities.exact_reason}); labels outside the "
                                  "top-k get probability 0 (see label_mass)")
-        return [top_k_labels(self._http, req, self.top_k) for req in requests]
+        return [replace(top_k_labels(self._http, req, self.top_k), api="completions") for req in requests]
+
+    # -- the chat path ----------------------------------------------------------------------------
+    def _chat(self, prompt: str) -> ChatPrompt:
+        chat = ChatPrompt.decode(prompt)
+        if chat is None:
+            raise BackendError(f"{self.base_url} judges {self.model!r} through chat completions, but was given a "
+                               "prompt this backend did not format (format prompts with its format_prompt)")
+        return chat
+
+    def _no_logprobs(self, exc: NoLogprobs) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"the judge {self.preset_name}/{self.model} returned no log-probabilities ({exc}): trustjudge reads "
+            "each label's probability from them (chat logprobs/top_logprobs). Use a model and server that "
+            "return them, or add labels=sampled&samples=N to the judge name to estimate the labels from N "
+            "sampled answers")
+
+    def _prefill(self, chat: ChatPrompt) -> str | None:
+        """How this server continues an assistant message (probed once per server and model), or ``None``."""
+        if self.capabilities.prefill is None:
+            with self._probe_lock:
+                if self.capabilities.prefill is None:
+                    facts = _facts(self.base_url, self.model, self._transport)
+                    if "prefill" not in facts:
+                        if not self.preset.prefill:
+                            style, why = None, f"{self.preset_name}/ does not continue assistant messages"
+                        else:
+                            try:
+                                style, why = probe_prefill(self._http, chat, self.preset.prefill,
+                                                           self.preset.sampling, self.preset.tokens_field)
+                            except NoLogprobs as exc:
+                                raise self._no_logprobs(exc) from exc
+                        facts["prefill"], facts["prefill_why"] = style or "", why
+                        log.info("%s: %s", self.base_url, why)
+                    self.capabilities.prefill = str(facts["prefill"])
+                    self.capabilities.prefill_reason = str(facts["prefill_why"])
+        return self.capabilities.prefill or None
+
+    def _params(self, max_tokens: int, temperature: float = 0.0, seed: int = 0) -> dict[str, Any]:
+        return {self.preset.tokens_field: max_tokens, "temperature": temperature, "seed": seed,
+                **self.preset.sampling}
+
+    def _chat_labels(self, requests: Sequence[LabelRequest]) -> list[LabelResult]:
+        if self.labels == "exact":
+            raise BackendError(f"{self.base_url} serves {self.model!r} through chat completions only, which "
+                               "cannot score labels exactly (labels=exact): use labels=auto or top_k")
+        chats = [self._chat(r.prompt) for r in requests]
+        style = self._prefill(chats[0])
+        if style:
+            self._warn_once("top_k", f"{self.base_url}: labels are read from the top-{self.chat_top_k} "
+                                     "log-probabilities of chat completions (the server continues the "
+                                     "assistant's text, so labels are walked token by token); labels outside "
+                                     "the top-k get probability 0 (see label_mass)")
+        else:
+            self._warn_once("top_k", f"{self.base_url}: labels are read from the top-{self.chat_top_k} "
+                                     f"log-probabilities in the judge's chat answer, at the label's first position "
+                                     f"({self.capabilities.prefill_reason}; label_method top_k_first); labels "
+                                     "outside the top-k get probability 0 (see label_mass)")
+
+        def one(pair: tuple[LabelRequest, ChatPrompt]) -> LabelResult:
+            req, chat = pair
+            start = time.perf_counter()
+            try:
+                if style:
+                    values, used = self._walk(req, chat, style)
+                    method = "top_k"
+                else:
+                    values, used = self._read_in_answer(req, chat)
+                    method = "top_k_first"
+            except NoLogprobs as exc:
+                raise self._no_logprobs(exc) from exc
+            return LabelResult(values, used, time.perf_counter() - start, method, api="chat")
+
+        pairs = list(zip(requests, chats))
+        # A walk fans out on the channel's pool itself; an answer is one request, so answers go on the pool.
+        return [one(pair) for pair in pairs] if style else self._http.map(one, pairs)
+
+    def _walk(self, req: LabelRequest, chat: ChatPrompt, style: str) -> tuple[tuple[float, ...], int]:
+        url = self.base_url + "/chat/completions"
+
+        def fetch(prefix: str) -> tuple[dict[str, float], int]:
+            data = self._http.chat({**chat.body(style, chat.assistant + prefix), **self._params(1),
+                                    "logprobs": True, "top_logprobs": self.chat_top_k})
+            entries = answer_entries(data["choices"][0], url)
+            used = int(json_object(data.get("usage")).get("prompt_tokens") or 0)
+            return (entries[0][2] if entries else {}), used  # no entry: the answer ended there
+
+        return walk_top_k(req.labels, fetch, self._http)
+
+    def _answer(self, chat: ChatPrompt, max_tokens: int) -> tuple[str, list[Entry], int]:
+        """The judge's greedy answer to ``chat``'s messages, with the top-k at every position."""
+        def once() -> tuple[str, list[Entry], int]:
+            data = self._http.chat({**chat.body(None), **self._params(max_tokens), "logprobs": True,
+                                    "top_logprobs": self.chat_top_k})
+            choice = data["choices"][0]
+            entries = answer_entries(choice, self.base_url + "/chat/completions")
+            return choice_content(choice), entries, int(json_object(data.get("usage")).get("prompt_tokens") or 0)
+
+        return self._http.retrying(once)
+
+    def _read_in_answer(self, req: LabelRequest, chat: ChatPrompt) -> tuple[tuple[float, ...], int]:
+        kept = self._answers.find(chat.question, chat.assistant) if chat.assistant else None
+        if kept is not None:
+            content, entries, used = kept
+        else:
+            budget = self.answer_tokens + (self.count_tokens(chat.assistant) if len(chat.assistant) > 16 else 0)
+            content, entries, used = self._answer(chat, budget)
+        dists = read_answer(entries, content, chat.assistant, req.labels)
+        if dists is None:
+            self._warn_once("unread", f"{self.base_url}: a chat answer did not contain {chat.assistant[-40:]!r} "
+                                      f"within {self.answer_tokens} tokens, so its label could not be read (unscored "
+                                      "no_label_mass; a reasoning model needs a larger ?answer_tokens=)")
+            return tuple(-math.inf for _ in req.labels), used
+        return trie_values(req.labels, dists, assume=CLOSE), used
+
+    def _chat_generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+        url = self.base_url + "/chat/completions"
+
+        def once(req: GenerateRequest) -> Generation:
+            start = time.perf_counter()
+            chat = self._chat(req.prompt)
+            style = self._prefill(chat)
+            if chat.assistant and not style:
+                raise BackendError(f"{self.base_url} does not continue an assistant message "
+                                   f"({self.capabilities.prefill_reason}): a generation cannot start from one")
+            # A possible cot critique on a server that cannot continue it: the answer runs past the stop, and
+            # is kept, so that the label is read from the same answer.
+            keep = bool(req.stop) and not style
+            body: dict[str, Any] = {**chat.body(style),
+                                    **self._params(req.max_new_tokens + (KEEP_TOKENS if keep else 0),
+                                                   req.temperature, req.seed), "top_p": 1.0, "logprobs": True}
+            if keep:
+                body["top_logprobs"] = self.chat_top_k
+            else:
+                body["stop"] = list(req.stop)
+            data = self._http.chat(body)
+            choice = data["choices"][0]
+            content = choice_content(choice)
+            try:
+                entries = answer_entries(choice, url)
+            except NoLogprobs:
+                if keep:
+                    raise
+                entries = []  # a plain generation needs them only for the critique's perplexity
+            cut = [content.find(s) for s in req.stop if s and s in content]
+            text = content[: min(cut)] if cut else content
+            lps: list[float] = []
+            seen = 0
+            for token, lp, _ in entries:
+                if seen >= len(text):
+                    break
+                lps.append(lp)
+                seen += len(token)
+            finish = self._finish_reason(choice)
+            if keep:
+                self._answers.put(chat.question, content, entries, int(json_object(data.get("usage"))
+                                                                       .get("prompt_tokens") or 0))
+                finish = "stop" if cut and len(lps) <= req.max_new_tokens else (
+                    "length" if cut or finish == "length" else "eos")
+            elif cut:
+                finish = "stop"
+            usage = json_object(data.get("usage"))
+            return Generation(text, tuple(lps), finish, int(usage.get("prompt_tokens") or 0),
+                              time.perf_counter() - start, int(usage.get("completion_tokens") or len(lps)))
+
+        def guarded(req: GenerateRequest) -> Generation:
+            try:
+                return self._http.retrying(lambda: once(req))
+            except NoLogprobs as exc:
+                raise self._no_logprobs(exc) from exc
+
+        return self._http.map(guarded, list(requests))
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+        if self.api == "chat":
+            return self._chat_generate(requests)
+
         def once(req: GenerateRequest) -> Generation:
             start = time.perf_counter()
             payload: dict[str, Any] = {
@@ -402,7 +718,7 @@ def build(prefix: str, rest: str) -> OpenAICompatibleBackend:
     """Build the backend for judge name ``prefix/rest`` (``rest`` = ``model[@url[?options]]``)."""
     preset = PRESETS[prefix]
     model, url, opts = split_name(rest, preset)
-    known = {"ctx", "concurrency", "rpm", "timeout", "labels", "top_k", "template"}
+    known = {"ctx", "concurrency", "rpm", "timeout", "labels", "top_k", "template", "api", "answer_tokens"}
     unknown = set(opts) - known
     if unknown:
         raise ConfigError(f"unknown judge option(s) {', '.join(sorted(unknown))}: use {', '.join(sorted(known))}")
@@ -412,10 +728,12 @@ def build(prefix: str, rest: str) -> OpenAICompatibleBackend:
             labels=opts.get("labels", "auto"),  # type: ignore[arg-type]
             top_k=int(opts["top_k"]) if "top_k" in opts else None,
             context_length=int(opts["ctx"]) if "ctx" in opts else None,
-            concurrency=int(opts.get("concurrency", 4)),
+            concurrency=int(opts["concurrency"]) if "concurrency" in opts else None,
             timeout_s=float(opts.get("timeout", 120)),
             requests_per_minute=float(opts["rpm"]) if "rpm" in opts else None,
             chat_template=opts.get("template"),
+            api=opts.get("api", "auto"),  # type: ignore[arg-type]
+            answer_tokens=int(opts.get("answer_tokens", ANSWER_TOKENS)),
         )
     except ValueError as exc:
         raise ConfigError(f"bad judge option in {prefix}/{rest}: {exc}") from exc

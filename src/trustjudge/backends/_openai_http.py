@@ -66,6 +66,15 @@ class ServerError(TransientBackendError):
         self.status = status
 
 
+class ClientError(BackendError):
+    """HTTP 4xx other than 401/403/429 (and a 404 on an endpoint not every judgment needs), with its status."""
+
+    def __init__(self, message: str, status: int, server_message: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.server_message = server_message
+
+
 class MalformedResponse(TransientBackendError):
     """A malformed response, retried: a server or proxy fault, unless it happens every time."""
 
@@ -207,7 +216,8 @@ class Channel:
             raise BackendUnavailable(f"{url} returned HTTP 404: {_server_message(text)} (check the URL "
                                      f"and the model name {self.model!r})")
         if status >= 400:
-            raise BackendError(f"{url} returned HTTP {status}: {_server_message(text)}")
+            said = _server_message(text)
+            raise ClientError(f"{url} returned HTTP {status}: {said}", status, said)
         try:
             return json.loads(content)
         except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep for the decoder
@@ -263,6 +273,20 @@ class Channel:
             self.completion_tokens += int(usage.get("completion_tokens") or 0)
         return data
 
+    def chat(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """POST /v1/chat/completions; check the response shape and count tokens."""
+        url = self.base_url + "/chat/completions"
+        data = self.request("POST", url, {"model": self.model, **payload}, fatal_404=True)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise MalformedResponse(f"{url} returned no choices: {str(data)[:200]}")
+        usage = json_object(data.get("usage"))
+        with self._lock:
+            self.requests += 1
+            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        return dict(data)
+
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(item) for item in items]``, on the channel's worker pool when there is more than one."""
         if len(items) <= 1:
@@ -274,5 +298,5 @@ class Channel:
         self._client.close()
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "SILENT_LIMIT", "Channel", "MalformedResponse", "NoAnswer", "ServerError",
-           "json_object"]
+__all__ = ["CONNECT_TIMEOUT_S", "SILENT_LIMIT", "Channel", "ClientError", "MalformedResponse", "NoAnswer",
+           "ServerError", "json_object"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import BackendError, BackendUnavailable, TransientBackendError
@@ -131,13 +131,23 @@ def probe_echo(http: Channel, prompt: str) -> tuple[bool, str]:
 
 
 def probe_lists(http: Channel) -> bool:
+    """Whether the server takes several prompts in one request. HTTP 500/501 (llama-cpp-python asserts a
+    single prompt) is read as "no" at once, not retried: the single-prompt requests before it just worked."""
+    def once() -> Any:
+        try:
+            return http.complete({"prompt": ["1", "2"], "max_tokens": 1, "temperature": 0.0})
+        except ServerError as exc:
+            if exc.status in (500, 501):
+                return None
+            raise
+
     try:
-        data = http.retrying(lambda: http.complete({"prompt": ["1", "2"], "max_tokens": 1, "temperature": 0.0}))
+        data = http.retrying(once)
     except BackendUnavailable:
         raise
-    except BackendError:  # llama-cpp-python asserts a single prompt (HTTP 500)
+    except BackendError:
         return False
-    return len(data["choices"]) == 2
+    return isinstance(data, dict) and len(data["choices"]) == 2
 
 
 def exact_labels(http: Channel, requests: Sequence[LabelRequest], size: int) -> list[LabelResult]:
@@ -173,29 +183,23 @@ def exact_labels(http: Channel, requests: Sequence[LabelRequest], size: int) -> 
     return [LabelResult(tuple(v), n, latency, "exact") for v, n in zip(values, prompt_tokens)]
 
 
-def top_k_labels(http: Channel, req: LabelRequest, top_k: int) -> LabelResult:
-    start = time.perf_counter()
+Fetch = Callable[[str], tuple[dict[str, float], int]]
+"""``fetch(prefix)``: the top-k log-probabilities (token text -> log-probability) at the position after the
+prompt + ``prefix``, and the prompt's tokens as the server counted them."""
+
+
+def walk_top_k(labels: Sequence[str], fetch: Fetch, http: Channel) -> tuple[tuple[float, ...], int]:
+    """Every label's log-probability from top-k log-probabilities, walking the label trie: the position
+    after each label prefix that appeared in the top-k is fetched (``fetch``, on the channel's pool), so a
+    label outside the top-k at any step gets ``-inf``. Returns the values and the prompt's tokens."""
     dists: dict[str, dict[str, float]] = {}
     prompt_tokens = 0
     frontier = [""]
-    budget = 1 + sum(len(label) for label in req.labels)  # at most one request per label prefix
+    budget = 1 + sum(len(label) for label in labels)  # at most one request per label prefix
     while frontier:
         if len(dists) + len(frontier) > budget:
             raise BackendError(f"top-k label walk exceeded {budget} requests")
-
-        def fetch_once(prefix: str) -> tuple[str, dict[str, float], int]:
-            data = http.complete({"prompt": req.prompt + prefix, "max_tokens": 1, "temperature": 0.0,
-                                  "logprobs": top_k})
-            choice = data["choices"][0]
-            lp = choice.get("logprobs") if isinstance(choice, dict) else None
-            tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
-            if not isinstance(tops, list) or not tops or not isinstance(tops[0], dict):
-                raise TransientBackendError(f"{http.base_url}/completions returned no top_logprobs")
-            usage = json_object(data.get("usage"))
-            dist = {str(t): float(v) for t, v in tops[0].items() if isinstance(v, (int, float))}
-            return prefix, dist, int(usage.get("prompt_tokens") or 0)
-
-        found = http.map(lambda p: http.retrying(lambda: fetch_once(p)), frontier)
+        found = http.map(lambda p: (p, *http.retrying(lambda: fetch(p))), frontier)
         nxt: set[str] = set()
         for prefix, dist, used in found:
             dists[prefix] = dist
@@ -204,26 +208,55 @@ def top_k_labels(http: Channel, req: LabelRequest, top_k: int) -> LabelResult:
             for token in dist:
                 longer = prefix + token
                 if token and longer not in dists and any(
-                        lab.startswith(longer) and len(lab) > len(longer) for lab in req.labels):
+                        lab.startswith(longer) and len(lab) > len(longer) for lab in labels):
                     nxt.add(longer)
         frontier = sorted(nxt)
+    return trie_values(labels, dists), prompt_tokens
 
+
+def trie_values(labels: Sequence[str], dists: Mapping[str, Mapping[str, float]],
+                assume: str | None = None) -> tuple[float, ...]:
+    """Each label's log-probability from ``dists`` (label prefix -> the top-k at the position after it):
+    the sum over the token paths that spell the label. ``assume`` (the closing bracket): a position whose
+    top-k is unknown is taken to write it with certainty when it is all that is left of the label (the
+    chat path that sees the first position only); without it such a label gets ``-inf``."""
     memo: dict[tuple[str, str], float] = {}
 
     def value(label: str, prefix: str) -> float:
         key = (label, prefix)
         if key not in memo:
+            if prefix not in dists:
+                memo[key] = 0.0 if assume is not None and label[len(prefix):] == assume else -math.inf
+                return memo[key]
             terms = []
-            for token, lp in dists.get(prefix, {}).items():
+            for token, lp in dists[prefix].items():
                 longer = prefix + token
                 if token and label.startswith(longer):
                     terms.append(lp if longer == label else lp + value(label, longer))
             memo[key] = logsumexp(terms)
         return memo[key]
 
-    values = tuple(value(label, "") for label in req.labels)
+    return tuple(value(label, "") for label in labels)
+
+
+def top_k_labels(http: Channel, req: LabelRequest, top_k: int) -> LabelResult:
+    start = time.perf_counter()
+
+    def fetch(prefix: str) -> tuple[dict[str, float], int]:
+        data = http.complete({"prompt": req.prompt + prefix, "max_tokens": 1, "temperature": 0.0,
+                              "logprobs": top_k})
+        choice = data["choices"][0]
+        lp = choice.get("logprobs") if isinstance(choice, dict) else None
+        tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
+        if not isinstance(tops, list) or not tops or not isinstance(tops[0], dict):
+            raise TransientBackendError(f"{http.base_url}/completions returned no top_logprobs")
+        usage = json_object(data.get("usage"))
+        dist = {str(t): float(v) for t, v in tops[0].items() if isinstance(v, (int, float))}
+        return dist, int(usage.get("prompt_tokens") or 0)
+
+    values, prompt_tokens = walk_top_k(req.labels, fetch, http)
     return LabelResult(values, prompt_tokens, time.perf_counter() - start, "top_k")
 
 
-__all__ = ["Malformed", "echo_label_logprob", "exact_labels", "logsumexp", "probe_echo", "probe_lists",
-           "top_k_labels"]
+__all__ = ["Fetch", "Malformed", "echo_label_logprob", "exact_labels", "logsumexp", "probe_echo", "probe_lists",
+           "top_k_labels", "trie_values", "walk_top_k"]

@@ -50,17 +50,30 @@ class Preset:
     top_k: int = 20
     sampling: Mapping[str, Any] = field(default_factory=dict)
     """Extra generation parameters that make temperature sampling plain (no repeat penalty, no top-p)."""
+    concurrency: int = 4
+    """Requests in flight per server by default (``?concurrency=`` overrides it)."""
+    chat_top_k: int = 20
+    """``top_logprobs`` of a chat request (OpenAI's chat endpoint returns at most 20)."""
+    prefill: tuple[str, ...] = ("vllm", "trailing")
+    """How to ask the server to continue an assistant message, tried in order by the probe
+    (:data:`~._openai_chat.PREFILL_STYLES`); empty: the API is known not to."""
+    tokens_field: str = "max_tokens"
+    """The chat request's token budget field (OpenAI's reasoning models take only ``max_completion_tokens``)."""
 
 
 PRESETS: dict[str, Preset] = {
     # OpenAI's completions endpoint returns at most 5 log-probabilities per position.
-    "openai": Preset("https://api.openai.com/v1", "OPENAI_API_KEY", key_required=True, top_k=5),
+    # OpenAI's chat endpoint returns up to 20 (top_logprobs) and never continues an assistant message.
+    "openai": Preset("https://api.openai.com/v1", "OPENAI_API_KEY", key_required=True, top_k=5, prefill=(),
+                     tokens_field="max_completion_tokens"),
     "vllm": Preset("http://127.0.0.1:8000", "VLLM_API_KEY",
-                   sampling={"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}),
-    # llama-cpp-python's server defaults to repeat_penalty 1.1, top_k 40, min_p 0.05.
+                   sampling={"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}, prefill=("vllm",)),
+    # llama-cpp-python's server defaults to repeat_penalty 1.1, top_k 40, min_p 0.05, and serves one request
+    # at a time (concurrent requests only queue, and time out together).
     "llamacpp-server": Preset("http://127.0.0.1:8080", "LLAMA_API_KEY",
-                              sampling={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}),
-    "ollama": Preset("http://127.0.0.1:11434", None),
+                              sampling={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}, concurrency=1,
+                              prefill=("trailing",)),
+    "ollama": Preset("http://127.0.0.1:11434", None, prefill=("trailing",)),
     "http": Preset(None, "TRUSTJUDGE_API_KEY"),
 }
 
@@ -96,6 +109,10 @@ def warn_key_destination(preset: Preset, name: str, root: str, scheme: str, host
                     preset.key_env, root)
 
 
+def _raise_exception(message: str) -> None:
+    raise ConfigError(f"the chat template refused the messages: {message}")
+
+
 def load_template(spec: str | None) -> tuple[str, Any]:
     """``(tag, template)`` of a chat template spec: ``plain`` (no template), ``chatml`` or a Jinja2 string."""
     if spec in (None, "", "plain"):
@@ -103,7 +120,9 @@ def load_template(spec: str | None) -> tuple[str, Any]:
     text = CHATML if spec == "chatml" else spec
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(text)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = _raise_exception  # Hugging Face chat templates call it
+    template = env.from_string(text)
     tag = "chatml" if spec == "chatml" else "tpl-" + hashlib.sha256(text.encode()).hexdigest()[:12]
     return tag, template
 

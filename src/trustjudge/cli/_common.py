@@ -110,14 +110,14 @@ def warn_top_k() -> None:
     """Say once per run that labels came from the top-k log-probabilities (``-q`` does not hide it)."""
     err.print("[yellow]warning:[/] labels are read from the judge server's top-k log-probabilities, not exactly: "
               "a label outside the top-k gets probability 0 and scores can differ from an exact judge "
-              "(records say \"method\": \"top_k\"; see docs/judges.md for servers with exact labels)",
+              "(records say \"label_method\": \"top_k\"; see docs/judges.md for servers with exact labels)",
               highlight=False)
 
 
 def methods_note(records: list[Mapping[str, Any]], quiet: bool) -> None:
     """Warn if any record's labels came from the top-k; unless quiet, count each method."""
-    methods = Counter(r["method"] for r in records if r.get("method"))
-    if methods["top_k"]:
+    methods = Counter(r["label_method"] for r in records if r.get("label_method"))
+    if methods["top_k"] or methods["top_k_first"]:
         warn_top_k()
     if methods and not quiet:
         err.print("labels read: " + ", ".join(f"{k} {v}" for k, v in sorted(methods.items())), highlight=False)

@@ -28,9 +28,9 @@ class _Tabled(Summary):
 
     def add(self, row: dict[str, Any]) -> None:
         super().add(row)
-        method = row.get("method")
+        method = row.get("label_method")
         if method:
-            if method == "top_k" and not self.methods["top_k"]:
+            if method.startswith("top_k") and not (self.methods["top_k"] or self.methods["top_k_first"]):
                 warn_top_k()
             self.methods[method] += 1
         self.count(row)

@@ -398,7 +398,7 @@ def _labels(output: dict[str, Any], top: int = 5) -> str:
     probs = [(lab, math.exp(lp)) for lab, lp in zip(labels, logprobs) if lp is not None]
     mass = sum(p for _, p in probs)
     best = sorted(probs, key=lambda entry: -entry[1])[:top]
-    method = output["result"].get("method", "exact")
+    method = output["result"].get("label_method", output["result"].get("method", "exact"))
     return "  ".join(f"{lab} {p:.3f}" for lab, p in best) + f"   (label mass {mass:.3f}, {method})"
 
 

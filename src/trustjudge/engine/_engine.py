@@ -68,7 +68,10 @@ class Outcome:
     critique_ppl: float | None = None
     prompt_tokens: int = 0
     method: str | None = None
-    """How the label distribution was read: ``exact`` or ``top_k`` (``None`` without one)."""
+    """How the label distribution was read (records' ``label_method``): ``exact``, ``top_k`` or
+    ``top_k_first`` (``None`` without one)."""
+    api: str | None = None
+    """The HTTP API it came through (``completions``, ``chat``), ``None`` for an in-process judge."""
 
     @property
     def mass(self) -> float:
@@ -416,7 +419,9 @@ class Engine:
                 # -inf (a label outside a server's top-k, or of probability 0) is stored as null: JSON has
                 # no infinity, and a stored row must read back.
                 payload = {"logprobs": [None if lp == -math.inf else lp for lp in out.logprobs],
-                           "method": out.method}
+                           "label_method": out.method}
+                if out.api is not None:
+                    payload["api"] = out.api
                 rows.append((key, kind, self.backend.fingerprint, request, payload, out.prompt_tokens, 0,
                              out.latency_s))
             else:
@@ -455,7 +460,9 @@ class Engine:
         if kind == "labels":
             return LabelResult(tuple(-math.inf if lp is None else lp for lp in row.result["logprobs"]),
                                row.prompt_tokens, row.latency_s,
-                               row.result.get("method", "exact"))
+                               # rows stored before the rename say "method"
+                               row.result.get("label_method", row.result.get("method", "exact")),
+                               row.result.get("api"))
         return Generation(row.result["text"], tuple(row.result["token_logprobs"]), row.result["finish_reason"],
                           row.prompt_tokens, row.latency_s)
 
@@ -533,7 +540,8 @@ class Engine:
                 reason = NO_LABEL_MASS if not mass > 0 or mass < self.min_label_mass else None
                 if reason:
                     self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
-                outcomes[i] = Outcome(tuple(row), reason, prompt_tokens=res.prompt_tokens, method=res.method)
+                outcomes[i] = Outcome(tuple(row), reason, prompt_tokens=res.prompt_tokens, method=res.method,
+                                      api=res.api)
         return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
 
     def unscored(self, reason: str) -> Outcome:

@@ -141,6 +141,9 @@ class RecordBase:
     @classmethod
     def from_dict(cls: type[R], data: dict[str, Any]) -> R:
         """The record from its :meth:`to_dict` (or a written JSON line), validated against its fields."""
+        renamed = "method" in data and "label_method" not in data
+        if renamed and "label_method" in {f.name for f in dataclasses.fields(cls)}:  # written before the rename
+            data = {("label_method" if k == "method" else k): v for k, v in data.items()}
         record: R = _adapter(cls).validate_python(data)
         return record
 
@@ -178,9 +181,13 @@ class ScoreRecord(ResponseHeader):
     scores: dict[str, float | None]
     entropy: float | None
     label_mass: float | None
-    method: str | None = field(default=None, kw_only=True)
-    """How the label distribution was read: ``exact`` (every label teacher-forced) or ``top_k`` (from the
-    server's top-k log-probabilities: labels outside them count 0); ``None`` when there was none."""
+    label_method: str | None = field(default=None, kw_only=True)
+    """How the label distribution was read: ``exact`` (every label teacher-forced), ``top_k`` (from the
+    server's top-k log-probabilities, the label trie walked: labels outside them count 0) or ``top_k_first``
+    (a chat answer's top-k at the label's first position); ``None`` when there was none. (Records written
+    before the field was renamed call it ``method``; :meth:`RecordBase.from_dict` reads both.)"""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
     unscored: str | None
     human_score: float | None = None
     critique: str | None = optional()
@@ -203,9 +210,12 @@ class CompareRecord(PairHeader):
     probabilities: dict[str, float] | None
     """Likelihood aggregation's combined probabilities, renormalised: first wins / second wins / tie."""
     orders: list[dict[str, Any]]
-    method: str | None = field(default=None, kw_only=True)
-    """``exact`` when both orders' labels were read exactly, ``top_k`` when either came from the top-k
-    (each order says which), ``None`` when neither was read."""
+    label_method: str | None = field(default=None, kw_only=True)
+    """``exact`` when both orders' labels were read exactly, else the top-k method of either (``top_k``, or
+    ``top_k_first`` when either order had only a chat answer's first position; each order says which),
+    ``None`` when neither was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
     unscored: str | None
     ppl_source: str
     human: str | None = None

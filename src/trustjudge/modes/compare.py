@@ -102,7 +102,10 @@ class CompareTask(Task):
         for shown_first, out in ((pair.first, o1), (pair.second, o2)):
             row: dict[str, Any] = {"shown_first": shown_first, "unscored": out.unscored}
             if out.probs is not None:
-                row.update(dict(zip(VERDICT_LABELS, self._abc(out.probs))), mass=out.mass, method=out.method)
+                row.update(dict(zip(VERDICT_LABELS, self._abc(out.probs))), mass=out.mass,
+                           label_method=out.method)
+                if out.api is not None:
+                    row["api"] = out.api
                 if self.labels is not None:
                     row["labels"] = dict(zip(self.labels.labels, out.probs))
             if out.critique_ppl is not None:
@@ -122,10 +125,12 @@ class CompareTask(Task):
             probabilities = {"first": f / total, "second": s / total, "tie": t / total}
         r1, r2 = item.response(pair.first), item.response(pair.second)
         methods = {o.method for o in (o1, o2) if o.probs is not None}
-        method = None if not methods else "exact" if methods == {"exact"} else "top_k"
+        method = (None if not methods else "exact" if methods == {"exact"}
+                  else "top_k_first" if "top_k_first" in methods else "top_k")
+        apis = {o.api for o in (o1, o2) if o.probs is not None and o.api is not None}
         rec = CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
-                            self.closing_mark, method=method)
+                            self.closing_mark, label_method=method, api=min(apis) if apis else None)
         if self.labels is not None:
             rec.labels = dict(zip(self.labels.labels, self.labels.prefers))
             if probabilities is not None and o1.probs is not None and o2.probs is not None:
@@ -157,7 +162,7 @@ class RecordedCompareTask(CompareTask):
     Each pair asks the recorded judge both presentation orders, so the records, the store (a rerun reads
     every verdict from it) and calibration work as for any pairwise judge. A pair the file lacks is
     unscored ``not_recorded``; a row without a usable verdict ``no_recorded_verdict``. Records say
-    ``protocol: recorded`` and ``method: recorded`` and hold no presentation orders: the recording has none
+    ``protocol: recorded`` and ``label_method: recorded`` and hold no presentation orders: the recording has none
     to audit (a position bias measured on mirrored copies of one verdict would be made up).
     """
 
@@ -179,7 +184,7 @@ class RecordedCompareTask(CompareTask):
         rec = super()._record(item, pair, o1, o2, judge)
         rec.protocol = rec.ppl_source = RECORDED
         rec.orders = []
-        rec.method = RECORDED if rec.probabilities is not None else None
+        rec.label_method = RECORDED if rec.probabilities is not None else None
         return rec
 
 

@@ -117,7 +117,8 @@ class ScoreTask(Task):
         return ScoreRecord(item.id, r.id, r.system, judge, self.protocol, self.scale.points, scores, entropy,
                            out.mass if out.probs is not None else None, out.unscored, r.human_score, out.critique,
                            dist, self.closing_mark, None if self.scale.low == 1 else self.scale.low,
-                           method=out.method if out.probs is not None else None)
+                           label_method=out.method if out.probs is not None else None,
+                           api=out.api if out.probs is not None else None)
 
     def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> ScoreRecord:
         """A point mass on the rule's label: every method scores its value, no model call."""
