@@ -25,7 +25,7 @@ from ..engine._store import default_store_path
 from ..errors import ConfigError
 from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
-from ..io._outputs import check_outputs
+from ..io._outputs import check_outputs, check_record_path
 from ..modes._prompts import SCALE_METAVAR, check_system, scale_text
 from ._inputs import MAX_PAIRS, InputFormat
 
@@ -164,7 +164,8 @@ class JudgeOptions:
 
     def guard(self, items: Path, outputs: dict[str, Path | None], inputs: tuple[Path | None, ...] = ()) -> None:
         """Refuse, before any work, outputs that would overwrite the input, a template, the command's other
-        ``inputs`` (a ``--suite``), the store or each other."""
+        ``inputs`` (a ``--suite``), the store or each other, and a records ``--out`` of no known format."""
+        check_record_path(outputs.get("--out"))
         check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template,
                                        *(getattr(self, name) for name in _MODE_TEMPLATES), *inputs],
                       store=self.store if self.store is not None else default_store_path())
