@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _cascade
 from ._config import TEMPLATE_NAMES, JudgeConfig
+from ._settings import judge_name, project_settings, store_path
 from .audit._audit import AuditRun
 from .audit._audit import audit as run_audit
 from .audit._calibration import Selection
@@ -18,7 +19,7 @@ from .audit._injection import injected as steer
 from .audit._trust import CALIBRATION_MODES, Calibration, annotate, check_classes, template_hash
 from .audit._trust import fit as fit_calibration
 from .audit._trust import summary as trust_summary
-from .backends import DEFAULT_JUDGE, Backend, get_backend
+from .backends import Backend, get_backend
 from .backends._speeds import shipped as shipped_speed
 from .engine._asking import Question, Sampling, ask
 from .engine._asking import plan as plan_questions
@@ -81,9 +82,11 @@ class Judge:
     """An LLM judge with TrustJudge's scoring and aggregation, backed by a judgment store.
 
     Args:
-        judge: a judge name (default ``llamacpp/qwen2.5-coder-1.5b``; ``hf/smollm2-135m``, ``hf//path``, ``mock/...``)
-            or a :class:`~trustjudge.backends.Backend`.
-        store: a :class:`Store`, a path, or ``None`` for the default store file.
+        judge: a judge name (``hf/smollm2-135m``, ``hf//path``, ``mock/...``, or an alias of the project's
+            ``[tool.trustjudge.aliases]``) or a :class:`~trustjudge.backends.Backend`; ``None``:
+            ``TRUSTJUDGE_JUDGE``, else the project's ``judge``, else ``llamacpp/qwen2.5-coder-1.5b``.
+        store: a :class:`Store`, a path, or ``None``: ``TRUSTJUDGE_STORE``, else the project's ``store``, else
+            the default store file. ``scale``, where neither it nor ``config`` is given: the project's ``scale``.
         config: every other setting, as one :class:`~trustjudge.JudgeConfig`; keyword settings change it
             (``Judge(name, scale=5)``; ``templates={"pointwise": PATH}``, or ``pointwise_template=PATH``).
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
@@ -103,9 +106,16 @@ class Judge:
             ``Retry-After``.
     """
 
-    def __init__(self, judge: str | Backend = DEFAULT_JUDGE, *, store: Store | str | Path | None = None,
+    def __init__(self, judge: str | Backend | None = None, *, store: Store | str | Path | None = None,
                  config: JudgeConfig | None = None, **settings: Any) -> None:
+        project = project_settings()  # [tool.trustjudge]: what neither the call nor the environment gives
+        if config is None and "scale" not in settings and project.scale is not None:
+            settings["scale"] = project.scale
         config = JudgeConfig.of(config, **settings)
+        if not isinstance(judge, Backend):
+            judge = judge_name(judge, project)
+        if not isinstance(store, Store):
+            store = store_path(store, project)
         self.config = config
         """Every setting of this judge (:class:`JudgeConfig`): ``Judge(name, config=judge.config)`` is a twin."""
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
@@ -510,6 +520,8 @@ class Judge:
         Closing it closes its backend only: the store stays open for this judge.
         """
         other = copy.copy(self)
+        if isinstance(judge, str):
+            judge = judge_name(judge)
         other.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         other._backend = judge if isinstance(judge, Backend) else None
         other._engine = None
@@ -585,7 +597,7 @@ class Judge:
             self._backend.close()
 
 
-def score(items: Iterable[Item], judge: str | Backend = DEFAULT_JUDGE, **kwargs: Any) -> list[ScoreRecord]:
+def score(items: ItemSource, judge: str | Backend | None = None, **kwargs: Any) -> list[ScoreRecord]:
     """Score every response (see :class:`Judge` for the options)."""
     j = Judge(judge, **kwargs)
     try:
@@ -594,7 +606,7 @@ def score(items: Iterable[Item], judge: str | Backend = DEFAULT_JUDGE, **kwargs:
         j.close()
 
 
-def compare(items: Iterable[Item], judge: str | Backend = DEFAULT_JUDGE, **kwargs: Any) -> list[CompareRecord]:
+def compare(items: ItemSource, judge: str | Backend | None = None, **kwargs: Any) -> list[CompareRecord]:
     """Compare every pair in both orders (see :class:`Judge` for the options)."""
     j = Judge(judge, **kwargs)
     try:

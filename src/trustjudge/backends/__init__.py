@@ -37,7 +37,8 @@ from ._mock import MockBackend
 
 __all__ = [
     "Backend", "GenerateRequest", "Generation", "LabelRequest", "LabelResult", "MockBackend",
-    "DEFAULT_JUDGE", "PLUGIN_GROUP", "backend_plugins", "get_backend", "register_backend", "register_mock",
+    "DEFAULT_JUDGE", "PLUGIN_GROUP", "PREFIXES", "backend_plugins", "get_backend", "prefixes", "register_backend",
+    "register_mock",
 ]
 
 DEFAULT_JUDGE = "llamacpp/qwen2.5-coder-1.5b"
@@ -107,6 +108,22 @@ register_backend("llamacpp", _llamacpp)
 register_backend("recorded", _recorded)
 for _prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http"):
     register_backend(_prefix, _http(_prefix))
+
+
+PREFIXES: dict[str, str] = {
+    "llamacpp": "exact: every label's probability teacher-forced (llama-cpp-python in-process)",
+    "hf": "exact: every label's probability teacher-forced (transformers in-process)",
+    "mock": "scripted probabilities (tests, examples); mock/hash is built in",
+    "recorded": "no model: the pairwise verdicts recorded in a JSONL file",
+    **{prefix: "top_k: the server's top log-probabilities at the label position (labels outside them count 0)"
+       for prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http")},
+}
+"""What each built-in prefix reads labels with (``trustjudge judges`` lists it)."""
+
+
+def prefixes() -> dict[str, str]:
+    """Every prefix a judge name may start with, built-in and registered, and how it reads labels."""
+    return {p: PREFIXES.get(p, "registered with register_backend()") for p in _FACTORIES}
 
 
 def backend_plugins() -> dict[str, list[EntryPoint]]:

@@ -11,13 +11,12 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ..backends import DEFAULT_JUDGE
 from ..errors import TrustJudgeError
 from ..io._outputs import readable_input, record_output, write_text
 from ..recipes import Recipe, get_metric, get_recipe, recipe_names, run_recipe
 from ._common import err, is_utf8, progress, wide_console
 from ._inputs import read_items
-from ._options import JUDGE_FACTORY, JUDGE_HELP, make_judge
+from ._options import JUDGE, JUDGE_FACTORY, STORE, make_judge
 from ._summary import BOOTSTRAP
 
 
@@ -110,9 +109,8 @@ def _show_audit(audit: dict[str, Any]) -> None:
 @click.command("run")
 @click.argument("recipe")
 @click.argument("items", type=click.Path(exists=True, allow_dash=True, path_type=Path))
-@click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True, help=JUDGE_HELP)
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite judgment store (a rerun judges nothing already stored).")
+@JUDGE
+@STORE
 @click.option("--out", "-o", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
               help="Also write the records (JSON lines) here.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
