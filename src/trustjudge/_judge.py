@@ -20,6 +20,7 @@ from .audit._trust import CALIBRATION_MODES, Calibration, annotate, check_classe
 from .audit._trust import fit as fit_calibration
 from .audit._trust import summary as trust_summary
 from .backends import Backend, get_backend
+from .backends._names import engine_options
 from .backends._speeds import shipped as shipped_speed
 from .engine._asking import Question, Sampling, ask
 from .engine._asking import plan as plan_questions
@@ -120,6 +121,8 @@ class Judge:
         """Every setting of this judge (:class:`JudgeConfig`): ``Judge(name, config=judge.config)`` is a twin."""
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         self._backend = judge if isinstance(judge, Backend) else None
+        self._named = not isinstance(judge, Backend)
+        """Whether the judge was given by name (its options, ``?labels=sampled``, then apply)."""
         self._backend_lock = threading.Lock()  # the service checks calibrations off its judge thread
         self._store = store if isinstance(store, Store) else Store(store)
         self.protocol: Protocol = config.protocol
@@ -153,7 +156,9 @@ class Judge:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.backend, self._store, speed_hint=shipped_speed(self.name),
+            base, samples = engine_options(self.name) if self._named else (self.name, 0)
+            self._engine = Engine(self.backend, self._store, speed_hint=shipped_speed(base), samples=samples,
+                                  judge=self.name,
                                   **self._engine_args)  # type: ignore[arg-type]
         return self._engine
 
@@ -524,6 +529,7 @@ class Judge:
             judge = judge_name(judge)
         other.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         other._backend = judge if isinstance(judge, Backend) else None
+        other._named = not isinstance(judge, Backend)
         other._engine = None
         other.close = other._close_backend  # type: ignore[method-assign]
         return other

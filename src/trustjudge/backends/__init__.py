@@ -34,6 +34,7 @@ from .._plugins import describe, installed
 from ..errors import ConfigError
 from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from ._mock import MockBackend
+from ._names import engine_options, split_options
 
 __all__ = [
     "Backend", "GenerateRequest", "Generation", "LabelRequest", "LabelResult", "MockBackend",
@@ -160,10 +161,22 @@ def _from_plugin(ep: EntryPoint, name: str, rest: str) -> Backend:
     return backend
 
 
+OPTION_PREFIXES = ("openai", "vllm", "llamacpp-server", "ollama", "http")
+"""The built-in prefixes whose backends take options of their own on the name (``?top_k=5``)."""
+
+
 def get_backend(name: str) -> Backend:
-    """Build the backend a judge name refers to: a built-in or registered prefix, else a backend plugin."""
+    """Build the backend a judge name refers to: a built-in or registered prefix, else a backend plugin.
+
+    The engine's options (``?labels=sampled&samples=N``, :mod:`._names`) are taken off the name first; a
+    built-in in-process prefix refuses any other option."""
+    name, _ = engine_options(name)
     prefix, sep, rest = name.partition("/")
     if sep and prefix in _FACTORIES:
+        _, options = split_options(rest)
+        if options and prefix in PREFIXES and prefix not in OPTION_PREFIXES:
+            raise ConfigError(f"judge {name!r}: unknown judge option(s) {', '.join(sorted(options))} "
+                              f"({prefix}/ judges take labels=sampled&samples=N only)")
         return _FACTORIES[prefix](rest)
     plugins = backend_plugins()
     if sep and prefix in plugins:

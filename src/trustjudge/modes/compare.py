@@ -103,6 +103,8 @@ class CompareTask(Task):
             row: dict[str, Any] = {"shown_first": shown_first, "unscored": out.unscored}
             if out.probs is not None:
                 row.update(dict(zip(VERDICT_LABELS, self._abc(out.probs))), mass=out.mass, method=out.method)
+                if out.samples is not None:
+                    row["samples"] = out.samples
                 if self.labels is not None:
                     row["labels"] = dict(zip(self.labels.labels, out.probs))
             if out.critique_ppl is not None:
@@ -122,7 +124,7 @@ class CompareTask(Task):
             probabilities = {"first": f / total, "second": s / total, "tie": t / total}
         r1, r2 = item.response(pair.first), item.response(pair.second)
         methods = {o.method for o in (o1, o2) if o.probs is not None}
-        method = None if not methods else "exact" if methods == {"exact"} else "top_k"
+        method = None if not methods else next(iter(methods)) if len(methods) == 1 else "top_k"
         rec = CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
                             orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
                             self.closing_mark, method=method)
