@@ -120,3 +120,15 @@ def test_out_csv_writes_the_to_pandas_columns_and_unknown_extensions_are_refused
     said = refused.output + str(refused.exception)
     assert refused.exit_code != 0 and "'.xlsx'" in said and "model calls" not in said
     assert not (tmp_path / "scores.xlsx").exists()
+
+
+def test_the_module_functions_take_tables_and_a_progress_bar(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import trustjudge
+
+    records = trustjudge.score(ROWS, "mock/hash", mapping=MAP, progress=True, store=tmp_path / "s.sqlite")
+    assert [r.item_id for r in records] == ["0", "1", "2"]
+    assert "3/3" in capsys.readouterr().err  # the bar's total is known for an in-memory table
+    pairs = trustjudge.compare([{"question": "q", "response_a": "x", "response_b": "y"}], "mock/hash",
+                               store=tmp_path / "s.sqlite")
+    assert [p.item_id for p in pairs] == ["0"]

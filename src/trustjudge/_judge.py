@@ -603,19 +603,24 @@ class Judge:
             self._backend.close()
 
 
-def score(items: ItemSource, judge: str | Backend | None = None, **kwargs: Any) -> list[ScoreRecord]:
-    """Score every response (see :class:`Judge` for the options)."""
+def score(items: ItemSource, judge: str | Backend | None = None, *, mapping: Mapping[str, str] | str | None = None,
+          progress: ProgressArg = None, **kwargs: Any) -> list[ScoreRecord]:
+    """Score every response (see :class:`Judge` for the options; ``mapping`` and ``progress`` as
+    :meth:`Judge.run`'s)."""
     j = Judge(judge, **kwargs)
     try:
-        return list(j.score(items))
+        return list(j.score(items, mapping=mapping, progress=progress))
     finally:
         j.close()
 
 
-def compare(items: ItemSource, judge: str | Backend | None = None, **kwargs: Any) -> list[CompareRecord]:
-    """Compare every pair in both orders (see :class:`Judge` for the options)."""
+def compare(items: ItemSource, judge: str | Backend | None = None, *,
+            mapping: Mapping[str, str] | str | None = None, progress: ProgressArg = None,
+            **kwargs: Any) -> list[CompareRecord]:
+    """Compare every pair in both orders (see :class:`Judge` for the options; ``mapping`` and ``progress`` as
+    :meth:`Judge.run`'s)."""
     j = Judge(judge, **kwargs)
     try:
-        return list(j.compare(items))
+        return list(j.compare(items, mapping=mapping, progress=progress))
     finally:
         j.close()
