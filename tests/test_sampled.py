@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trustjudge import Judge, MockBackend, register_mock
+from trustjudge import Judge, MockBackend, read_items, register_mock
 from trustjudge.backends import GenerateRequest, Generation, LabelRequest
 from trustjudge.errors import ConfigError, NoLogprobsError
 
@@ -147,3 +147,13 @@ def test_sampled_labels_on_the_bundled_judge(tmp_path: Path, monkeypatch: pytest
     rerun = Judge(name, store=store, scale=5)
     list(rerun.score(ITEMS[:1]))
     assert rerun.stats.model_calls == 0
+
+
+def test_the_plan_counts_n_generations_per_judgment(tmp_path: Path, stand_in: MockBackend) -> None:
+    store = tmp_path / "s.sqlite"
+    judge = Judge("mock/nolp?labels=sampled&samples=6", store=store)
+    items = judge.plan(read_items(ITEMS), "score")
+    assert (items.model_calls, items.stored) == (4 * 6, 0) and "sampled x6" in items.protocol
+    list(Judge("mock/nolp?labels=sampled&samples=4", store=store).score(ITEMS))
+    again = judge.plan(read_items(ITEMS), "score")
+    assert (again.model_calls, again.stored) == (4 * 2, 4 * 4)

@@ -535,6 +535,14 @@ class Engine:
                 f"sampled at temperature 1 (N generations per judgment; records say method 'sampled' and the "
                 "score's Monte-Carlo standard error)") from exc
 
+    def sample_requests(self, job: Job) -> list[GenerateRequest]:
+        """The :attr:`samples` generations that estimate ``job``'s labels: sample ``k`` has seed ``k``, stops at
+        the closing bracket and may write the longest label and a blank."""
+        budget = self._label_budget.get(job.labels)
+        if budget is None:
+            budget = self._label_budget[job.labels] = self.backend.max_label_tokens(list(self._closed(job.labels)))
+        return [GenerateRequest(job.prompt, (CLOSE,), budget + 1, SAMPLE_TEMPERATURE, k) for k in range(self.samples)]
+
     def sampled_labels(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
         """Each job's label distribution estimated from :attr:`samples` answers sampled at temperature 1: the
         share of answers that wrote each label. Sample ``k`` is the generation with seed ``k``, stored like any
@@ -548,10 +556,8 @@ class Engine:
             elif self.overflows(job):
                 outcomes[i] = self._unscored(CONTEXT_OVERFLOW)
             else:
-                budget = self._label_budget[job.labels] + 1  # the label and its bracket, and a blank
                 spans[i] = len(requests)
-                requests.extend(GenerateRequest(job.prompt, (CLOSE,), budget, SAMPLE_TEMPERATURE, k)
-                                for k in range(self.samples))
+                requests.extend(self.sample_requests(job))
         gens = self.generate(requests) if requests else []
         for i, start in spans.items():
             job = jobs[i]
