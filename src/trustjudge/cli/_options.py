@@ -185,10 +185,10 @@ class JudgeOptions:
     def guard(self, items: Path, outputs: dict[str, Path | None], inputs: tuple[Path | None, ...] = ()) -> None:
         """Refuse, before any work, outputs that would overwrite the input, a template, the command's other
         ``inputs`` (a ``--suite``), the store or each other, and a records ``--out`` of no known format."""
-        check_record_path(outputs.get("--out"))
         check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template,
                                        *(getattr(self, name) for name in _MODE_TEMPLATES), *inputs],
                       store=self.store if self.store is not None else default_store_path())
+        check_record_path(outputs.get("--out"))
 
 
 _FIELDS = tuple(f.name for f in fields(JudgeOptions) if f.name != "factory")

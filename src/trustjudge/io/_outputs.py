@@ -202,9 +202,13 @@ RECORD_SUFFIXES = ("", ".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
 
 
 def check_record_path(path: Path | None, option: str = "--out") -> None:
-    """Refuse a records output whose extension names no format trustjudge writes (``scores.xlsx``)."""
+    """Refuse a records output whose extension names no format trustjudge writes (``scores.xlsx``); a device
+    or a FIFO, written through as JSON lines, is never refused."""
     if path is None or is_stdio(path) or path.suffix.lower() in RECORD_SUFFIXES:
         return
+    with contextlib.suppress(OSError):
+        if path.exists() and not path.is_file():
+            return
     raise ConfigError(f"{option} {path}: cannot write records as {path.suffix!r}; name a .jsonl (JSON lines), "
                       ".csv or .parquet file")
 
