@@ -11,6 +11,7 @@ import pytest
 
 from trustjudge import Judge, MockBackend, read_items, register_mock
 from trustjudge.backends import GenerateRequest, Generation, LabelRequest
+from trustjudge.engine._engine import sample_seed
 from trustjudge.errors import ConfigError, NoLogprobsError
 
 from .conftest import write_jsonl
@@ -61,24 +62,28 @@ def test_sampled_scores_are_the_scores_of_the_sampled_distribution(tmp_path: Pat
     # an exact judge whose probabilities are the shares of the same answers scores the same
     def shares(request: LabelRequest) -> list[float]:
         labels = [lab.removesuffix("]") for lab in request.labels]
-        answers = [_answer(request.prompt, k) for k in range(n)]
+        answers = [_answer(request.prompt, sample_seed(request.prompt, k)) for k in range(n)]
         return [answers.count(lab) / n for lab in labels]
 
-    exact = Judge(MockBackend("shares", script=shares), store=tmp_path / "e.sqlite", scale=5)
+    exact = Judge(MockBackend("shares", script=shares), store=tmp_path / "e.sqlite", scale=5, keep_distribution=True)
     reference = list(exact.score(ITEMS))
     for got, want in zip(records, reference):
         assert got.method == "sampled" and got.samples == n
         assert got.scores == pytest.approx(want.scores)
-        assert got.label_mass == pytest.approx(0.8)  # one answer in five wrote no label
+        assert got.label_mass == pytest.approx(want.label_mass) and got.label_mass < 1  # some wrote no label
         assert got.score_se is not None and got.score_se > 0
     d = records[0].to_dict()
     assert d["method"] == "sampled" and d["samples"] == n and d["score_se"] == records[0].score_se
     # the standard error is that of the mean of the labelled answers
-    dist = shares(LabelRequest(stand_in.history[0].prompt, tuple(f"{k}]" for k in range(1, 6))))
+    assert reference[0].distribution is not None
+    dist = [reference[0].distribution[str(k)] for k in range(1, 6)]
     m = sum(dist)
     mean = sum(p * v for p, v in zip(dist, range(1, 6))) / m
     var = sum(p * (v - mean) ** 2 for p, v in zip(dist, range(1, 6))) / m
     assert records[0].score_se == pytest.approx(math.sqrt(var / round(m * n)))
+    # each sample has its own seed, drawn from the prompt and the index: the k-th samples of two prompts differ
+    seeds = {(r.prompt, r.seed) for r in stand_in.history if isinstance(r, GenerateRequest)}
+    assert len({seed for _, seed in seeds}) == len(seeds) == 4 * n
 
 
 def test_a_rerun_asks_nothing_and_more_samples_ask_only_the_missing_ones(tmp_path: Path,
@@ -101,7 +106,7 @@ def test_compare_in_both_orders_from_sampled_verdicts(tmp_path: Path, stand_in: 
     assert len(records) == 2
     for r in records:
         assert r.method == "sampled"
-        assert all(o["samples"] == 10 and o["mass"] == pytest.approx(0.8) for o in r.orders)
+        assert all(o["samples"] == 10 and 0 < o["mass"] <= 1 for o in r.orders)
         assert r.probabilities is not None and all(v is not None for v in r.verdicts.values())
 
 

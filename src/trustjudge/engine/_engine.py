@@ -84,6 +84,14 @@ SAMPLE_TEMPERATURE = 1.0
 SAMPLED_OPTION = "labels=sampled&samples=N"
 
 
+def sample_seed(prompt: str, index: int) -> int:
+    """The seed of sample ``index`` of ``prompt``: a hash of both, so that samples of different prompts draw
+    independent random streams (seed ``k`` on every prompt made the k-th answers of similar prompts alike:
+    measured, bench/sampled.py) while each sample keeps one key, its index, in the store."""
+    digest = hashlib.sha256(f"{index}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
 def read_label(text: str, labels: Sequence[str]) -> int | None:
     """The index of the label a sampled answer wrote (the text before the closing bracket, blanks stripped),
     or ``None`` when it wrote none of them."""
@@ -536,17 +544,19 @@ class Engine:
                 "score's Monte-Carlo standard error)") from exc
 
     def sample_requests(self, job: Job) -> list[GenerateRequest]:
-        """The :attr:`samples` generations that estimate ``job``'s labels: sample ``k`` has seed ``k``, stops at
-        the closing bracket and may write the longest label and a blank."""
+        """The :attr:`samples` generations that estimate ``job``'s labels: sample ``k`` has the seed
+        :func:`sample_seed` of ``k`` and the prompt, stops at the closing bracket and may write the longest
+        label and a blank."""
         budget = self._label_budget.get(job.labels)
         if budget is None:
             budget = self._label_budget[job.labels] = self.backend.max_label_tokens(list(self._closed(job.labels)))
-        return [GenerateRequest(job.prompt, (CLOSE,), budget + 1, SAMPLE_TEMPERATURE, k) for k in range(self.samples)]
+        return [GenerateRequest(job.prompt, (CLOSE,), budget + 1, SAMPLE_TEMPERATURE, sample_seed(job.prompt, k))
+                for k in range(self.samples)]
 
     def sampled_labels(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
         """Each job's label distribution estimated from :attr:`samples` answers sampled at temperature 1: the
-        share of answers that wrote each label. Sample ``k`` is the generation with seed ``k``, stored like any
-        generation: a rerun asks nothing, and a larger N asks only the samples it lacks."""
+        share of answers that wrote each label. Sample ``k`` is the generation with :func:`sample_seed`, stored
+        like any generation: a rerun asks nothing, and a larger N asks only the samples it lacks."""
         outcomes: list[Outcome | None] = [None] * len(jobs)
         requests: list[GenerateRequest] = []
         spans: dict[int, int] = {}

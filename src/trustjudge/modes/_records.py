@@ -197,7 +197,7 @@ class ScoreRecord(ResponseHeader):
     was estimated from; absent otherwise."""
     score_se: float | None = optional(kw_only=True)
     """``method: sampled``: the Monte-Carlo standard error of the expected score (``scores.expected``) from the
-    answers that wrote a label, sqrt(variance / n); absent otherwise."""
+    answers that wrote a label, sqrt(variance / n); absent otherwise, and with fewer than 2 such answers."""
 
 
 @dataclass

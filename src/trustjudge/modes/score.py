@@ -124,11 +124,12 @@ class ScoreTask(Task):
 
     def _score_se(self, out: Outcome) -> float | None:
         """The Monte-Carlo standard error of a sampled distribution's mean score: sqrt(var / n) over the n
-        answers that wrote a label (``None`` for a distribution that was not sampled, or with n < 1)."""
+        answers that wrote a label (``None`` for a distribution that was not sampled, or with n < 2: one answer
+        gives no estimate of its spread)."""
         if out.probs is None or out.samples is None or out.unscored is not None:
             return None
         n = round(out.mass * out.samples)
-        if n < 1:
+        if n < 2:
             return None
         values = [float(v) for v in self.scale.values]
         mean = sum(p * v for p, v in zip(out.probs, values)) / out.mass
