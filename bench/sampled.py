@@ -175,8 +175,8 @@ def render(facts: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     lines += ["", "Generations: model calls the run made (N = 10 and 5 reuse N = 20's first samples: zero calls). "
               "score_se: the record's Monte-Carlo standard error of the expected score "
               "(none with fewer than 2 labelled answers). A response is unscored (no_label_mass) when no sampled "
-              "answer wrote a label; the distances are over the responses scored both ways. The N = 20 pass took "
-              "8 min 11 s (491 s) on the shared machine; the rendering was rerun from its store (zero calls)."]
+              "answer wrote a label; the distances are over the responses scored both ways. Seconds (shared "
+              "machine): " + ", ".join(f"{r['run']} {r['seconds']:.0f} s" for r in rows) + "."]
     return lines
 
 
