@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _cascade
 from ._config import TEMPLATE_NAMES, JudgeConfig
+from ._settings import judge_name, project_settings, store_path
 from .audit._audit import AuditRun
 from .audit._audit import audit as run_audit
 from .audit._calibration import Selection
@@ -18,7 +19,8 @@ from .audit._injection import injected as steer
 from .audit._trust import CALIBRATION_MODES, Calibration, annotate, check_classes, template_hash
 from .audit._trust import fit as fit_calibration
 from .audit._trust import summary as trust_summary
-from .backends import DEFAULT_JUDGE, Backend, get_backend
+from .backends import Backend, get_backend
+from .backends._names import engine_options
 from .backends._speeds import shipped as shipped_speed
 from .engine._asking import Question, Sampling, ask
 from .engine._asking import plan as plan_questions
@@ -27,6 +29,7 @@ from .engine._store import Store
 from .errors import ConfigError
 from .io._items import Check, Criterion, Item
 from .io._rules import Rule
+from .io._sources import as_items
 from .modes._base import Asking, Task, check_item, ruled, run_task, with_turns
 from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
 from .modes._prompts import scale as make_scale
@@ -56,6 +59,10 @@ def task_for_calibration(task: Task) -> Task:
     return task
 
 
+ItemSource = Any
+"""What the judging methods take: :class:`Item` objects, a list of dicts, a pandas DataFrame or a Hugging Face
+``Dataset`` (with ``mapping=``, the CLI's ``--map``); see :func:`trustjudge.read_items`."""
+
 ProgressArg = ProgressFn | bool | None
 """A progress callback, ``True`` for a bar, or ``None``/``False`` for none."""
 
@@ -76,9 +83,11 @@ class Judge:
     """An LLM judge with TrustJudge's scoring and aggregation, backed by a judgment store.
 
     Args:
-        judge: a judge name (default ``llamacpp/qwen2.5-coder-1.5b``; ``hf/smollm2-135m``, ``hf//path``, ``mock/...``)
-            or a :class:`~trustjudge.backends.Backend`.
-        store: a :class:`Store`, a path, or ``None`` for the default store file.
+        judge: a judge name (``hf/smollm2-135m``, ``hf//path``, ``mock/...``, or an alias of the project's
+            ``[tool.trustjudge.aliases]``) or a :class:`~trustjudge.backends.Backend`; ``None``:
+            ``TRUSTJUDGE_JUDGE``, else the project's ``judge``, else ``llamacpp/qwen2.5-coder-1.5b``.
+        store: a :class:`Store`, a path, or ``None``: ``TRUSTJUDGE_STORE``, else the project's ``store``, else
+            the default store file. ``scale``, where neither it nor ``config`` is given: the project's ``scale``.
         config: every other setting, as one :class:`~trustjudge.JudgeConfig`; keyword settings change it
             (``Judge(name, scale=5)``; ``templates={"pointwise": PATH}``, or ``pointwise_template=PATH``).
         protocol: ``direct`` (labels read right after the question) or ``cot`` (critique first).
@@ -98,13 +107,22 @@ class Judge:
             ``Retry-After``.
     """
 
-    def __init__(self, judge: str | Backend = DEFAULT_JUDGE, *, store: Store | str | Path | None = None,
+    def __init__(self, judge: str | Backend | None = None, *, store: Store | str | Path | None = None,
                  config: JudgeConfig | None = None, **settings: Any) -> None:
+        project = project_settings()  # [tool.trustjudge]: what neither the call nor the environment gives
+        if config is None and "scale" not in settings and project.scale is not None:
+            settings["scale"] = project.scale
         config = JudgeConfig.of(config, **settings)
+        if not isinstance(judge, Backend):
+            judge = judge_name(judge, project)
+        if not isinstance(store, Store):
+            store = store_path(store, project)
         self.config = config
         """Every setting of this judge (:class:`JudgeConfig`): ``Judge(name, config=judge.config)`` is a twin."""
         self.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         self._backend = judge if isinstance(judge, Backend) else None
+        self._named = not isinstance(judge, Backend)
+        """Whether the judge was given by name (its options, ``?labels=sampled``, then apply)."""
         self._backend_lock = threading.Lock()  # the service checks calibrations off its judge thread
         self._store = store if isinstance(store, Store) else Store(store)
         self.protocol: Protocol = config.protocol
@@ -138,7 +156,9 @@ class Judge:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.backend, self._store, speed_hint=shipped_speed(self.name),
+            base, samples = engine_options(self.name) if self._named else (self.name, 0)
+            self._engine = Engine(self.backend, self._store, speed_hint=shipped_speed(base), samples=samples,
+                                  judge=self.name,
                                   **self._engine_args)  # type: ignore[arg-type]
         return self._engine
 
@@ -219,13 +239,23 @@ class Judge:
 
         return Asking(self.name, self.backend.format_prompt, labels, engine.generate, samplings["direct"])
 
-    def run(self, task: Task, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[RecordBase]:
+    def run(self, task: Task, items: ItemSource, *, progress: ProgressArg = None,
+            mapping: Mapping[str, str] | str | None = None) -> Iterator[RecordBase]:
         """Run any task; records come out in input order, item by item (chunk by chunk, through the task's
         :meth:`Task.run`).
 
         ``progress``: a callable given the number of judgments each finished batch made, or ``True`` for a
         progress bar on standard error (rendered as a widget in a Jupyter notebook, one plain line when
-        standard error is not a terminal)."""
+        standard error is not a terminal).
+
+        ``items``: :class:`Item` objects, a list of dicts, a pandas DataFrame or a Hugging Face ``Dataset``;
+        ``mapping`` (``{field: column}`` or ``"question=prompt,response=output"``, as ``--map``) reads a table
+        in another schema. Rows without an id column take the source's index as their item id. Anything
+        else is a ``TypeError``; a bad row an :class:`~trustjudge.InputError` before anything is judged."""
+        checked = as_items(items, mapping)  # refused here, before a model loads, not at the first record
+        return self._run(task, checked, progress)
+
+    def _run(self, task: Task, items: Iterable[Item], progress: ProgressArg) -> Iterator[RecordBase]:
         task = self._for_backend(task)
         if progress is True:
             yield from _with_bar(self, task, items)
@@ -234,28 +264,32 @@ class Judge:
         for chunk in self._chunks(items, task):
             yield from with_turns(run_task(task, chunk, asking), chunk)  # rules first: what one fires on asks nothing
 
-    def score(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[ScoreRecord]:
+    def score(self, items: ItemSource, *, progress: ProgressArg = None,
+              mapping: Mapping[str, str] | str | None = None) -> Iterator[ScoreRecord]:
         """Score every response of every item; records come out in input order, item by item."""
-        return self.run(self.score_task(), items, progress=progress)  # type: ignore[return-value]
+        return self.run(self.score_task(), items, progress=progress, mapping=mapping)  # type: ignore[return-value]
 
-    def compare(self, items: Iterable[Item], *, progress: ProgressArg = None) -> Iterator[CompareRecord]:
+    def compare(self, items: ItemSource, *, progress: ProgressArg = None,
+                mapping: Mapping[str, str] | str | None = None) -> Iterator[CompareRecord]:
         """Judge every pair (explicit or all within an item) in both orders."""
-        return self.run(self.compare_task(), items, progress=progress)  # type: ignore[return-value]
+        return self.run(self.compare_task(), items, progress=progress, mapping=mapping)  # type: ignore[return-value]
 
-    def criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, reweight: bool = False,
+    def criteria(self, items: ItemSource, criteria: Sequence[Criterion] = (), *, reweight: bool = False,
                  scale: int | str = 5, generate_criteria: int | None = None, criteria_focus: str | None = None,
-                 progress: ProgressArg = None) -> Iterator[CriteriaRecord]:
+                 progress: ProgressArg = None, mapping: Mapping[str, str] | str | None = None
+                 ) -> Iterator[CriteriaRecord]:
         """Judge every response on every criterion (the item's, else ``criteria``, else N generated by the judge
         per item with ``generate_criteria=N``) and aggregate."""
         task = self.criteria_task(criteria, reweight=reweight, scale=scale, generate_criteria=generate_criteria,
                                   criteria_focus=criteria_focus)
-        return self.run(task, items, progress=progress)  # type: ignore[return-value]
+        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
 
-    def compare_criteria(self, items: Iterable[Item], criteria: Sequence[Criterion] = (), *, graded: bool = False,
-                         reweight: bool = False, progress: ProgressArg = None) -> Iterator[CriteriaCompareRecord]:
+    def compare_criteria(self, items: ItemSource, criteria: Sequence[Criterion] = (), *, graded: bool = False,
+                         reweight: bool = False, progress: ProgressArg = None,
+                         mapping: Mapping[str, str] | str | None = None) -> Iterator[CriteriaCompareRecord]:
         """Judge every pair on every criterion in both orders and aggregate by weight."""
         task = self.criteria_compare_task(criteria, graded=graded, reweight=reweight)
-        return self.run(task, items, progress=progress)  # type: ignore[return-value]
+        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
 
     def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
                     min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
@@ -267,24 +301,25 @@ class Judge:
                          max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates, verify=verify,
                          coverage=coverage)
 
-    def claims(self, items: Iterable[Item], *, k: int | None = None, unknown: bool = False, match: bool = False,
+    def claims(self, items: ItemSource, *, k: int | None = None, unknown: bool = False, match: bool = False,
                min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
                templates: Mapping[str, str | Path] | None = None, verify: bool = True,
                coverage: Literal["noisy_or", "max"] = "noisy_or",
-               progress: ProgressArg = None) -> Iterator[ClaimsRecord]:
+               progress: ProgressArg = None, mapping: Mapping[str, str] | str | None = None) -> Iterator[ClaimsRecord]:
         """Extract (or take) each response's claims, verify each against the item's evidence (or the source it
         cites), and with ``match`` match them against gold claims (see :mod:`trustjudge.modes.claims` and
         :meth:`claims_task`)."""
         task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
                                 max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates,
                                 verify=verify, coverage=coverage)
-        return self.run(task, items, progress=progress)  # type: ignore[return-value]
+        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
 
-    def checklist(self, items: Iterable[Item], checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,
-                  reweight: bool = False, progress: ProgressArg = None) -> Iterator[ChecklistRecord]:
+    def checklist(self, items: ItemSource, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,
+                  reweight: bool = False, progress: ProgressArg = None,
+                  mapping: Mapping[str, str] | str | None = None) -> Iterator[ChecklistRecord]:
         """Ask every response every check of its checklist (the item's and its own, else ``checklist``)."""
         task = self.checklist_task(checklist, labels=labels, reweight=reweight)
-        return self.run(task, items, progress=progress)  # type: ignore[return-value]
+        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
 
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: Sequence[Item], *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
@@ -490,8 +525,11 @@ class Judge:
         Closing it closes its backend only: the store stays open for this judge.
         """
         other = copy.copy(self)
+        if isinstance(judge, str):
+            judge = judge_name(judge)
         other.name = judge if isinstance(judge, str) else getattr(judge, "name", type(judge).__name__)
         other._backend = judge if isinstance(judge, Backend) else None
+        other._named = not isinstance(judge, Backend)
         other._engine = None
         other.close = other._close_backend  # type: ignore[method-assign]
         return other
@@ -565,19 +603,24 @@ class Judge:
             self._backend.close()
 
 
-def score(items: Iterable[Item], judge: str | Backend = DEFAULT_JUDGE, **kwargs: Any) -> list[ScoreRecord]:
-    """Score every response (see :class:`Judge` for the options)."""
+def score(items: ItemSource, judge: str | Backend | None = None, *, mapping: Mapping[str, str] | str | None = None,
+          progress: ProgressArg = None, **kwargs: Any) -> list[ScoreRecord]:
+    """Score every response (see :class:`Judge` for the options; ``mapping`` and ``progress`` as
+    :meth:`Judge.run`'s)."""
     j = Judge(judge, **kwargs)
     try:
-        return list(j.score(items))
+        return list(j.score(items, mapping=mapping, progress=progress))
     finally:
         j.close()
 
 
-def compare(items: Iterable[Item], judge: str | Backend = DEFAULT_JUDGE, **kwargs: Any) -> list[CompareRecord]:
-    """Compare every pair in both orders (see :class:`Judge` for the options)."""
+def compare(items: ItemSource, judge: str | Backend | None = None, *,
+            mapping: Mapping[str, str] | str | None = None, progress: ProgressArg = None,
+            **kwargs: Any) -> list[CompareRecord]:
+    """Compare every pair in both orders (see :class:`Judge` for the options; ``mapping`` and ``progress`` as
+    :meth:`Judge.run`'s)."""
     j = Judge(judge, **kwargs)
     try:
-        return list(j.compare(items))
+        return list(j.compare(items, mapping=mapping, progress=progress))
     finally:
         j.close()

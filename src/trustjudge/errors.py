@@ -71,6 +71,12 @@ class BackendUnavailable(BackendError):
     """The judge cannot be reached or refuses every request: stop the run instead of failing each judgment."""
 
 
+class NoLogprobsError(BackendUnavailable):
+    """The judge returns no log-probabilities (some APIs, reasoning models): its labels cannot be read. A
+    backend raises it from ``label_logprobs``; the engine then stops the run naming the judge and the
+    ``labels=sampled&samples=N`` option (labels estimated from N sampled answers) instead."""
+
+
 class TransientBackendError(BackendError):
     """A backend call failed in a way worth retrying."""
 

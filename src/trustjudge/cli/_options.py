@@ -20,12 +20,13 @@ import click
 from click.core import ParameterSource
 
 from .._judge import Judge
+from .._settings import JUDGE_ENV, STORE_ENV, judge_name, store_path
 from ..backends import DEFAULT_JUDGE
 from ..engine._store import default_store_path
 from ..errors import ConfigError
 from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
-from ..io._outputs import check_outputs
+from ..io._outputs import check_outputs, check_record_path
 from ..modes._prompts import SCALE_METAVAR, check_system, scale_text
 from ._inputs import MAX_PAIRS, InputFormat
 
@@ -35,7 +36,7 @@ JUDGE_FACTORY = "trustjudge.judge_factory"
 """Key of ``click.Context.meta`` under which the command group puts the factory the commands build their
 judge with (:func:`make_judge` when a command runs on its own)."""
 JUDGE_HELP = ("Judge name: llamacpp/qwen2.5-coder-1.5b, hf/smollm2-135m, hf/gemma3-270m, hf//path (folder or "
-              ".gguf), mock/hash.")
+              ".gguf), mock/hash, or an alias of [tool.trustjudge.aliases] (`trustjudge judges` lists them).")
 
 
 class ScaleRange(click.ParamType):  # type: ignore[type-arg,unused-ignore]
@@ -67,9 +68,28 @@ class Finite(click.FloatRange):
 
 
 # One definition per option; `trustjudge serve` shares the first ones too.
-JUDGE = click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True, help=JUDGE_HELP)
-STORE = click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                     help=f"SQLite judgment store. [default: {default_store_path()}]")
+def _judge_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    """``--judge``, else ``TRUSTJUDGE_JUDGE``, else ``[tool.trustjudge] judge``, else the default; aliases resolved."""
+    try:
+        return judge_name(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def _store_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """``--store``, else ``TRUSTJUDGE_STORE``, else ``[tool.trustjudge] store``, else ``None`` (the default)."""
+    try:
+        return store_path(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+JUDGE = click.option("--judge", "-j", default=None, callback=_judge_name,
+                     help=JUDGE_HELP + f" [default: ${JUDGE_ENV}, else [tool.trustjudge] judge in pyproject.toml, "
+                                       f"else {DEFAULT_JUDGE}]")
+STORE = click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None, callback=_store_path,
+                     help=f"SQLite judgment store. [default: ${STORE_ENV}, else [tool.trustjudge] store, else "
+                          f"{default_store_path()}]")
 BATCH_SIZE = click.option("--batch-size", default=8, show_default=True, type=click.IntRange(min=1),
                           help="Prompts per backend call and store write.")
 PROTOCOL = click.option("--protocol", type=click.Choice(["direct", "cot"]), default="direct", show_default=True,
@@ -164,10 +184,11 @@ class JudgeOptions:
 
     def guard(self, items: Path, outputs: dict[str, Path | None], inputs: tuple[Path | None, ...] = ()) -> None:
         """Refuse, before any work, outputs that would overwrite the input, a template, the command's other
-        ``inputs`` (a ``--suite``), the store or each other."""
+        ``inputs`` (a ``--suite``), the store or each other, and a records ``--out`` of no known format."""
         check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template,
                                        *(getattr(self, name) for name in _MODE_TEMPLATES), *inputs],
                       store=self.store if self.store is not None else default_store_path())
+        check_record_path(outputs.get("--out"))
 
 
 _FIELDS = tuple(f.name for f in fields(JudgeOptions) if f.name != "factory")

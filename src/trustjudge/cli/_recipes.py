@@ -11,7 +11,6 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError, TrustJudgeError
 from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
@@ -24,7 +23,7 @@ from ..recipes._recipe import with_benchmark_prompt
 from ..recipes._run import prepare_items
 from ._common import err, is_utf8, progress, wide_console
 from ._inputs import InputFormat, read_items
-from ._options import JUDGE_FACTORY, JUDGE_HELP, make_judge
+from ._options import JUDGE, JUDGE_FACTORY, STORE, make_judge
 from ._summary import BOOTSTRAP
 
 
@@ -144,9 +143,8 @@ def _show_audit(audit: dict[str, Any]) -> None:
 @click.command("run")
 @click.argument("recipe")
 @click.argument("items", type=click.Path(exists=True, allow_dash=True, path_type=Path))
-@click.option("--judge", "-j", default=DEFAULT_JUDGE, show_default=True, help=JUDGE_HELP)
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite judgment store (a rerun judges nothing already stored).")
+@JUDGE
+@STORE
 @click.option("--out", "-o", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
               help="Also write the records (JSON lines) here.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,

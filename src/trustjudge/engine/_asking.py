@@ -115,6 +115,13 @@ def plan(engine: Engine, questions: Sequence[Question | str], sampling: Sampling
             tokens.append(0)
             prompts.append(None)
             continue
+        if engine.samples and sampling.protocol == "direct":  # labels=sampled: N generations per judgment
+            requests = engine.sample_requests(Job(q.prompt, q.labels))
+            count = engine.backend.count_tokens(q.prompt)
+            keys.extend(engine.generate_key(r) for r in requests)
+            tokens.extend([count] * len(requests))
+            prompts.extend([q.prompt] * len(requests))
+            continue
         prompts.append(q.prompt)
         if sampling.protocol == "cot":
             keys.append(engine.generate_key(sampling.request(q)))
@@ -122,5 +129,6 @@ def plan(engine: Engine, questions: Sequence[Question | str], sampling: Sampling
             keys.append(engine.label_key(Job(q.prompt, q.labels)))
         tokens.append(engine.backend.count_tokens(q.prompt))
     cot = sampling.protocol == "cot"
-    return engine.plan(keys, tokens, 2 if cot else 1, sampling.protocol,
+    protocol = f"{sampling.protocol}, labels sampled x{engine.samples}" if engine.samples else sampling.protocol
+    return engine.plan(keys, tokens, 2 if cot else 1, protocol,
                        generated_per_key=sampling.max_new_tokens if cot else 0, prompts=prompts)

@@ -26,7 +26,7 @@ import orjson
 from .._retry import RetryPolicy
 from ..backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from ..backends._speeds import MIN_MEASURED_TOKENS, Speed
-from ..errors import BackendError, BackendUnavailable, StoreError, TrustJudgeError
+from ..errors import BackendError, BackendUnavailable, NoLogprobsError, StoreError, TrustJudgeError
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
 
 CLOSE = "]"
@@ -68,14 +68,41 @@ class Outcome:
     critique_ppl: float | None = None
     prompt_tokens: int = 0
     method: str | None = None
-    """How the label distribution was read (records' ``label_method``): ``exact``, ``top_k`` or
-    ``top_k_first`` (``None`` without one)."""
+    """How the label distribution was read (records' ``label_method``): ``exact``, ``top_k``, ``top_k_first``
+    or ``sampled`` (``None`` without one)."""
     api: str | None = None
     """The HTTP API it came through (``completions``, ``chat``), ``None`` for an in-process judge."""
+    samples: int | None = None
+    """``sampled``: the answers the distribution was estimated from (each label's probability is the share of
+    them that wrote it; answers that wrote no label are the mass left off)."""
 
     @property
     def mass(self) -> float:
         return float(sum(self.probs)) if self.probs else 0.0
+
+
+SAMPLED = "sampled"
+"""The ``method`` of a label distribution estimated from sampled answers (``labels=sampled`` judges)."""
+SAMPLE_TEMPERATURE = 1.0
+SAMPLED_OPTION = "labels=sampled&samples=N"
+
+
+def sample_seed(prompt: str, index: int) -> int:
+    """The seed of sample ``index`` of ``prompt``: a hash of both, so that samples of different prompts draw
+    independent random streams (seed ``k`` on every prompt made the k-th answers of similar prompts alike:
+    measured, bench/sampled.py) while each sample keeps one key, its index, in the store."""
+    digest = hashlib.sha256(f"{index}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def read_label(text: str, labels: Sequence[str]) -> int | None:
+    """The index of the label a sampled answer wrote (the text before the closing bracket, blanks stripped),
+    or ``None`` when it wrote none of them."""
+    written = text.strip().removesuffix(CLOSE).strip()
+    try:
+        return list(labels).index(written)
+    except ValueError:
+        return None
 
 
 LOGPROB_TOLERANCE = 1e-4
@@ -187,8 +214,14 @@ class Engine:
 
     def __init__(self, backend: Backend, store: Store, *, seed: int = 0, min_label_mass: float = 1e-3,
                  batch_size: int = 8, max_retries: int = 4, retry_base_s: float = 0.5,
-                 closing: Closing = "every", speed_hint: Speed | None = None) -> None:
+                 closing: Closing = "every", speed_hint: Speed | None = None, samples: int = 0,
+                 judge: str | None = None) -> None:
         self.backend = backend
+        self.samples = samples
+        """``labels=sampled``: read each label distribution from this many answers sampled at temperature 1
+        (each stored by its index, the seed), not from log-probabilities; 0: log-probabilities."""
+        self.judge = judge or backend.fingerprint
+        """The judge's name, for errors."""
         self.speed_hint = speed_hint
         """The speed to estimate with until this store has measured one (the shipped figure for a bundled judge)."""
         self.closing = closing
@@ -502,7 +535,71 @@ class Engine:
         return [gens[key] for key in keys]
 
     def labels(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
-        """Every job's label distribution. A ``str`` in place of a job is an unscored reason decided upstream."""
+        """Every job's label distribution. A ``str`` in place of a job is an unscored reason decided upstream.
+
+        With :attr:`samples`, estimated from that many sampled answers (:meth:`sampled_labels`); else read
+        from log-probabilities, and a judge that returns none stops the run naming the option that samples."""
+        if self.samples:
+            return self.sampled_labels(jobs, progress)
+        try:
+            return self._exact_labels(jobs, progress)
+        except NoLogprobsError as exc:
+            raise NoLogprobsError(
+                f"the judge {self.judge} returns no log-probabilities ({exc}), so its labels cannot be read: add "
+                f"?{SAMPLED_OPTION} to the judge name to estimate each label distribution from N answers "
+                f"sampled at temperature 1 (N generations per judgment; records say method 'sampled' and the "
+                "score's Monte-Carlo standard error)") from exc
+
+    def sample_requests(self, job: Job) -> list[GenerateRequest]:
+        """The :attr:`samples` generations that estimate ``job``'s labels: sample ``k`` has the seed
+        :func:`sample_seed` of ``k`` and the prompt, stops at the closing bracket and may write the longest
+        label and a blank."""
+        budget = self._label_budget.get(job.labels)
+        if budget is None:
+            budget = self._label_budget[job.labels] = self.backend.max_label_tokens(list(self._closed(job.labels)))
+        return [GenerateRequest(job.prompt, (CLOSE,), budget + 1, SAMPLE_TEMPERATURE, sample_seed(job.prompt, k))
+                for k in range(self.samples)]
+
+    def sampled_labels(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
+        """Each job's label distribution estimated from :attr:`samples` answers sampled at temperature 1: the
+        share of answers that wrote each label. Sample ``k`` is the generation with :func:`sample_seed`, stored
+        like any generation: a rerun asks nothing, and a larger N asks only the samples it lacks."""
+        outcomes: list[Outcome | None] = [None] * len(jobs)
+        requests: list[GenerateRequest] = []
+        spans: dict[int, int] = {}
+        for i, job in enumerate(jobs):
+            if isinstance(job, str):
+                outcomes[i] = self._unscored(job)
+            elif self.overflows(job):
+                outcomes[i] = self._unscored(CONTEXT_OVERFLOW)
+            else:
+                spans[i] = len(requests)
+                requests.extend(self.sample_requests(job))
+        gens = self.generate(requests) if requests else []
+        for i, start in spans.items():
+            job = jobs[i]
+            assert not isinstance(job, str)
+            answers = gens[start : start + self.samples]
+            if any(isinstance(g, BackendError) for g in answers):
+                outcomes[i] = self._unscored(BACKEND_ERROR)
+                continue
+            counts = [0] * len(job.labels)
+            for g in answers:
+                k = read_label(g.text, job.labels)  # type: ignore[union-attr]
+                if k is not None:
+                    counts[k] += 1
+            probs = tuple(c / self.samples for c in counts)
+            mass = sum(probs)
+            reason = NO_LABEL_MASS if not mass > 0 or mass < self.min_label_mass else None
+            if reason:
+                self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
+            outcomes[i] = Outcome(probs, reason, prompt_tokens=answers[0].prompt_tokens,  # type: ignore[union-attr]
+                                  method=SAMPLED, samples=self.samples)
+        if progress is not None:
+            progress(len(jobs))
+        return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
+
+    def _exact_labels(self, jobs: Sequence[Job | str], progress: ProgressFn | None) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(jobs)
         # Judgments already stored skip the context check (they fitted when they were made, and counting
         # tokens is the costliest step of re-aggregation with a real tokenizer).

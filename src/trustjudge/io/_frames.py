@@ -146,8 +146,11 @@ def _ident(value: Any) -> Any:
 class _Columns:
     """Where each field comes from: the mapping given, then columns named like a field."""
 
-    def __init__(self, name: str, mapping: Mapping[str, str], columns: Sequence[str] | None) -> None:
+    def __init__(self, name: str, mapping: Mapping[str, str], columns: Sequence[str] | None,
+                 labels: Sequence[str] | None = None) -> None:
         self.name, self.given = name, dict(mapping)
+        self.labels = labels
+        """Each row's own name (an in-memory table's index), by row number from 1; ``None``: ``row-N``."""
         self.known = columns is not None
         self.source: dict[str, str] = {t: c for t, c in mapping.items() if c}
         for target in TARGETS:
@@ -181,6 +184,12 @@ class _Columns:
 
     def column(self, target: str) -> str:
         return self.source.get(target, target)
+
+    def label(self, line: int) -> str | None:
+        """The source's own index of row ``line`` (from 1), where it has one."""
+        if self.labels is None or not 0 < line <= len(self.labels):
+            return None
+        return self.labels[line - 1]
 
     def locate(self, exc: InputError, lines: Sequence[int] | None = None) -> InputError:
         """``exc`` (raised on a built record) re-addressed to the row and column it came from; ``lines``: the
@@ -226,7 +235,8 @@ def _peek_columns(name: str, mapping: Mapping[str, str], rows: Rows) -> Iterator
 
 
 def table_items(name: str, rows: Rows, mapping: Mapping[str, str] | str | None = None, *,
-                columns: Sequence[str] | None = None) -> Iterator[Item | InputError]:
+                columns: Sequence[str] | None = None, labels: Sequence[str] | None = None
+                ) -> Iterator[Item | InputError]:
     """The items of a table's rows, through a column mapping (see the module docstring).
 
     Args:
@@ -236,6 +246,9 @@ def table_items(name: str, rows: Rows, mapping: Mapping[str, str] | str | None =
         columns: The table's columns where the file has a schema: checked now (a mapped column that is not
             there, or no question or response column, raises); ``None`` (JSON lines): checked against the
             rows, when the iterator starts.
+        labels: Each row's index in an in-memory source (a DataFrame's index, a list's position), by row
+            number from 1: the id of an item without an id column (instead of ``row-N``), and of a response
+            grouped by id without a ``response_id`` column; a record then names its source row.
 
     Returns:
         Items and per-row :class:`InputError` values, in the order of each item's first row.
@@ -245,7 +258,7 @@ def table_items(name: str, rows: Rows, mapping: Mapping[str, str] | str | None =
         InputError: A mapped column is not in the table, or the table has no question or response column.
     """
     given = parse_mapping(mapping)
-    cols = _Columns(name, given, columns)
+    cols = _Columns(name, given, columns, labels)
     if columns is None:
         rows = _peek_columns(name, given, rows)
     return _items(cols, rows)
@@ -282,7 +295,7 @@ def _row(cols: _Columns, line: int, row: Mapping[str, Any], groups: dict[str, di
     item = {t: values[t] for t in ITEM_TARGETS if t in values}
     try:
         if "responses" in values or "pairs" in values or "response_a" in values or "response_b" in values:
-            item.setdefault("id", f"row-{line}")
+            item.setdefault("id", cols.label(line) or f"row-{line}")
             for target in (*NESTED_TARGETS, *PAIR_TARGETS):
                 if target in values:
                     item[target] = values[target]
@@ -296,7 +309,11 @@ def _row(cols: _Columns, line: int, row: Mapping[str, Any], groups: dict[str, di
             if "id" in cols.given or ("id" in cols.source and cols.known):
                 raise InputError("is missing", file=cols.name, line=line, field=cols.column("id"))
             response.setdefault("id", "0")
-            return parse_record({**item, "id": f"row-{line}", "responses": [response]}, cols.name, line)
+            try:
+                return parse_record({**item, "id": cols.label(line) or f"row-{line}", "responses": [response]},
+                                    cols.name, line)
+            except InputError as exc:  # its response's fields are this row's columns
+                return cols.locate(exc, [line])
     except InputError as exc:
         return cols.locate(exc)
     key = str(item["id"])
@@ -310,7 +327,7 @@ def _row(cols: _Columns, line: int, row: Mapping[str, Any], groups: dict[str, di
                 group["error"] = InputError(f"differs from row {group['line']}'s, which has the same id",
                                             file=cols.name, line=line, field=cols.column(target))
                 break
-    response.setdefault("id", str(len(group["responses"])))
+    response.setdefault("id", cols.label(line) or str(len(group["responses"])))
     group["responses"].append(response)
     group["lines"].append(line)
     return None
@@ -425,6 +442,47 @@ def dataset_table(path: Path) -> tuple[list[str], Rows]:
     return list(data.column_names), _arrow_rows(data.with_format("arrow").iter(batch_size=_BATCH))
 
 
+def _kind(value: Any) -> str | None:
+    """``"pandas"`` for a pandas DataFrame, ``"datasets"`` for a Hugging Face ``Dataset``, ``"datasets-dict"``
+    for a ``DatasetDict``, else ``None`` (by type, without importing either package)."""
+    for cls in type(value).__mro__:
+        module, name = cls.__module__.split(".", 1)[0], cls.__name__
+        if module == "pandas" and name == "DataFrame":
+            return "pandas"
+        if module == "datasets" and name == "Dataset":
+            return "datasets"
+        if module == "datasets" and name in ("DatasetDict", "IterableDatasetDict"):
+            return "datasets-dict"
+    return None
+
+
+def is_table(value: Any) -> bool:
+    """Whether ``value`` is an in-memory table :func:`memory_table` reads (a DataFrame or a ``Dataset``)."""
+    return _kind(value) in ("pandas", "datasets")
+
+
+def memory_table(value: Any) -> tuple[str, list[str], Rows, list[str]]:
+    """``(name, columns, rows, labels)`` of a pandas DataFrame or a Hugging Face ``Dataset``: ``labels`` are
+    the DataFrame's index (a ``Dataset``'s row positions from 0), as text."""
+    kind = _kind(value)
+    if kind == "pandas":
+        columns = [str(c) for c in value.columns]
+        records = value.to_dict(orient="records")  # native Python values (numpy ones boxed)
+        frame_rows = [(n, {str(k): v for k, v in r.items()}) for n, r in enumerate(records, start=1)]
+        return "<DataFrame>", columns, frame_rows, [str(label) for label in value.index]
+    if kind == "datasets":
+        rows = _arrow_rows(value.with_format("arrow").iter(batch_size=_BATCH))
+        return "<Dataset>", list(value.column_names), rows, [str(k) for k in range(len(value))]
+    raise TypeError(f"not an in-memory table: {type(value).__name__}")
+
+
+def refuse_splits(value: Any) -> None:
+    """Raise ``TypeError`` for a ``DatasetDict`` (several splits), naming them; nothing for anything else."""
+    if _kind(value) == "datasets-dict":
+        raise TypeError(f"a {type(value).__name__} holds several splits ({', '.join(map(str, value))}): "
+                        "pass one of them (data['train'])")
+
+
 # -- records to tables -------------------------------------------------------------------------------------
 
 
@@ -516,9 +574,28 @@ def write_parquet(rows: Iterable[Any], fh: IO[bytes]) -> None:
     pq.write_table(to_arrow(rows), fh)
 
 
+def write_csv(rows: Iterable[Any], fh: IO[str]) -> None:
+    """Write records (or their dicts) to an open text file as CSV with :func:`to_pandas`'s columns (a list is
+    written as its JSON text, ``None`` as an empty cell)."""
+    import csv
+
+    flat = [flatten(r) for r in rows]
+    names = _columns(flat)
+    writer = csv.writer(fh)
+    writer.writerow(names)
+    for row in flat:
+        writer.writerow(["" if (v := row.get(c)) is None else json.dumps(v) if isinstance(v, (list, dict)) else v
+                         for c in names])
+
+
 def require_parquet() -> None:
     """Raise :class:`~trustjudge.errors.PrerequisiteError` now if Parquet cannot be written."""
     _pyarrow("Writing Parquet files")
+
+
+def is_csv(path: Path | str) -> bool:
+    """Whether an output path asks for CSV (by its extension)."""
+    return Path(path).suffix.lower() == ".csv"
 
 
 def is_parquet(path: Path | str) -> bool:

@@ -197,29 +197,52 @@ def atomic_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
         yield fh  # type: ignore[misc]  # a text-mode file
 
 
+RECORD_SUFFIXES = ("", ".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
+"""The extensions a records output may have: JSON lines (none, .jsonl, .ndjson, .json), CSV, Parquet."""
+
+
+def check_record_path(path: Path | None, option: str = "--out") -> None:
+    """Refuse a records output whose extension names no format trustjudge writes (``scores.xlsx``); a device
+    or a FIFO, written through as JSON lines, is never refused."""
+    if path is None or is_stdio(path) or path.suffix.lower() in RECORD_SUFFIXES:
+        return
+    with contextlib.suppress(OSError):
+        if path.exists() and not path.is_file():
+            return
+    raise ConfigError(f"{option} {path}: cannot write records as {path.suffix!r}; name a .jsonl (JSON lines), "
+                      ".csv or .parquet file")
+
+
 @contextlib.contextmanager
 def record_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
     """Where a command writes its records, one JSON object per line: :func:`atomic_output`, except that a
-    path ending in ``.parquet`` (or ``.pq``) gets the same records as one Parquet table, one column per
-    method, criterion and check (:func:`trustjudge.io._frames.flatten`), written when the block ends without an
-    exception (the lines are kept in memory until then), and replacing ``path`` atomically.
+    path ending in ``.parquet`` (or ``.pq``) gets the same records as one Parquet table, and one ending in
+    ``.csv`` as CSV, one column per method, criterion and check (:func:`trustjudge.io._frames.flatten`, the
+    columns of ``to_pandas``), written when the block ends without an exception (the lines are kept in
+    memory until then), and replacing ``path`` atomically. Another extension is refused before the block runs.
 
     Raises:
-        ConfigError: the folder cannot be created or written.
+        ConfigError: the folder cannot be created or written, or the extension names no records format.
         PrerequisiteError: Parquet is asked for and pyarrow is missing (raised before the block runs).
     """
     from . import _frames
 
-    if path is None or is_stdio(path) or not _frames.is_parquet(path):
+    check_record_path(path, option)
+    if path is None or is_stdio(path) or not (_frames.is_parquet(path) or _frames.is_csv(path)):
         with atomic_output(path, option) as fh:
             yield fh
         return
-    _frames.require_parquet()
+    parquet = _frames.is_parquet(path)
+    if parquet:
+        _frames.require_parquet()
     lines = io.StringIO()
     yield lines
     rows = (json.loads(line) for line in lines.getvalue().splitlines() if line.strip())
-    with _replacing(path, option, binary=True) as fh:
-        _frames.write_parquet(rows, fh)
+    with _replacing(path, option, binary=parquet) as fh:
+        if parquet:
+            _frames.write_parquet(rows, fh)
+        else:
+            _frames.write_csv(rows, fh)
 
 
 def replacing(path: Path, option: str, *, binary: bool = False) -> contextlib.AbstractContextManager[IO[Any]]:

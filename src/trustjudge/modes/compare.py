@@ -106,6 +106,8 @@ class CompareTask(Task):
                            label_method=out.method)
                 if out.api is not None:
                     row["api"] = out.api
+                if out.samples is not None:
+                    row["samples"] = out.samples
                 if self.labels is not None:
                     row["labels"] = dict(zip(self.labels.labels, out.probs))
             if out.critique_ppl is not None:
@@ -125,7 +127,7 @@ class CompareTask(Task):
             probabilities = {"first": f / total, "second": s / total, "tie": t / total}
         r1, r2 = item.response(pair.first), item.response(pair.second)
         methods = {o.method for o in (o1, o2) if o.probs is not None}
-        method = (None if not methods else "exact" if methods == {"exact"}
+        method = (None if not methods else next(iter(methods)) if len(methods) == 1
                   else "top_k_first" if "top_k_first" in methods else "top_k")
         apis = {o.api for o in (o1, o2) if o.probs is not None and o.api is not None}
         rec = CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,

@@ -3,6 +3,7 @@ the expected score under the judge's label distribution)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -118,7 +119,23 @@ class ScoreTask(Task):
                            out.mass if out.probs is not None else None, out.unscored, r.human_score, out.critique,
                            dist, self.closing_mark, None if self.scale.low == 1 else self.scale.low,
                            label_method=out.method if out.probs is not None else None,
-                           api=out.api if out.probs is not None else None)
+                           api=out.api if out.probs is not None else None,
+                           samples=out.samples if out.probs is not None else None,
+                           score_se=self._score_se(out))
+
+    def _score_se(self, out: Outcome) -> float | None:
+        """The Monte-Carlo standard error of a sampled distribution's mean score: sqrt(var / n) over the n
+        answers that wrote a label (``None`` for a distribution that was not sampled, or with n < 2: one answer
+        gives no estimate of its spread)."""
+        if out.probs is None or out.samples is None or out.unscored is not None:
+            return None
+        n = round(out.mass * out.samples)
+        if n < 2:
+            return None
+        values = [float(v) for v in self.scale.values]
+        mean = sum(p * v for p, v in zip(out.probs, values)) / out.mass
+        variance = sum(p * (v - mean) ** 2 for p, v in zip(out.probs, values)) / out.mass
+        return math.sqrt(variance / n)
 
     def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> ScoreRecord:
         """A point mass on the rule's label: every method scores its value, no model call."""
