@@ -322,7 +322,8 @@ def test_a_judge_server_that_never_answers_stops_the_run_within_seconds(tmp_path
 # == round 4 (issue 38): imported judgments, bounded imports, stale temporary files, regex rules, escaping ==
 # Each case is a reproduction of the review's, and fails on the code before the fix.
 
-ARITHMETIC = [{"id": "sum", "question": "2+2?", "responses": [{"id": "four", "text": "4"}, {"id": "five", "text": "5"}]}]
+ARITHMETIC = [{"id": "sum", "question": "2+2?",
+               "responses": [{"id": "four", "text": "4"}, {"id": "five", "text": "5"}]}]
 SURE_TEN = {"logprobs": [-30.0] * 9 + [0.0], "method": "exact"}
 """A forged verdict: all the label mass on "10" of the 10-point scale."""
 
