@@ -446,3 +446,36 @@ def test_store_import_is_bounded_and_refuses_an_empty_file(tmp_path: Path, capsy
         path.write_bytes(content)
         code, out, err = main(capsys, "store", "import", path, "--store", store)
         assert code == 2 and f"{path}" in err and "holds no exported output" in err, (out, err)
+
+
+@pytest.mark.slow
+def test_a_sigkill_during_the_output_write_leaves_no_temporary_file_after_the_next_run(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "responses": [{"id": "a", "text": f"answer {i}"}]}
+            for i in range(200)]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    count = tmp_path / "calls"
+    command = [sys.executable, "-m", "trustjudge.cli", "score", str(items), "-j", "mock/hash", "-q", "--store",
+               str(tmp_path / "s.sqlite"), "--batch-size", "1", "--out", str(out)]
+    env = {**os.environ, "TRUSTJUDGE_MOCK_CALLS": str(count), "TRUSTJUDGE_MOCK_DELAY": "0.02"}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (count.exists() and len(count.read_text().split()) >= 5):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl.") and p.name.endswith(".tmp")]
+    assert len(left) == 1 and not out.exists()  # what the review saw (a 0-byte file: records are buffered)
+    time.sleep(2.1)  # older than a writer takes to lock its file
+    done = subprocess.run(command, env={**env, "TRUSTJUDGE_MOCK_DELAY": "0"}, capture_output=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) == 200
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl.")] == []

@@ -24,7 +24,6 @@ import hashlib
 import itertools
 import json
 import math
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +33,7 @@ from typing import IO, Any, NamedTuple
 
 from ..errors import InputError, StoreError
 from ..io._items import shown
+from ..io._outputs import replacing
 from ._engine import stored_problem
 from ._store import Store, canonical_json, content_key
 
@@ -109,31 +109,26 @@ def _write_rows(db: sqlite3.Connection, where: str, params: Sequence[Any], write
 
 def write_export(store: Path, out: Path, where: str = "", params: Sequence[Any] = ()) -> int:
     """Export the store's outputs to ``out`` (gzip-compressed for a ``.gz`` name), replacing it atomically:
-    the rows go to a temporary file in the same folder, renamed onto ``out`` once complete. Returns the
-    number of rows written.
+    the rows go to a temporary file in the same folder, renamed onto ``out`` once complete (as every output,
+    :func:`trustjudge.io._outputs.replacing`; a killed export's temporary file is removed by the next write).
+    Returns the number of rows written.
 
     Raises:
         StoreError: the store cannot be read.
-        OSError: ``out`` cannot be written.
+        ConfigError: ``out`` cannot be written.
     """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     db = open_read_only(store)
     try:
-        with open(tmp, "wb") as raw:
+        with replacing(out, "--out", binary=True) as raw:
             if is_gzip(out):
                 with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
                     n = _write_rows(db, where, params, gz.write)
             else:
                 n = _write_rows(db, where, params, raw.write)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, out)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the judgment store {store}: {exc}") from None
     finally:
         db.close()
-        tmp.unlink(missing_ok=True)
     return n
 
 
