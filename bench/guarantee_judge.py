@@ -196,7 +196,7 @@ def main() -> None:
         f"TRUSTJUDGE_THREADS={os.environ.get('TRUSTJUDGE_THREADS', '')}")
     store = Store(args.store)
     if not args.no_import and args.export.exists() and store.count() == 0:
-        added, skipped = import_file(args.export, store)
+        added, skipped, _ = import_file(args.export, store)
         log(f"imported {args.export}: {added} outputs ({skipped} already stored)")
     judge = Judge(args.judge, store=store)
     export = Exporter(args.store, args.export, 60 * args.export_every)

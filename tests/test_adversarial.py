@@ -14,6 +14,8 @@ The module is bounded in time: every case has its own limit, and the whole modul
 from __future__ import annotations
 
 import contextlib
+import gzip
+import hashlib
 import json
 import os
 import select
@@ -315,3 +317,165 @@ def test_a_judge_server_that_never_answers_stops_the_run_within_seconds(tmp_path
         finally:
             judge.close()
         assert time.monotonic() - began < 5
+
+
+# == round 4 (issue 38): imported judgments, bounded imports, stale temporary files, regex rules, escaping ==
+# Each case is a reproduction of the review's, and fails on the code before the fix.
+
+ARITHMETIC = [{"id": "sum", "question": "2+2?",
+               "responses": [{"id": "four", "text": "4"}, {"id": "five", "text": "5"}]}]
+SURE_TEN = {"logprobs": [-30.0] * 9 + [0.0], "method": "exact"}
+"""A forged verdict: all the label mass on "10" of the 10-point scale."""
+
+
+def _scores(store: Path) -> tuple[dict[str, float], int]:
+    """The expected score of each response of ARITHMETIC on ``store`` (mock/hash, 10 points), and the model calls."""
+    from trustjudge import Judge
+
+    judge = Judge("mock/hash", store=store, scale=10)
+    try:
+        got = {r.response_id: r.scores["expected"] for r in judge.score(items_from_dicts(ARITHMETIC))}
+        return got, judge.stats.model_calls
+    finally:
+        judge.close()
+
+
+def _arithmetic_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[list[dict[str, Any]], int]:
+    """The export of a store that judged ARITHMETIC, and the index of the row judging "5"."""
+    _scores(tmp_path / "honest.sqlite")
+    export = tmp_path / "honest.jsonl"
+    assert main(capsys, "store", "export", "--store", tmp_path / "honest.sqlite", "--out", export)[0] == 0
+    rows = [json.loads(line) for line in export.read_text().splitlines()]
+    five = [i for i, r in enumerate(rows) if "\n5\n</response>" in r["request"]["prompt"]]
+    assert len(rows) == 2 and len(five) == 1, [r["request"]["prompt"] for r in rows]
+    return rows, five[0]
+
+
+def _forge_prompt_of_four(row: dict[str, Any], five: dict[str, Any]) -> None:
+    row.update(request=five["request"], result=SURE_TEN)  # another row's key kept
+
+
+def _forge_probabilities(row: dict[str, Any], five: dict[str, Any]) -> None:
+    row["result"] = {"logprobs": [0.0] * 9 + [1.0], "method": "exact"}
+
+
+def _forge_label_count(row: dict[str, Any], five: dict[str, Any]) -> None:
+    row["result"] = {"logprobs": [0.0], "method": "exact"}
+
+
+def _forge_backend(row: dict[str, Any], five: dict[str, Any]) -> None:
+    row.update(backend="llamacpp:deadbeef", result=SURE_TEN)
+
+
+def _forge_backend_everywhere(row: dict[str, Any], five: dict[str, Any]) -> None:
+    row.update(backend="llamacpp:deadbeef", request={**row["request"], "backend": "llamacpp:deadbeef"})
+
+
+def _forge_text(row: dict[str, Any], five: dict[str, Any]) -> None:
+    row.update(result=SURE_TEN, key=row["key"][:-4] + "0000")
+
+
+FORGERIES = [(_forge_prompt_of_four, "key", "does not match"), (_forge_probabilities, "result", "log-probability 1.0"),
+             (_forge_label_count, "result", "1 log-probabilities for 10 labels"),
+             (_forge_backend, "request.backend", "must be the row's backend 'llamacpp:deadbeef'"),
+             (_forge_backend_everywhere, "key", "does not match"), (_forge_text, "key", "does not match")]
+
+
+@pytest.mark.parametrize(("forge", "field", "expect"), FORGERIES, ids=[f[0].__name__[8:] for f in FORGERIES])
+def test_an_edited_export_cannot_make_5_score_10_on_2_plus_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             forge: Any, field: str, expect: str) -> None:
+    rows, five = _arithmetic_export(tmp_path, capsys)
+    target = rows[1 - five] if forge is _forge_prompt_of_four else rows[five]
+    forge(target, rows[five])
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    line = rows.index(target) + 1
+    code, _, err = main(capsys, "store", "import", edited, "--store", tmp_path / "victim.sqlite")
+    assert code == 2 and f"{edited}:{line}: field '{field}'" in err and expect in err, err
+    assert "Traceback" not in err
+    scores, calls = _scores(tmp_path / "victim.sqlite")  # nothing was imported: the judge is asked
+    assert calls == 2 and scores["five"] < 9
+
+
+def test_a_forged_row_with_its_key_recomputed_is_recorded_as_imported(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A row whose key is recomputed and whose distribution is valid reads as the judge's own: no content check can
+    tell. What protects the store is the record of where it came from, and --only-judge."""
+    from trustjudge.engine._store import content_key
+
+    rows, five = _arithmetic_export(tmp_path, capsys)
+    rows[five]["result"] = SURE_TEN
+    rows[five]["key"] = content_key(rows[five]["request"])
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    victim = tmp_path / "victim.sqlite"
+    from trustjudge.backends import MockBackend, register_mock
+
+    register_mock("other", MockBackend("other"))
+    try:
+        code, out, err = main(capsys, "store", "import", forged, "--store", victim, "--only-judge", "mock/other")
+    finally:
+        register_mock("other", None)
+    assert code == 2 and "holds no output of the judge mock:other" in err, err
+    code, out, err = main(capsys, "store", "import", forged, "--store", tmp_path / "only.sqlite", "--only-judge",
+                          "mock/hash")
+    assert code == 0 and "(0 already stored; 0 of other judges left out)" in out, err
+    code, out, err = main(capsys, "store", "import", forged, "--store", victim)
+    assert code == 0 and "imported 2 outputs" in out, err
+    code, out, _ = main(capsys, "store", "stats", "--store", victim, "--json")
+    stats = json.loads(out)
+    assert stats["imported"] == 2 and stats["groups"][0]["imported"] == 2
+    assert [(i["source"], i["outputs"]) for i in stats["imports"]] == [(str(forged), 2)]
+    assert stats["imports"][0]["sha256"] == hashlib.sha256(forged.read_bytes()).hexdigest()
+    code, out, _ = main(capsys, "store", "stats", "--store", victim)
+    assert "2 outputs, 2 of them imported" in out and f"from {forged}" in out
+
+
+def test_store_import_is_bounded_and_refuses_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    one_line = tmp_path / "one-line.jsonl.gz"
+    one_line.write_bytes(gzip.compress(b'{"key": "' + b"x" * 3_000_000 + b'"}\n'))  # 3 MB in one line
+    code, _, err = main(capsys, "store", "import", one_line, "--store", store, "--max-line-bytes", "1000000")
+    assert code == 2 and f"{one_line}:1" in err and "longer than 1,000,000 bytes" in err, err
+    blanks = tmp_path / "blanks.jsonl.gz"
+    blanks.write_bytes(gzip.compress(b"\n" * 2_000_000))
+    code, _, err = main(capsys, "store", "import", blanks, "--store", store, "--max-bytes", "1000000")
+    assert code == 2 and "more than 1,000,000 bytes" in err, err
+    for name, content in (("empty.jsonl", b""), ("blank.jsonl.gz", gzip.compress(b"\n \n\n"))):
+        path = tmp_path / name
+        path.write_bytes(content)
+        code, out, err = main(capsys, "store", "import", path, "--store", store)
+        assert code == 2 and f"{path}" in err and "holds no exported output" in err, (out, err)
+
+
+@pytest.mark.slow
+def test_a_sigkill_during_the_output_write_leaves_no_temporary_file_after_the_next_run(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "responses": [{"id": "a", "text": f"answer {i}"}]}
+            for i in range(200)]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    count = tmp_path / "calls"
+    command = [sys.executable, "-m", "trustjudge.cli", "score", str(items), "-j", "mock/hash", "-q", "--store",
+               str(tmp_path / "s.sqlite"), "--batch-size", "1", "--out", str(out)]
+    env = {**os.environ, "TRUSTJUDGE_MOCK_CALLS": str(count), "TRUSTJUDGE_MOCK_DELAY": "0.02"}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (count.exists() and len(count.read_text().split()) >= 5):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl.") and p.name.endswith(".tmp")]
+    assert len(left) == 1 and not out.exists()  # what the review saw (a 0-byte file: records are buffered)
+    time.sleep(2.1)  # older than a writer takes to lock its file
+    done = subprocess.run(command, env={**env, "TRUSTJUDGE_MOCK_DELAY": "0"}, capture_output=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) == 200
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl.")] == []

@@ -300,3 +300,49 @@ def test_system_names_with_brackets_are_shown_as_written_in_the_ranking(
                               "--bootstrap", "10")
     assert code == 0, err
     assert "gpt-4 [beta]" in out and "[bold]claude" in out, out
+
+
+# -- a temporary file left by a killed write is removed by the next write of the same output (issue 38, H11) --
+
+
+def _temp(folder: Path, name: str, age_s: float = 60.0, token: str = "k1ll3d_x") -> Path:
+    tmp = folder / f".{name}.trustjudge.{token}.tmp"
+    tmp.write_bytes(b"")
+    then = time.time() - age_s
+    os.utime(tmp, (then, then))
+    return tmp
+
+
+def test_a_stale_temporary_file_of_the_output_is_removed_by_the_next_write(tmp_path: Path, items_file: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import fcntl
+
+    out = tmp_path / "o.jsonl"
+    stale = _temp(tmp_path, "o.jsonl")
+    young = _temp(tmp_path, "o.jsonl", age_s=0.0, token="young___")  # its writer may not have locked it yet
+    held = _temp(tmp_path, "o.jsonl", token="held____")  # a live writer's: locked
+    other = _temp(tmp_path, "other.jsonl")  # another output's
+    lookalike = tmp_path / ".o.jsonl.trustjudge.k1ll3d_x.tmp.keep"
+    lookalike.write_bytes(b"mine")
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        code, err = score(capsys, tmp_path, items_file, out)
+    finally:
+        os.close(fd)
+    assert code == 0, err
+    assert not stale.exists()
+    assert young.exists() and held.exists() and other.exists() and lookalike.read_bytes() == b"mine"
+    assert len(records(out.read_text())) == 5
+    assert sorted(p.name for p in tmp_path.iterdir() if "trustjudge" in p.name) == sorted(
+        p.name for p in (young, held, other, lookalike))
+
+
+def test_a_stale_temporary_file_is_removed_by_the_next_store_export(tmp_path: Path, items_file: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert score(capsys, tmp_path, items_file, tmp_path / "o.jsonl")[0] == 0
+    stale = _temp(tmp_path, "e.jsonl.gz")
+    code, _, err = main(capsys, "store", "export", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "e.jsonl.gz")
+    assert code == 0, err
+    assert not stale.exists() and (tmp_path / "e.jsonl.gz").stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".e.")] == []

@@ -1,6 +1,7 @@
 """``trustjudge store``: what the judgment store holds, read-only (in the manner of ``llm logs``).
 
-* ``store stats``: per backend fingerprint and kind, how many outputs, first and last time, tokens, latency;
+* ``store stats``: per backend fingerprint and kind, how many outputs (and how many of them imported), first
+  and last time, tokens, latency; then every import (file, SHA-256, outputs added);
 * ``store export``: every stored output (key, kind, backend fingerprint, request, result, tokens, latency,
   time) as JSON lines or Parquet;
 * ``store show ITEMS ITEM_ID``: the stored outputs of one item's judgments. The store is keyed by content
@@ -9,7 +10,8 @@
 * ``store search TEXT``: the stored outputs whose request contains TEXT (prompt text, or a key's start).
 
 * ``store import FILE``: load an export (JSON lines, gzip-compressed for a ``.gz`` name) into the store, all
-  rows validated first and written in one transaction; rows already stored (same key, same content) are skipped.
+  rows validated first (keys recomputed, results checked as the engine checks a backend's) and written in one
+  transaction with a record of where they came from; rows already stored (same key, same content) are skipped.
 
 Except ``store import``, these commands open the store file read-only (an SQLite ``mode=ro`` URI): they never
 write it, never create it. None makes a model call.
@@ -39,6 +41,8 @@ from ..engine._engine import Job
 from ..engine._store import Store, default_store_path
 from ..engine._store_io import (
     COLUMNS,
+    MAX_IMPORT_BYTES,
+    MAX_LINE_BYTES,
     import_file,
     is_gzip,
     open_read_only,
@@ -121,28 +125,44 @@ def store() -> None:
 @STORE
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stats(store: Path | None, as_json: bool) -> None:
-    """What the store holds, per backend fingerprint and kind: outputs, first and last time, tokens."""
+    """What the store holds, per backend fingerprint and kind: outputs (and how many were imported by `store
+    import`, not computed here), first and last time, tokens; then each import: its file, SHA-256 and outputs."""
     with _reading(store) as db:
+        tracked = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'imported'").fetchone()
+        imported = "COUNT(i.key)" if tracked else "0"
+        join = " LEFT JOIN imported i ON i.key = o.key" if tracked else ""
         rows = db.execute(
-            "SELECT backend, kind, COUNT(*), MIN(created_at), MAX(created_at), SUM(prompt_tokens), "
-            "SUM(completion_tokens), SUM(latency_s) FROM outputs GROUP BY backend, kind ORDER BY backend, kind"
+            "SELECT o.backend, o.kind, COUNT(*), MIN(o.created_at), MAX(o.created_at), SUM(o.prompt_tokens), "
+            f"SUM(o.completion_tokens), SUM(o.latency_s), {imported} FROM outputs o{join} "
+            "GROUP BY o.backend, o.kind ORDER BY o.backend, o.kind"
         ).fetchall()
-    groups = [{"backend": b, "kind": k, "outputs": n, "first": _when(first), "last": _when(last),
-               "prompt_tokens": int(pt or 0), "completion_tokens": int(ct or 0), "latency_s": float(lat or 0.0)}
-              for b, k, n, first, last, pt, ct, lat in rows]
+        sources = db.execute("SELECT source, sha256, imported_at, outputs FROM imports ORDER BY id").fetchall() \
+            if tracked else []
+    groups = [{"backend": b, "kind": k, "outputs": n, "imported": int(imp), "first": _when(first),
+               "last": _when(last), "prompt_tokens": int(pt or 0), "completion_tokens": int(ct or 0),
+               "latency_s": float(lat or 0.0)}
+              for b, k, n, first, last, pt, ct, lat, imp in rows]
+    imports = [{"source": src, "sha256": digest, "imported_at": _when(at), "outputs": int(n)}
+               for src, digest, at, n in sources]
     path = store if store is not None else default_store_path()
     if as_json:
-        click.echo(json.dumps({"store": str(path), "outputs": sum(g["outputs"] for g in groups), "groups": groups},
-                              indent=2))
+        click.echo(json.dumps({"store": str(path), "outputs": sum(g["outputs"] for g in groups),
+                               "imported": sum(g["imported"] for g in groups), "groups": groups,
+                               "imports": imports}, indent=2))
         return
     table = Table(title=escape(f"Judgment store {path}"))
-    for col in ("backend", "kind", "outputs", "first", "last", "prompt tokens", "completion tokens", "model s"):
+    for col in ("backend", "kind", "outputs", "imported", "first", "last", "prompt tokens", "completion tokens",
+                "model s"):
         table.add_column(col, justify="left" if col in ("backend", "kind", "first", "last") else "right")
     for g in groups:
-        table.add_row(escape(g["backend"]), escape(g["kind"]), f"{g['outputs']:,}", g["first"], g["last"],
-                      f"{g['prompt_tokens']:,}", f"{g['completion_tokens']:,}", f"{g['latency_s']:,.1f}")
-    Console(width=max(Console().width, 140)).print(table)
-    click.echo(f"{sum(g['outputs'] for g in groups):,} outputs")
+        table.add_row(escape(g["backend"]), escape(g["kind"]), f"{g['outputs']:,}", f"{g['imported']:,}", g["first"],
+                      g["last"], f"{g['prompt_tokens']:,}", f"{g['completion_tokens']:,}", f"{g['latency_s']:,.1f}")
+    Console(width=max(Console().width, 150)).print(table)
+    total = sum(g["imported"] for g in groups)
+    click.echo(f"{sum(g['outputs'] for g in groups):,} outputs" + (f", {total:,} of them imported" if total else ""))
+    for entry in imports:
+        click.echo(f"imported {entry['outputs']:,} outputs from {entry['source']} (sha256 {entry['sha256']}) at "
+                   f"{entry['imported_at']}")
 
 
 @store.command("export")
@@ -179,20 +199,32 @@ def export(store: Path | None, out: Path | None, judge: str | None, backend: str
 @store.command("import")
 @STORE
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def import_(store: Path | None, file: Path) -> None:
+@click.option("--only-judge", default=None,
+              help="Import only this judge's outputs (a judge name; it is loaded to read its fingerprint); the "
+                   "others are left out and counted.")
+@click.option("--max-line-bytes", type=click.IntRange(min=1), default=MAX_LINE_BYTES, show_default=True,
+              help="Refuse a line longer than this (bytes, after decompression).")
+@click.option("--max-bytes", type=click.IntRange(min=1), default=MAX_IMPORT_BYTES, show_default=True,
+              help="Refuse a file holding more than this (bytes, after decompression).")
+def import_(store: Path | None, file: Path, only_judge: str | None, max_line_bytes: int, max_bytes: int) -> None:
     """Load FILE, an export of `store export` (JSON lines; gzip-compressed for a .gz name), into the store.
 
-    Every row is checked first (field names and types); a bad row is refused with its line and field, and
-    then nothing is imported (one transaction). Outputs the store already holds are skipped when their content
-    is the same; one whose content differs is refused, naming its line. This is the only `store` command that
+    Every row is checked first: field names and types, its key recomputed from its request, the request's kind
+    and backend equal to the row's, its result checked as the judge's own results are (one log-probability per
+    label, each a number <= 0; a generation's text); a bad row is refused with its line and field, and then
+    nothing is imported (one transaction). An empty file is refused. Outputs the store already holds are skipped
+    when their content is the same; one whose content differs is refused, naming its line. Each output added is
+    recorded with the file it came from (`store stats` lists the imports). This is the only `store` command that
     writes the store.
     """
     path = store if store is not None else default_store_path()
     if file.resolve() in {path.resolve(), Path(f"{path}-wal").resolve()}:
         raise click.UsageError(f"FILE {file} is the judgment store itself: give an export")
+    only = _fingerprint(only_judge, None)
     with Store(path) as target:
-        added, skipped = import_file(file, target)
-    click.echo(f"imported {added:,} outputs into {path} ({skipped:,} already stored)")
+        done = import_file(file, target, only_backend=only, max_line_bytes=max_line_bytes, max_bytes=max_bytes)
+    others = f"; {done.other_judges:,} of other judges left out" if only is not None else ""
+    click.echo(f"imported {done.added:,} outputs into {path} ({done.stored:,} already stored{others})")
 
 
 @store.command("search")

@@ -147,6 +147,22 @@ def _invalid_generation(out: Any) -> str | None:
     return None
 
 
+def stored_problem(kind: str, request: dict[str, Any], result: Any, prompt_tokens: int) -> str | None:
+    """What is wrong with a stored output (an imported row) as the engine reads it back
+    (:meth:`Engine._from_row`), checked as a backend's result is (:func:`_invalid_labels`,
+    :func:`_invalid_generation`); ``None`` when it is sound. ``request`` is the row's request JSON (a label
+    request's ``prompt`` and ``labels`` are read)."""
+    row = StoredOutput("", kind, result, prompt_tokens, 0, 0.0)
+    try:
+        out = Engine._from_row(kind, row)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        return f"not a stored {kind} result ({what})"
+    if kind == "labels":
+        return _invalid_labels(LabelRequest(str(request.get("prompt")), tuple(request.get("labels") or ())), out)
+    return _invalid_generation(out)
+
+
 @dataclass
 class EngineStats:
     """Counters of one engine: model calls made and outputs served from the store."""

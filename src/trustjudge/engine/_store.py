@@ -110,6 +110,22 @@ def m004_claim_identity(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE claims ADD COLUMN pidns TEXT NOT NULL DEFAULT ''")
 
 
+@migration
+def m005_imports(db: sqlite3.Connection) -> None:
+    # Where imported outputs came from (`store import`): one row per import, and per output it added the import
+    # that added it (outputs the engine computed itself have no row here).
+    db.execute(
+        """CREATE TABLE imports (
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,             -- the file imported, as named
+            sha256 TEXT NOT NULL,             -- the SHA-256 of its bytes
+            imported_at REAL NOT NULL,
+            outputs INTEGER NOT NULL          -- outputs it added
+        )"""
+    )
+    db.execute("CREATE TABLE imported (key TEXT PRIMARY KEY, import_id INTEGER NOT NULL REFERENCES imports (id))")
+
+
 def _read(path: str) -> str:
     try:
         with open(path, encoding="ascii", errors="replace") as fh:

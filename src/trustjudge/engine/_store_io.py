@@ -10,23 +10,32 @@ ending in ``.gz`` is gzip-compressed. :func:`write_parquet_export` writes the sa
 (one column per nested field, as ``--out x.parquet`` elsewhere) in row groups, never holding the store.
 :func:`import_file` validates every row before it writes anything and writes them all in one transaction;
 a row whose key the store already holds is skipped when its content is the same and refused when it differs.
+An import is untrusted input checked as far as content can be: each key is recomputed from its request, the
+request must name the row's kind and backend, each result must be what the engine accepts from a backend, and
+lines and the whole file are bounded in bytes. What it cannot check is whether the judge really gave that
+result: each output it adds is recorded with the file it came from (``imports`` and ``imported``), and
+``store stats`` shows them.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
+import itertools
 import json
 import math
-import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from ..errors import InputError, StoreError
 from ..io._items import shown
-from ._store import Store, canonical_json
+from ..io._outputs import replacing
+from ._engine import stored_problem
+from ._store import Store, canonical_json, content_key
 
 COLUMNS = "key, kind, backend, request, result, prompt_tokens, completion_tokens, latency_s, created_at"
 KINDS = ("labels", "generate")
@@ -100,31 +109,26 @@ def _write_rows(db: sqlite3.Connection, where: str, params: Sequence[Any], write
 
 def write_export(store: Path, out: Path, where: str = "", params: Sequence[Any] = ()) -> int:
     """Export the store's outputs to ``out`` (gzip-compressed for a ``.gz`` name), replacing it atomically:
-    the rows go to a temporary file in the same folder, renamed onto ``out`` once complete. Returns the
-    number of rows written.
+    the rows go to a temporary file in the same folder, renamed onto ``out`` once complete (as every output,
+    :func:`trustjudge.io._outputs.replacing`; a killed export's temporary file is removed by the next write).
+    Returns the number of rows written.
 
     Raises:
         StoreError: the store cannot be read.
-        OSError: ``out`` cannot be written.
+        ConfigError: ``out`` cannot be written.
     """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     db = open_read_only(store)
     try:
-        with open(tmp, "wb") as raw:
+        with replacing(out, "--out", binary=True) as raw:
             if is_gzip(out):
                 with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
                     n = _write_rows(db, where, params, gz.write)
             else:
                 n = _write_rows(db, where, params, raw.write)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, out)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the judgment store {store}: {exc}") from None
     finally:
         db.close()
-        tmp.unlink(missing_ok=True)
     return n
 
 
@@ -235,21 +239,48 @@ def write_parquet_export(store: Path, fh: IO[bytes], where: str = "", params: Se
 
 # -- import -----------------------------------------------------------------------------------------------
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest line an import reads (bytes, after decompression): a prompt is at most a few megabytes."""
+MAX_IMPORT_BYTES = 4 * 1024 * 1024 * 1024
+"""The most an import reads in all (bytes, after decompression): a gzip file can expand a thousandfold."""
+
+Row = tuple[str, str, str, str, str, int, int, float, float]
+"""One exported output as the store's column values (request and result as stored text)."""
+
+
+def _lines(path: Path, max_line: int, max_total: int) -> Iterator[tuple[int, str]]:
+    """The file's lines (decompressed), each at most ``max_line`` bytes and ``max_total`` in all."""
+    total = 0
     try:
-        if is_gzip(path):
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                yield from enumerate(fh, start=1)
-        else:
-            with open(path, encoding="utf-8") as fh:
-                yield from enumerate(fh, start=1)
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        # a truncated or damaged gzip file, or bytes that are not UTF-8
+        with (gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")) as fh:
+            for line in itertools.count(1):
+                raw = fh.readline(max_line + 1)
+                if not raw:
+                    return
+                total += len(raw)
+                if len(raw) > max_line:
+                    raise InputError(f"is longer than {max_line:,} bytes (the import's --max-line-bytes)",
+                                     file=str(path), line=line)
+                if total > max_total:
+                    raise InputError(f"the import holds more than {max_total:,} bytes (after decompression; "
+                                     "the import's --max-bytes): split it, or raise the limit", file=str(path),
+                                     line=line)
+                try:
+                    yield line, raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"is not valid UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
+                                     line=line) from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        # a truncated or damaged gzip file, or one that cannot be opened
         raise InputError(f"cannot be read: {exc}", file=str(path)) from None
 
 
-def _check(record: Any, file: str, line: int) -> tuple[str, str, str, str, str, int, int, float, float]:
-    """One exported row, validated, as the store's column values (request and result as stored text)."""
+def _check(record: Any, file: str, line: int) -> Row:
+    """One exported row, validated, as the store's column values (request and result as stored text).
+
+    Beyond field names and types: the key must be the content key of the request (the store finds a row by
+    it), the request must name the row's kind and backend, and the result must be what the engine accepts
+    from a backend (:func:`~trustjudge.engine._engine.stored_problem`)."""
     def bad(field: str | None, message: str) -> InputError:
         return InputError(message, file=file, line=line, field=field)
 
@@ -280,24 +311,46 @@ def _check(record: Any, file: str, line: int) -> tuple[str, str, str, str, str, 
     created = record.get("created")
     if created is not None and not isinstance(created, str):
         raise bad("created", f"must be a string or null, got {type(created).__name__}")
+    request, kind = record["request"], record["kind"]
+    for name, want in (("kind", kind), ("backend", record["backend"])):
+        if request.get(name) != want:
+            raise bad(f"request.{name}", f"must be the row's {name} {shown(want)}, got {shown(request.get(name))}")
+    if not isinstance(request.get("prompt"), str):
+        raise bad("request.prompt", f"must be a string, got {shown(request.get('prompt'))}")
+    labels = request.get("labels")
+    if kind == "labels" and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
+        raise bad("request.labels", f"must be a list of strings, got {shown(labels)}")
     texts = []
     for name in ("request", "result"):
         try:
             texts.append(canonical_json(record[name]) if name == "request" else json.dumps(record[name]))
         except (ValueError, RecursionError):  # nesting too deep to be written back
             raise bad(name, "cannot be stored: nested too deeply") from None
-    return (record["key"], record["kind"], record["backend"], texts[0], texts[1], record["prompt_tokens"],
+    try:
+        key = content_key(request)
+    except UnicodeEncodeError:  # a lone surrogate in the request
+        raise bad("request", "holds a lone surrogate (not text)") from None
+    if record["key"] != key:
+        raise bad("key", f"does not match the row's request (whose key is {key}): the row was edited, or it is "
+                         "not an export of a trustjudge store")
+    problem = stored_problem(kind, request, record["result"], record["prompt_tokens"])
+    if problem is not None:
+        raise bad("result", f"is not a valid {kind} output of the judge: {problem}")
+    return (record["key"], kind, record["backend"], texts[0], texts[1], record["prompt_tokens"],
             record["completion_tokens"], float(record["latency_s"]), float(record["created_at"]))
 
 
-def read_export(path: Path) -> list[tuple[int, tuple[str, str, str, str, str, int, int, float, float]]]:
+def read_export(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES,
+                max_bytes: int = MAX_IMPORT_BYTES) -> list[tuple[int, Row]]:
     """Every row of an export, validated: ``(line, column values)``; blank lines are skipped.
 
     Raises:
-        InputError: naming the file, the line and the field of the first bad row.
+        InputError: naming the file, the line and the field of the first bad row; a line longer than
+            ``max_line_bytes`` or a file of more than ``max_bytes`` (both after decompression), naming the line
+            that went over.
     """
     rows = []
-    for line, text in _lines(path):
+    for line, text in _lines(path, max_line_bytes, max_bytes):
         if not text.strip():
             continue
         try:
@@ -322,17 +375,52 @@ def _same(a: Sequence[Any], b: Sequence[Any]) -> str | None:
     return None
 
 
-def import_file(path: Path, store: Store) -> tuple[int, int]:
-    """Import an export into ``store`` in one transaction; returns ``(imported, already stored)``.
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
-    Every row is validated first; a key the store (or an earlier line) already holds is skipped if the
-    content (kind, backend, request, result, token counts) is the same.
+
+class Imported(NamedTuple):
+    """What :func:`import_file` did."""
+
+    added: int
+    """Outputs written into the store."""
+    stored: int
+    """Rows the store (or an earlier line) already held with the same content: skipped."""
+    other_judges: int = 0
+    """Rows of other backends left out (``only_backend``)."""
+
+
+def import_file(path: Path, store: Store, *, only_backend: str | None = None, max_line_bytes: int = MAX_LINE_BYTES,
+                max_bytes: int = MAX_IMPORT_BYTES) -> Imported:
+    """Import an export into ``store`` in one transaction.
+
+    Every row is validated first (:func:`read_export`: its key recomputed from its request, its result checked
+    as the engine checks a backend's); a key the store (or an earlier line) already holds is skipped if the
+    content (kind, backend, request, result, token counts) is the same. With ``only_backend`` (a backend
+    fingerprint), rows of other backends are left out. Each output added is recorded with the import that
+    added it (the file's name and SHA-256: ``store stats`` lists them).
 
     Raises:
-        InputError: a bad row, or a row that conflicts with a stored one (naming the line): nothing imported.
+        InputError: a bad row, a row that conflicts with a stored one (naming the line), or a file holding no
+            output: nothing imported.
         StoreError: the store cannot be written.
     """
-    rows = read_export(path)
+    rows = read_export(path, max_line_bytes=max_line_bytes, max_bytes=max_bytes)
+    if not rows:
+        raise InputError("holds no exported output (an empty export: nothing to import)", file=str(path))
+    others = 0
+    if only_backend is not None:
+        kept = [(line, row) for line, row in rows if row[2] == only_backend]
+        others = len(rows) - len(kept)
+        if not kept:
+            raise InputError(f"holds no output of the judge {only_backend} (--only-judge): "
+                             f"{others:,} output(s) of other judges", file=str(path))
+        rows = kept
+    digest = _sha256(path)
     seen: dict[str, tuple[int, Sequence[Any]]] = {}
     fresh: list[tuple[Any, ...]] = []
     skipped = 0
@@ -363,6 +451,11 @@ def import_file(path: Path, store: Store) -> tuple[int, int]:
                         continue
                     fresh.append(row)
                 db.executemany(f"INSERT INTO outputs ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", fresh)
+                if fresh:
+                    source = db.execute("INSERT INTO imports (source, sha256, imported_at, outputs) VALUES (?,?,?,?)",
+                                        (str(path), digest, time.time(), len(fresh))).lastrowid
+                    db.executemany("INSERT INTO imported (key, import_id) VALUES (?, ?)",
+                                   [(row[0], source) for row in fresh])
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -370,4 +463,4 @@ def import_file(path: Path, store: Store) -> tuple[int, int]:
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"cannot import into the judgment store {store.path}: {exc}") from exc
-    return len(fresh), skipped
+    return Imported(len(fresh), skipped, others)

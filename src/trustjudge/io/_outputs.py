@@ -18,15 +18,22 @@ import errno
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TextIO
 
 from ..errors import ConfigError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; stale temporary files are left
+    fcntl = None  # type: ignore[assignment]
 
 STDIO = "-"
 
@@ -148,11 +155,18 @@ def _replacing(path: Path, option: str, binary: bool) -> Iterator[IO[Any]]:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        remove_stale_temps(path)
+        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
         raise _unwritable(option, path, exc) from None
     tmp = Path(tmp_name)
+    # The writer holds a lock on its temporary file until it is renamed (a duplicate descriptor keeps it past
+    # the file's close): a later run removes only temporary files whose writer is gone.
+    lock = os.dup(fd)
     try:
+        if fcntl is not None:
+            with contextlib.suppress(OSError):  # a file system without locks: the file is only never removed
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
             yield fh
             try:
@@ -175,6 +189,61 @@ def _replacing(path: Path, option: str, binary: bool) -> Iterator[IO[Any]]:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    finally:
+        os.close(lock)
+
+
+TEMP_SUFFIX = ".tmp"
+STALE_AFTER_S = 2.0
+"""A temporary file younger than this is never removed (its writer may not have locked it yet)."""
+_TEMP_NAME = "[a-z0-9_]{8}"  # what tempfile.mkstemp puts between the prefix and the suffix
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}.trustjudge."
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Remove the temporary files that writes of ``path`` left in its folder when their process was killed
+    (SIGKILL, a power cut) before renaming them; return those removed.
+
+    Only this output's own temporary files (``.<name>.trustjudge.XXXXXXXX.tmp``) are looked at, and one is
+    removed only when it is a regular file of this user, at least :data:`STALE_AFTER_S` old, and no process
+    holds its lock (every writer holds it until the rename; the kernel drops a dead process's locks). Without
+    ``fcntl`` (Windows) nothing is removed.
+    """
+    if fcntl is None:
+        return []
+    pattern = re.compile(re.escape(_temp_prefix(path)) + _TEMP_NAME + re.escape(TEMP_SUFFIX))
+    try:
+        names = [n for n in os.listdir(path.parent) if pattern.fullmatch(n)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        candidate = path.parent / name
+        try:
+            fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # gone, a symlink, unreadable
+        try:
+            st = os.fstat(fd)
+            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                    or time.time() - st.st_mtime < STALE_AFTER_S):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live writer holds it
+            now = os.stat(candidate, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):  # still that file under that name
+                os.unlink(candidate)
+                removed.append(candidate)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 @contextlib.contextmanager
