@@ -479,3 +479,30 @@ def test_a_sigkill_during_the_output_write_leaves_no_temporary_file_after_the_ne
     assert done.returncode == 0, done.stderr
     assert len(out.read_text().splitlines()) == 200
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl.")] == []
+
+
+# H3 (round 4): a regex rule's search has a time budget
+
+
+def test_a_catastrophic_regex_rule_stops_within_its_budget_naming_the_rule() -> None:
+    from trustjudge import Rule
+    from trustjudge.io._rules import REGEX_BUDGET_S, first_rule
+
+    item = items_from_dicts([{"id": "q", "question": "?", "responses": [{"id": "r", "text": "a" * 41 + "!"}]}])[0]
+    # the review's pattern: exponential under re; the regex package answers it at once
+    review = Rule("regex", "1", pattern="^(a+)+$", id="review")
+    started = time.monotonic()
+    assert not review.fires(item, item.responses[0]) and time.monotonic() - started < REGEX_BUDGET_S
+    rules = [Rule("empty", "0", id="blank"), Rule("regex", "1", pattern="^(a|a)*$", id="evil")]
+    started = time.monotonic()
+    with pytest.raises(InputError) as caught:
+        first_rule(rules, item, item.responses[0])
+    elapsed = time.monotonic() - started
+    # exponential under the regex package too; the budget stops it
+    assert elapsed < REGEX_BUDGET_S * 20
+    message = str(caught.value)
+    assert "'evil'" in message and "time budget" in message and "rules[1].pattern" in message
+    assert "'r'" in message and "'q'" in message
+    # an ordinary pattern still fires, within the budget
+    fine = items_from_dicts([{"id": "q", "question": "?", "responses": [{"id": "r", "text": "aaa"}]}])[0]
+    assert first_rule(rules, fine, fine.responses[0]) is rules[1]

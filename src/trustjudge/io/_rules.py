@@ -8,8 +8,11 @@ A rule is one of four kinds:
 - ``normalized``: the same after folding both texts: Unicode NFKC, case folded, punctuation removed,
   runs of whitespace made one space;
 - ``empty``: the response is empty or whitespace only;
-- ``regex``: ``pattern`` (a Python regular expression, ``re.search``) is found in the response (write
-  ``(?i)`` at its start for a case-insensitive match).
+- ``regex``: ``pattern`` (a Python regular expression, searched for with the ``regex`` package, whose
+  default syntax is the standard library's ``re``) is found in the response (write ``(?i)`` at its start for a
+  case-insensitive match). Each search has a time budget, :data:`REGEX_BUDGET_S`: a pattern that backtracks
+  without end on a response (``(x+x+)+y``) stops the run with an error naming the rule, the item and the
+  response, instead of hanging it.
 
 An exact or normalized rule never fires on an item without that field (or one that folds to nothing). In a
 suite or recipe file rules are a list (``[[rules]]`` in TOML), checked in order: the first that fires wins::
@@ -22,11 +25,12 @@ suite or recipe file rules are a list (``[[rules]]`` in TOML), checked in order:
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+import regex
 
 from ..errors import InputError
 
@@ -43,6 +47,8 @@ FIELDS: tuple[str, ...] = ("reference", "context")
 """The item fields an exact or normalized rule compares a response with."""
 RULE_KEYS = frozenset({"kind", "label", "id", "pattern", "field"})
 MAX_PATTERN = 10_000
+REGEX_BUDGET_S = 1.0
+"""The most one search of a regex rule's pattern in one response may take, in seconds."""
 
 
 def fold(text: str) -> str:
@@ -91,8 +97,8 @@ class Rule:
             if len(self.pattern) > MAX_PATTERN:
                 raise InputError(f"is longer than {MAX_PATTERN} characters", field="pattern")
             try:
-                re.compile(self.pattern)
-            except re.error as exc:
+                regex.compile(self.pattern)
+            except regex.error as exc:
                 raise InputError(f"is not a valid regular expression: {exc}", field="pattern") from None
         elif self.pattern is not None:
             raise InputError(f"is for regex rules only, not {self.kind}", field="pattern")
@@ -108,7 +114,14 @@ class Rule:
         if self.kind == "empty":
             return not text.strip()
         if self.kind == "regex":
-            return re.search(str(self.pattern), text) is not None
+            try:
+                return regex.search(str(self.pattern), text, timeout=REGEX_BUDGET_S) is not None
+            except TimeoutError:
+                raise InputError(
+                    f"regex rule {self.id!r} ran out of its {REGEX_BUDGET_S:g} s time budget on response "
+                    f"{getattr(response, 'id', '?')!r} of item {getattr(item, 'id', '?')!r} ({len(text):,} "
+                    f"characters): its pattern {self.pattern!r} backtracks too much (nested repeats such as "
+                    "(x+x+)+ take exponential time); simplify it", field="pattern") from None
         target = getattr(item, self.field, None)
         if not isinstance(target, str):
             return False
@@ -127,10 +140,17 @@ class Rule:
 
 
 def first_rule(rules: Iterable[Rule], item: object, response: _Answer) -> Rule | None:
-    """The first of ``rules`` that fires on ``response`` of ``item``, else ``None``."""
-    for rule in rules:
-        if rule.fires(item, response):
-            return rule
+    """The first of ``rules`` that fires on ``response`` of ``item``, else ``None``.
+
+    Raises:
+        InputError: a regex rule ran out of its time budget (naming the rule, ``rules[i].pattern``).
+    """
+    for i, rule in enumerate(rules):
+        try:
+            if rule.fires(item, response):
+                return rule
+        except InputError as exc:
+            raise InputError(exc.reason, field=f"rules[{i}].{exc.field}") from None
     return None
 
 
