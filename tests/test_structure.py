@@ -145,6 +145,7 @@ LAYERS: dict[str, int] = {
     "backends": 1, "io": 1,                            # models; items and files
     "engine": 2,                                       # asking, the store, the maths of label distributions
     "audit": 3,                                        # statistics, consistency, agreement, ranking, calibration
+    "execute": 3,                                      # model-written code run in a sandbox
     "modes": 4,                                        # the registry, what modes share, one file per mode
     "report": 5,                                       # HTML drawn from audits
     "_judge": 6, "_config": 6, "_cascade": 6, "_integrations": 6, "_settings": 6,  # the facade over all of the above

@@ -126,6 +126,20 @@ def m005_imports(db: sqlite3.Connection) -> None:
     db.execute("CREATE TABLE imported (key TEXT PRIMARY KEY, import_id INTEGER NOT NULL REFERENCES imports (id))")
 
 
+@migration
+def m006_executions(db: sqlite3.Connection) -> None:
+    # Runs of a model's code in a sandbox (trustjudge.execute), keyed by the code's and its input files'
+    # hashes and the runner's settings (isolation, limits), so that a rerun executes nothing.
+    db.execute(
+        """CREATE TABLE executions (
+            key TEXT PRIMARY KEY,
+            runner TEXT NOT NULL,             -- canonical JSON of the runner's settings
+            result TEXT NOT NULL,             -- JSON of the execution result (files base64)
+            created_at REAL NOT NULL
+        )"""
+    )
+
+
 def _read(path: str) -> str:
     try:
         with open(path, encoding="ascii", errors="replace") as fh:
@@ -361,6 +375,20 @@ class Store:
             except BaseException:
                 _rollback(self._db)
                 raise
+
+    @_store_op
+    def get_execution(self, key: str) -> dict[str, Any] | None:
+        """A stored execution result, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT result FROM executions WHERE key = ?", (key,)).fetchone()
+        return None if row is None else dict(_loads(row[0]))
+
+    @_store_op
+    def put_execution(self, key: str, runner: dict[str, Any], result: dict[str, Any]) -> None:
+        """Keep an execution result; a key already present is kept as it is."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO executions (key, runner, result, created_at) VALUES (?,?,?,?)",
+                             (key, canonical_json(runner), json.dumps(result), time.time()))
 
     def new_owner(self) -> str:
         """A claim owner name unique to this call: host, process and a random token."""
