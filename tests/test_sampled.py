@@ -68,12 +68,12 @@ def test_sampled_scores_are_the_scores_of_the_sampled_distribution(tmp_path: Pat
     exact = Judge(MockBackend("shares", script=shares), store=tmp_path / "e.sqlite", scale=5, keep_distribution=True)
     reference = list(exact.score(ITEMS))
     for got, want in zip(records, reference):
-        assert got.method == "sampled" and got.samples == n
+        assert got.label_method == "sampled" and got.samples == n
         assert got.scores == pytest.approx(want.scores)
         assert got.label_mass == pytest.approx(want.label_mass) and got.label_mass < 1  # some wrote no label
         assert got.score_se is not None and got.score_se > 0
     d = records[0].to_dict()
-    assert d["method"] == "sampled" and d["samples"] == n and d["score_se"] == records[0].score_se
+    assert d["label_method"] == "sampled" and d["samples"] == n and d["score_se"] == records[0].score_se
     # the standard error is that of the mean of the labelled answers
     assert reference[0].distribution is not None
     dist = [reference[0].distribution[str(k)] for k in range(1, 6)]
@@ -105,7 +105,7 @@ def test_compare_in_both_orders_from_sampled_verdicts(tmp_path: Path, stand_in: 
     records = list(judge.compare(ITEMS))
     assert len(records) == 2
     for r in records:
-        assert r.method == "sampled"
+        assert r.label_method == "sampled"
         assert all(o["samples"] == 10 and 0 < o["mass"] <= 1 for o in r.orders)
         assert r.probabilities is not None and all(v is not None for v in r.verdicts.values())
 
@@ -119,7 +119,7 @@ def test_the_cli_takes_the_option_on_the_judge_name(tmp_path: Path, stand_in: Mo
     result = CliRunner().invoke(cli, ["score", str(items), "--judge", "mock/nolp?labels=sampled&samples=3",
                                       "--store", str(tmp_path / "s.sqlite"), "-q"])
     assert result.exit_code == 0, result.output
-    assert '"method": "sampled"' in result.output and '"samples": 3' in result.output
+    assert '"label_method": "sampled"' in result.output and '"samples": 3' in result.output
 
 
 @pytest.mark.parametrize("name", ["mock/nolp?samples=5", "mock/nolp?labels=sampled&samples=0",
@@ -143,7 +143,7 @@ def test_sampled_labels_on_the_bundled_judge(tmp_path: Path, monkeypatch: pytest
     sampled = list(judge.score(ITEMS[:1]))
     assert judge.stats.generate_calls == 2 * n
     for e, s in zip(exact, sampled):
-        assert s.method == "sampled" and s.samples == n and s.distribution is not None
+        assert s.label_method == "sampled" and s.samples == n and s.distribution is not None
         assert e.distribution is not None and e.label_mass is not None and s.label_mass is not None
         assert all(abs(p * n - round(p * n)) < 1e-9 for p in s.distribution.values())
         for p_exact, p_sampled in [(e.label_mass, s.label_mass),

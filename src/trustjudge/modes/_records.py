@@ -200,10 +200,10 @@ class ScoreRecord(ResponseHeader):
     """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
     label); absent where the judge was asked."""
     samples: int | None = optional(kw_only=True)
-    """``method: sampled`` (a judge named with ``labels=sampled&samples=N``): the N answers the distribution
+    """``label_method: sampled`` (a judge named with ``labels=sampled&samples=N``): the N answers the distribution
     was estimated from; absent otherwise."""
     score_se: float | None = optional(kw_only=True)
-    """``method: sampled``: the Monte-Carlo standard error of the expected score (``scores.expected``) from the
+    """``label_method: sampled``: the Monte-Carlo standard error of the expected score (``scores.expected``) from the
     answers that wrote a label, sqrt(variance / n); absent otherwise, and with fewer than 2 such answers."""
 
 
