@@ -11,7 +11,7 @@ report sections (:class:`Section` of :class:`Note` and :class:`Table` blocks). T
 from __future__ import annotations
 
 from .audit._summary import SummaryMetrics
-from .audit._trust import LabelUnits, Unit, UnitReader
+from .audit._units import LabelUnits, Unit, UnitReader
 from .engine._asking import Question
 from .engine._engine import Outcome
 from .io._items import Item, Response
