@@ -120,3 +120,17 @@ def test_a_mode_without_a_summary_says_so_rather_than_writing_none(tmp_path: Pat
                                       "--out", str(tmp_path / "o.jsonl"), "--summary", str(tmp_path / "o.json")])
     assert result.exit_code != 0 and "no summary for mode 'steps'" in result.output, result.output
     assert (tmp_path / "o.jsonl").read_text().strip(), "the records judged are kept"
+
+
+def test_the_plugin_command_applies_its_calibration(relevance: None, tmp_path: Path) -> None:
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", _rows(30))
+    new_items = write_jsonl(tmp_path / "new.jsonl", _rows(5, prefix="n"))
+    store = tmp_path / "s.sqlite"
+    fitted = _invoke("calibrate", cal_items, "--mode", "relevance", "-j", "mock/hash", "--store", store,
+                     "--out", tmp_path / "cal.json")
+    assert fitted.exit_code == 0, fitted.output
+    judged = _invoke("relevance", new_items, "-j", "mock/hash", "--store", store, "--calibration",
+                     tmp_path / "cal.json", "--target-agreement", "0.5", "--out", tmp_path / "o.jsonl")
+    assert judged.exit_code == 0, judged.output
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert len(rows) == 10 and all("calibrated" in r for r in rows)
