@@ -141,7 +141,7 @@ def test_the_package_has_no_import_cycle() -> None:
 # -- layers ----------------------------------------------------------------------------------------------
 
 LAYERS: dict[str, int] = {
-    "errors": 0, "_plugins": 0, "_retry": 0,          # what every layer may use
+    "errors": 0, "_plugins": 0, "_retry": 0, "_net": 0,          # what every layer may use
     "backends": 1, "io": 1,                            # models; items and files
     "engine": 2,                                       # asking, the store, the maths of label distributions
     "audit": 3,                                        # statistics, consistency, agreement, ranking, calibration
@@ -286,3 +286,8 @@ def test_the_size_check_sees_a_long_function(tmp_path: Path) -> None:
 def test_no_module_or_function_grows_past_the_size_limits() -> None:
     grown = {k: n for k, n in oversized().items() if n > OVERSIZED.get(k, 0)}
     assert not grown, f"over {MAX_MODULE_LINES} lines a module or {MAX_FUNCTION_LINES} a function (split it): {grown}"
+
+
+def test_one_loopback_check() -> None:
+    found = [p.relative_to(SRC).as_posix() for p in sorted(SRC.rglob("*.py")) if ".is_loopback" in p.read_text()]
+    assert found == ["_net.py"], f"the loopback check is trustjudge._net.is_loopback; also defined in {found}"
