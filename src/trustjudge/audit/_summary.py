@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from ._ranking import Outcome, bootstrap_bt
 from ._stats import NAN, bootstrap_ratio, finite, jsonable
 
 Record = Mapping[str, Any]
@@ -249,6 +248,8 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
     unscored: dict[str, int] = defaultdict(int)
     bt: dict[str, tuple[float, tuple[float, float]]] = {}
     if mode in PAIRWISE:
+        from ._ranking import Outcome, bootstrap_bt  # scipy (optimize, stats): not at import time (see the plugin test)
+
         latest = {(str(r["item_id"]), *sorted((str(r["first_id"]), str(r["second_id"])))): r for r in ours}
         skipped["same_system"] = 0
         outcomes = []
