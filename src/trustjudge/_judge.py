@@ -221,6 +221,11 @@ class Judge:
         size = 0
         for item in items:
             check_item(task, item, self.source)
+            if item.has_images and not self.backend.accepts_images:
+                where = f" (line {item.line})" if item.line is not None else ""
+                raise ConfigError(f"the judge {self.name} reads text only, but item {item.id!r}{where} has images: "
+                                  "judge it with a vision judge (an OpenAI-compatible vision server, or hf/ with an "
+                                  "image-text-to-text model folder)")
             chunk.append(item)
             size += task.size(item) * task.chunk_weight
             if size >= self.chunk_size:
@@ -382,7 +387,7 @@ class Judge:
         """The identity of the prompt a calibration of ``mode`` holds for: its template (for claims: ``task``'s
         own verification template, where it was given one), and the system prompt where it is not the default
         (so a calibration fitted before ``system=`` existed still fits)."""
-        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template
+        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template, strip_image_fields
         texts = getattr(task, "templates", None) if mode == "claims" else None
         if texts is not None:
             text = texts[1]
@@ -397,6 +402,7 @@ class Judge:
         else:
             text = read_template(None, "verify.txt", VERIFY_FIELDS).template
         system = self.prompts.system
+        text = strip_image_fields(text)
         return template_hash(text if system == SYSTEM else f"{system}\x00{text}")
 
     def _protocol_of(self, task: Task) -> str:

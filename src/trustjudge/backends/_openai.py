@@ -95,6 +95,7 @@ from ._openai_chat import (
     answer_entries,
     build_messages,
     choice_content,
+    content_parts,
     probe_prefill,
     read_answer,
     refused_completions,
@@ -179,6 +180,9 @@ class OpenAICompatibleBackend(Backend):
     """
 
     default_tokens_per_s = 2000.0
+    accepts_images = True
+    """Images go as chat content parts (``image_url``: a ``data:`` URI, or the URL of one the server fetches);
+    a prompt with images is a chat prompt even where the server's text prompts go to completions."""
 
     def __init__(self, model: str, base_url: str, *, preset: str = "http", api_key: str | None = None,
                  labels: LabelMode = "auto", top_k: int | None = None, context_length: int | None = None,
@@ -350,6 +354,9 @@ class OpenAICompatibleBackend(Backend):
         # common chat templates are broken in the quoted texts so that they reach the model as plain text
         # (a chat server renders its template over the messages as text too).
         system, user = neutralise(system, REMOTE_SPECIALS), neutralise(user, REMOTE_SPECIALS)
+        parts = content_parts(user)
+        if not isinstance(parts, str):  # images: chat content parts, whichever API serves text prompts
+            return self.format_messages(build_messages(system, parts), assistant_prefix)
         if self.api == "chat":
             return self.format_messages(build_messages(system, user), assistant_prefix)
         if self._template is None:
@@ -489,6 +496,15 @@ class OpenAICompatibleBackend(Backend):
             return []
         if self.api == "chat":
             return self._chat_labels(requests)
+        chats = [i for i, r in enumerate(requests) if r.prompt.startswith(CHAT_HEAD)]
+        if chats:  # prompts with images are chat prompts on a completions server too
+            out: list[LabelResult | None] = [None] * len(requests)
+            texts = [i for i in range(len(requests)) if i not in set(chats)]
+            for i, res in zip(chats, self._chat_labels([requests[i] for i in chats])):
+                out[i] = res
+            for i, res in zip(texts, self.label_logprobs([requests[i] for i in texts])):
+                out[i] = res
+            return [r for r in out if r is not None]
         self._ensure_probed(requests[0].prompt)
         if self.capabilities.exact:
             size = self.max_prompts_per_request if self.capabilities.prompt_lists else 1
@@ -673,6 +689,15 @@ class OpenAICompatibleBackend(Backend):
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         if self.api == "chat":
             return self._chat_generate(requests)
+        chats = [i for i, r in enumerate(requests) if r.prompt.startswith(CHAT_HEAD)]
+        if chats:  # prompts with images are chat prompts on a completions server too
+            out: list[Generation | None] = [None] * len(requests)
+            texts = [i for i in range(len(requests)) if i not in set(chats)]
+            for i, gen in zip(chats, self._chat_generate([requests[i] for i in chats])):
+                out[i] = gen
+            for i, gen in zip(texts, self.generate([requests[i] for i in texts])):
+                out[i] = gen
+            return [g for g in out if g is not None]
 
         def once(req: GenerateRequest) -> Generation:
             start = time.perf_counter()

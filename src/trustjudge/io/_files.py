@@ -308,7 +308,7 @@ def iter_items(path: str | Path, *, min_responses: int = 1) -> Iterator[Item | I
             yield record
             continue
         try:
-            item = parse_record(record, str(p), line)
+            item = parse_record(record, str(p), line, base=p.parent)
             if len(item.responses) < min_responses:
                 raise InputError(f"needs at least {min_responses} responses, has {len(item.responses)}",
                                  file=str(p), line=line, field="responses")

@@ -23,7 +23,9 @@ from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Criterion, Item, Response, turns_digest
 from ..io._rules import Rule, first_rule, parse_rules
 from ._prompts import (
+    NO_PICTURES,
     Grounding,
+    Pictures,
     Protocol,
 )
 from ._records import (
@@ -75,6 +77,19 @@ class Asking:
 
 def grounding(item: Item) -> Grounding:
     return Grounding(item.profile, item.knowledge, item.evidence)
+
+
+def pictures(item: Item, response: Response | None = None, other: Response | None = None) -> Pictures:
+    """The images of a judgment of ``response`` (pairwise: ``response`` shown as A, ``other`` as B)."""
+    if not item.has_images:
+        return NO_PICTURES
+    return Pictures(item.images, item.reference_images, response.images if response else (),
+                    other.images if other else ())
+
+
+def judged_empty(response: Response) -> bool:
+    """Nothing to judge: no text and no image."""
+    return not response.text.strip() and not response.images
 
 
 def _prefix(protocol: Protocol, marker: str) -> str:

@@ -24,6 +24,8 @@ from ._base import (
     by_pairs,
     criterion_text,
     grounding,
+    judged_empty,
+    pictures,
     shared_bytes,
     text_bytes,
 )
@@ -93,14 +95,15 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
         g = grounding(item)
         task = self.prompts.graded_task(self.protocol) if self.graded else self.prompts.verdict_task(self.protocol)
         for pair in item.all_pairs():
-            a, b = item.response(pair.first).text, item.response(pair.second).text
-            for x, y in ((a, b), (b, a)):  # order-major: one order's criteria share the prompt up to the criterion
+            ra, rb = item.response(pair.first), item.response(pair.second)
+            for x, y in ((ra, rb), (rb, ra)):  # order-major: one order's criteria share the prompt up to the criterion
                 for c in self.criteria_of(item):
-                    if not a.strip() or not b.strip():
+                    if judged_empty(ra) or judged_empty(rb):
                         out.append(EMPTY_RESPONSE)
                         continue
-                    user = self.prompts.render_criterion_pair(item.question, x, y, item.context, item.reference,
-                                                              criterion_text(c), task, g)
+                    user = self.prompts.render_criterion_pair(item.question, x.text, y.text, item.context,
+                                                              item.reference, criterion_text(c), task, g,
+                                                              pictures(item, x, y))
                     out.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, VERDICT_MARKER)),
                                         self.labels, VERDICT_MARKER))
         return out
