@@ -17,14 +17,14 @@ import pytest
 
 pytest.importorskip("transformers")
 
-import torch  # noqa: E402
-from PIL import Image as PILImage  # noqa: E402
+import torch
+from PIL import Image as PILImage
 
-from trustjudge import Judge, items_from_dicts  # noqa: E402
-from trustjudge._images import MARKER, load_image  # noqa: E402
-from trustjudge.backends import LabelRequest, get_backend  # noqa: E402
+from trustjudge import Judge, items_from_dicts
+from trustjudge._images import MARKER, load_image
+from trustjudge.backends import LabelRequest, get_backend
 
-from ._tiny_vision import build_tiny_llava  # noqa: E402
+from ._tiny_vision import build_tiny_llava
 
 pytestmark = pytest.mark.model
 
@@ -118,7 +118,8 @@ def test_a_cot_critique_is_generated_with_the_image(backend: Any, tmp_path: Path
     items = items_from_dicts([{"id": "q", "question": "Is it red?",
                                "responses": [{"id": "a", "text": "", "images": [uri((240, 0, 0))]}]}])
     before = backend.images_seen
-    with Judge(backend, store=tmp_path / "s.sqlite", scale=5, protocol="cot", max_new_tokens=8, min_label_mass=1e-9) as j:
+    with Judge(backend, store=tmp_path / "s.sqlite", scale=5, protocol="cot", max_new_tokens=8,
+               min_label_mass=1e-9) as j:
         (record,) = list(j.score(items))
     assert backend.images_seen > before  # the critique was written looking at the image
     assert record.critique is not None if record.unscored is None else record.unscored in ("truncated", "no_label_mass")
