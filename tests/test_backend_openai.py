@@ -354,6 +354,11 @@ def test_names_presets_and_fingerprint() -> None:
     assert split_name("Qwen/Qwen2.5-7B@http://gpu:8000?ctx=8192", PRESETS["vllm"]) == (
         "Qwen/Qwen2.5-7B", "http://gpu:8000", {"ctx": "8192"})
     assert split_name("smol", PRESETS["vllm"]) == ("smol", "http://127.0.0.1:8000", {})
+    # With the preset's own server the options follow the model, and stay out of the model's name.
+    assert split_name("smol?api=chat&ctx=512", PRESETS["vllm"]) == (
+        "smol", "http://127.0.0.1:8000", {"api": "chat", "ctx": "512"})
+    with pytest.raises(ConfigError, match="needs a model"):
+        split_name("?api=chat", PRESETS["vllm"])
     with pytest.raises(ConfigError):
         split_name("smol", PRESETS["http"])
     # Nothing listens on these URLs, so the API (detected from the server otherwise) is named.

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -62,9 +62,87 @@ class Unit:
     human: int | None
 
 
+class UnitReader(Protocol):
+    """A mode's calibration contract (``Mode(calibration=...)``): the classes its verdicts are calibrated over
+    and the units its records hold. :class:`LabelUnits` is the ready-made one for a verdict over fixed labels."""
+
+    @property
+    def part(self) -> str | None:
+        """The record field holding a list of verdicts (each a unit), ``None`` where the record is one unit."""
+        ...
+
+    def classes(self, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The classes the units are calibrated over."""
+        ...
+
+    def units(self, records: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> list[Unit]:
+        """Every verdict of ``records`` with its raw probabilities and the human's class."""
+        ...
+
+
+@dataclass(frozen=True)
+class LabelUnits:
+    """Units of a verdict over fixed ``labels``: each record (or each entry of its list field ``part``) holds
+    its probabilities by label under ``probabilities`` and the human's label under ``human`` (matched without
+    case); an entry without probabilities, or marked ``unscored``, is a unit with none."""
+
+    labels: tuple[str, ...]
+    part: str | None = None
+    probabilities: str = "probabilities"
+    human: str = "human"
+
+    def __post_init__(self) -> None:
+        if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):
+            raise ConfigError(f"a calibration needs two or more distinct labels, got {list(self.labels)}")
+
+    def classes(self, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        return self.labels
+
+    def units(self, records: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> list[Unit]:
+        folded = [c.casefold() for c in classes]
+        out = []
+        for i, rec in enumerate(records):
+            parts = [((), rec)] if self.part is None else [
+                ((self.part, j), p) for j, p in enumerate(rec.get(self.part) or ())]
+            for path, part in parts:
+                p = part.get(self.probabilities)
+                probs = (tuple(float(p.get(c, 0.0)) for c in classes)
+                         if isinstance(p, Mapping) and p and not part.get("unscored") else None)
+                h = part.get(self.human)
+                human = folded.index(h.casefold()) if isinstance(h, str) and h.casefold() in folded else None
+                out.append(Unit(i, path, probs, human))
+        return out
+
+
+_READERS: dict[str, UnitReader] = {}
+"""The calibration contracts of registered modes, by mode name (``register_units``)."""
+
+
+def register_units(mode: str, reader: UnitReader) -> None:
+    """Let ``mode`` be calibrated through ``reader`` (the mode registry calls it for a mode's ``calibration``)."""
+    if mode in CALIBRATION_MODES:
+        raise ConfigError(f"{mode!r} is calibrated by trustjudge itself")
+    _READERS[mode] = reader
+
+
+def unregister_units(mode: str) -> None:
+    _READERS.pop(mode, None)
+
+
+def calibration_modes() -> tuple[str, ...]:
+    """Every mode a calibration can be fitted for now: the built-in ones, then the registered modes'."""
+    return (*CALIBRATION_MODES, *_READERS)
+
+
+def calibrates(mode: str) -> bool:
+    """Whether ``mode`` can be calibrated (a registered mode: whether it declares its units)."""
+    return mode in CALIBRATION_MODES or mode in _READERS
+
+
 def _check_mode(mode: str) -> None:
-    if mode not in CALIBRATION_MODES:
-        raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}; got {mode!r}")
+    if not calibrates(mode):
+        raise ConfigError(f"calibration covers the modes {', '.join(calibration_modes())}; got {mode!r} (a mode "
+                          "declares its units with Mode(calibration=...))")
 
 
 def _pair_human(value: Any) -> int | None:
@@ -76,6 +154,8 @@ def _pair_human(value: Any) -> int | None:
 def classes_of(mode: str, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The classes a mode's units are calibrated over (claims: the verification labels the records hold)."""
     _check_mode(mode)
+    if mode in _READERS:
+        return _READERS[mode].classes(records)
     if mode == "compare":
         return PAIR_CLASSES
     if mode == "checklist":
@@ -95,6 +175,8 @@ def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str
     (``levels``: the score mode's level values, one per class; default: the classes read as numbers)."""
     classes = tuple(classes) if classes is not None else classes_of(mode, records)
     out: list[Unit] = []
+    if mode in _READERS:
+        return _READERS[mode].units(records, classes)
     if mode == POINTWISE:
         values = _levels(classes, levels)
         return [_score_unit(i, rec, classes, values) for i, rec in enumerate(records)]
@@ -772,8 +854,9 @@ def abstained_items(mode: str, annotated: Sequence[Mapping[str, Any]],
             if (rec.get("calibrated") or {}).get("abstained") is not None:
                 wanted.setdefault(rec["item_id"], set()).add((rec["first_id"], rec["second_id"]))
         else:
-            parts = [rec] if mode == POINTWISE else rec.get({"checklist": "checks", CRITERIA: "criteria"}.get(
-                mode, "claims")) or ()
+            part = _READERS[mode].part if mode in _READERS else None if mode == POINTWISE else {
+                "checklist": "checks", CRITERIA: "criteria"}.get(mode, "claims")
+            parts = [rec] if part is None else rec.get(part) or ()
             if any((p.get("calibrated") or {}).get("abstained") is not None for p in parts):
                 wanted.setdefault(rec["item_id"], set()).add(rec["response_id"])
     out = []

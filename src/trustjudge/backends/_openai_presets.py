@@ -81,12 +81,15 @@ PRESETS: dict[str, Preset] = {
 def split_name(rest: str, preset: Preset) -> tuple[str, str, dict[str, str]]:
     """Split ``<model>[@<base_url>[?options]]`` into model, base URL and options."""
     match = re.match(r"^(.*?)@(https?://.*)$", rest)
-    model, url = (match.group(1), match.group(2)) if match else (rest, preset.base_url)
+    if match:
+        model, (url, _, query) = match.group(1), match.group(2).partition("?")
+    else:  # the preset's own server: options follow the model (``openai/gpt-4o?api=chat``)
+        model, _, query = rest.partition("?")
+        url = preset.base_url or ""
     if not model:
         raise ConfigError(f"judge name needs a model before '@': {rest!r}")
-    if url is None:
+    if not url:
         raise ConfigError(f"judge name needs a server: <model>@http://host:port, got {rest!r}")
-    url, _, query = url.partition("?")
     return model, url, dict(parse_qsl(query))
 
 

@@ -260,6 +260,12 @@ class Task(ABC):
         raise ConfigError(f"the {self.kind} mode takes no rules")
 
 
+    def calibration_prompt(self) -> str:
+        """What a calibration of this task holds for (hashed into the file's ``template``): a mode with a
+        calibration (``Mode(calibration=...)``) returns its prompt template's text, so a calibration fitted under
+        another prompt is refused. This default names the task's class only."""
+        return f"{type(self).__module__}.{type(self).__qualname__}"
+
     # -- optional hooks: the mode's audit and its report ------------------------------------------------------
     audit_options: ClassVar[Mapping[str, str]] = {}
     """Optional parts of :meth:`audit`, by name (a word with dashes), each with its help: a command takes each
