@@ -180,6 +180,11 @@ def _check(data: bytes, source: str, where: str) -> Image:
     return _known(Image(source, "sha256:" + hashlib.sha256(data).hexdigest(), FORMATS[fmt], width, height, data))
 
 
+def image_from_bytes(data: bytes, source: str, where: str = "image") -> Image:
+    """An image from bytes in memory (a file a sandboxed script wrote), checked as a file's are."""
+    return _check(data, source, where)
+
+
 def _data_uri(value: str, where: str) -> Image:
     head, comma, payload = value.partition(",")
     if not comma or not head.endswith(";base64") or not head[5:].startswith("image/"):
@@ -234,4 +239,4 @@ def load_image(value: Any, where: str, *, base: Path | None = None, sources: Sou
 
 
 __all__ = ["FORMATS", "MARKER", "MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_IMAGE_PIXELS", "Image", "Sources",
-           "has_images", "images_block", "load_image", "lookup", "marker", "split", "unmark"]
+           "has_images", "image_from_bytes", "images_block", "load_image", "lookup", "marker", "split", "unmark"]

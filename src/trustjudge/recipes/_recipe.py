@@ -404,7 +404,7 @@ def _benchmark_prompt(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
     return parse_benchmark_prompt(_table(data, "benchmark_prompt", str(path)), path)
 
 
-INPUT_FIELDS = {"format", "checklist_from", "split"}
+INPUT_FIELDS = {"format", "checklist_from", "split", "execute"}
 
 
 def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
@@ -417,6 +417,9 @@ def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
             raise InputError("must be a non-empty string", file=file, field=f"input.{key}")
     if raw.get("split", "lines") not in ("lines", "numbered"):
         raise InputError("must be lines or numbered", file=file, field="input.split")
+    if "execute" in raw and (raw["execute"] != "response" or data.get("mode") != "score"):
+        raise InputError("must be response (each response's code runs in the sandbox; its plot is scored), in a "
+                         "recipe of mode score", file=file, field="input.execute")
     if "checklist_from" in raw and raw["checklist_from"] != "reference":
         raise InputError("must be reference (one check per step of the item's reference)", file=file,
                          field="input.checklist_from")
