@@ -270,3 +270,25 @@ def split_marker(image: Image) -> str:
     from trustjudge._images import marker
 
     return marker(image)
+
+
+def test_the_service_takes_images_as_data_uris_and_refuses_a_server_path(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    uri = data_uri(png_bytes())
+    app = create_app("mock/hash", store_path=tmp_path / "s.sqlite", max_body_bytes=len(uri) * 3)
+    with TestClient(app) as c:
+        ok = c.post("/v1/score", json={"items": [{"id": "q", "question": "Q?", "images": [uri],
+                                                   "responses": [{"id": "a", "text": "", "images": [uri]}]}]})
+        assert ok.status_code == 200 and ok.json()["records"][0]["unscored"] is None
+        (tmp_path / "secret.png").write_bytes(png_bytes())
+        path = c.post("/v1/score", json={"items": [{"id": "q", "question": "Q?", "responses": [
+            {"id": "a", "text": "x", "images": [str(tmp_path / "secret.png")]}]}]})
+        assert path.status_code == 422 and "data: URIs only" in path.text
+        assert path.json()["detail"][0]["field"] == "responses[0].images[0]"
+        big = c.post("/v1/score", json={"items": [{"id": "q", "question": "Q?", "responses": [
+            {"id": "a", "text": "", "images": [uri] * 4}]}]})
+        assert big.status_code == 413  # image bytes count in the body limit
