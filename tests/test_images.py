@@ -292,3 +292,14 @@ def test_the_service_takes_images_as_data_uris_and_refuses_a_server_path(tmp_pat
         big = c.post("/v1/score", json={"items": [{"id": "q", "question": "Q?", "responses": [
             {"id": "a", "text": "", "images": [uri] * 4}]}]})
         assert big.status_code == 413  # image bytes count in the body limit
+
+
+def test_a_plug_in_mode_places_images_with_the_public_mode_api() -> None:
+    import trustjudge.mode_api as api
+
+    (parsed,) = items_from_dicts([item([data_uri(png_bytes()), data_uri(png_bytes((1, 2, 3)))])])
+    response = parsed.responses[0]
+    prompt = "Look at these:" + api.images_block(response.images) + "\nAnswer: ["
+    shown = [p for p in split(prompt) if isinstance(p, api.Image)]
+    assert shown == list(response.images) and not api.judged_empty(response)
+    assert api.pictures(parsed, response).response == response.images

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from .._plugins import describe, installed
 from ..audit._summary import SummaryMetrics, register_summary
-from ..audit._trust import UnitReader, register_units, unregister_units
+from ..audit._units import UnitReader, register_units, unregister_units
 from ..errors import ConfigError
 from ._base import Task
 from ._prompts import Prompts, Scale
