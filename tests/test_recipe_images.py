@@ -88,7 +88,7 @@ def test_visplotbench_executes_each_attempt_scores_its_plot_and_keeps_the_best_o
     values = {name: r.value for name, r in run.readings.items()}
     assert next(iter(values)) == "pass_rate"
     assert values["pass_rate"] == pytest.approx(2 / 3)
-    assert values["score"] == pytest.approx((84 + 0 + 84) / 3)
+    assert values["plot_score"] == pytest.approx((84 + 0 + 84) / 3)
     assert values["good"] == pytest.approx((0.7 + 0 + 0.7) / 3)
     assert values["bad"] == pytest.approx((0 + 1 + 0) / 3)
     # a rerun executes nothing and calls nothing
@@ -111,11 +111,11 @@ def test_trustjudge_run_visplotbench_prints_the_published_metrics(mock: MockBack
     result = CliRunner().invoke(cli, ["run", "visplotbench", str(items), "--judge", "mock/vision-recipes", "--store",
                                       str(tmp_path / "s.sqlite"), "--json", str(out), "--bootstrap", "0"])
     assert result.exit_code == 0, result.output
-    for name in ("pass_rate (published)", "score", "good", "bad"):
+    for name in ("pass_rate (published)", "plot_score", "good", "bad"):
         assert name in result.output
     data = json.loads(out.read_text())
     assert data["execution"]["failures"] == {"error": 1}
-    assert data["readings"]["score"]["value"] == pytest.approx(84)
+    assert data["readings"]["plot_score"]["value"] == pytest.approx(84)
 
 
 def figure(colour: str) -> bytes:

@@ -220,12 +220,7 @@ class Judge:
         chunk: list[Item] = []
         size = 0
         for item in items:
-            check_item(task, item, self.source)
-            if item.has_images and not self.backend.accepts_images:
-                where = f" (line {item.line})" if item.line is not None else ""
-                raise ConfigError(f"the judge {self.name} reads text only, but item {item.id!r}{where} has images: "
-                                  "judge it with a vision judge (an OpenAI-compatible vision server, or hf/ with an "
-                                  "image-text-to-text model folder)")
+            check_item(task, item, self.source, None if self.backend.accepts_images else self.name)
             chunk.append(item)
             size += task.size(item) * task.chunk_weight
             if size >= self.chunk_size:
@@ -405,8 +400,7 @@ class Judge:
             text = self.prompts.criterion.template
         else:
             text = read_template(None, "verify.txt", VERIFY_FIELDS).template
-        system = self.prompts.system
-        text = strip_image_fields(text)
+        system, text = self.prompts.system, strip_image_fields(text)  # a text item's prompt is as it was
         return template_hash(text if system == SYSTEM else f"{system}\x00{text}")
 
     def _protocol_of(self, task: Task) -> str:

@@ -35,9 +35,9 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .._images import MARKER
 from .._images import lookup as lookup_image
@@ -109,8 +109,23 @@ def build_messages(system: str, user: str | Sequence[ContentPart], turns: Sequen
     if system:
         out.append({"role": "system", "content": system})
     out.extend(dict(turn) for turn in turns)
-    out.append({"role": "user", "content": user if isinstance(user, str) else [dict(p) for p in user]})
+    content = content_parts(user) if isinstance(user, str) else [dict(p) for p in user]  # images: their parts
+    out.append({"role": "user", "content": content})
     return tuple(out)
+
+
+R = TypeVar("R")
+
+
+def by_prompt(requests: Sequence[Any], chat: Callable[[list[Any]], list[R]],
+              text: Callable[[list[Any]], list[R]]) -> list[R]:
+    """Each request answered by ``chat`` where its prompt is a chat prompt (one with images, on a server whose
+    text prompts go to completions), else by ``text``, in the requests' order."""
+    at = [i for i, r in enumerate(requests) if r.prompt.startswith(CHAT_HEAD)]
+    others = [i for i in range(len(requests)) if i not in set(at)]
+    out: dict[int, R] = dict(zip(at, chat([requests[i] for i in at])))
+    out.update(zip(others, text([requests[i] for i in others]) if others else []))
+    return [out[i] for i in range(len(requests))]
 
 
 @dataclass(frozen=True)
@@ -321,5 +336,5 @@ def refused_completions(exc: ClientError) -> bool:
 
 
 __all__ = ["CHAT_HEAD", "IMAGE_REF", "PREFILL_STYLES", "AnswerCache", "ChatPrompt", "ContentPart", "Entry",
-           "Message", "NoLogprobs", "answer_entries", "build_messages", "choice_content", "content_parts",
+           "Message", "NoLogprobs", "answer_entries", "build_messages", "by_prompt", "choice_content", "content_parts",
            "probe_prefill", "read_answer", "refused_completions"]

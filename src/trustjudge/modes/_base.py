@@ -370,8 +370,14 @@ def _wmean(values: Sequence[float], weights: Sequence[float]) -> float:
     return A.weighted_aggregate(values, [0.0] * len(values), weights).mean
 
 
-def check_item(task: Task, item: Item, file: str | None) -> None:
-    """``task.check(item)``, its error naming the item (and ``file``, where the task could not)."""
+def check_item(task: Task, item: Item, file: str | None, text_only: str | None = None) -> None:
+    """``task.check(item)``, its error naming the item (and ``file``, where the task could not); ``text_only``:
+    the name of a judge that reads text only, which refuses an item with images before any call."""
+    if text_only is not None and item.has_images:
+        where = f" (line {item.line})" if item.line is not None else ""
+        raise ConfigError(f"the judge {text_only} reads text only, but item {item.id!r}{where} has images: judge it "
+                          "with a vision judge (an OpenAI-compatible vision server, or hf/ with an image-text-to-text "
+                          "model folder)")
     try:
         task.check(item)
     except InputError as exc:

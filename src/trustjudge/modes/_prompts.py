@@ -22,11 +22,11 @@ from .._images import Image, images_block
 from ..engine._asking import Protocol as Protocol
 from ..engine._engine import CLOSE as CLOSE
 from ..errors import ConfigError
-from ..io._items import SCALE_SPAN
 from ..io._quoting import _TAGS as _TAGS
 from ..io._quoting import DEFAULT_TAGS as DEFAULT_TAGS
 from ..io._quoting import quote as quote
 from ..io._quoting import tag_pattern as tag_pattern
+from ..io._suites import SCALE_SPAN
 
 SCALES = (5, 10, 100)
 """The 1-based scales the audit sweeps and the bundled judges were measured on (any range is allowed)."""
