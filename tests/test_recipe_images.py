@@ -168,3 +168,34 @@ def test_puzzleworld_reads_the_puzzle_images_and_the_judge_sees_them_with_each_s
         run_recipe(recipe, items, j, bootstrap=0)
     prompts = [r.prompt for r in mock.history if isinstance(r, LabelRequest)]
     assert len(prompts) == 2 and all(items[0].images[0].digest in p for p in prompts)
+
+
+def test_autofigure_pairwise_keeps_both_good_and_both_bad_apart_over_both_orders(
+        mock: MockBackend, tmp_path: Path) -> None:
+    (tmp_path / "red.png").write_bytes(figure("red"))
+    (tmp_path / "blue.png").write_bytes(figure("blue"))
+    rows = [{"id": "f1", "question": "Figure 1: the model.",
+             "responses": [{"id": "ours", "text": "", "images": ["red.png"]},
+                           {"id": "baseline", "text": "", "images": ["blue.png"]}]}]
+
+    def four_labels(req: LabelRequest) -> list[float]:
+        assert list(req.labels) == ["A]", "B]", "BOTH_GOOD]", "BOTH_BAD]"]
+        shown_first = next(p for p in split(req.prompt) if isinstance(p, Image))
+        return [0.6, 0.1, 0.2, 0.1] if _redness(shown_first) > 5 else [0.1, 0.5, 0.2, 0.2]
+
+    mock.script = four_labels
+    recipe = get_recipe("autofigure-pairwise")
+    from trustjudge.io._items import items_from_dicts as parse
+
+    with Judge("mock/vision-recipes", store=tmp_path / "s.sqlite", **recipe.judge_kwargs()) as j:
+        run = run_recipe(recipe, parse(rows, base=tmp_path), j, bootstrap=0)
+        assert j.stats.model_calls == 16  # 8 dimensions x both orders
+    (record,) = run.records
+    # by hand, per dimension: A 0.6 + 0.5 (B shown first = A mirrored), B 0.1 + 0.1, both good 0.2 + 0.2, both bad
+    # 0.1 + 0.2, over 2
+    expected = {"A": 0.55, "B": 0.1, "BOTH_GOOD": 0.2, "BOTH_BAD": 0.15}
+    for c in record["criteria"]:
+        assert c["label_probabilities"] == pytest.approx(expected)
+        assert c["probabilities"]["tie"] == pytest.approx(0.35)  # both good and both bad together as the tie
+    values = {name: r.value for name, r in run.readings.items()}
+    assert values == pytest.approx({"first": 0.55, "second": 0.1, "both_good": 0.2, "both_bad": 0.15})

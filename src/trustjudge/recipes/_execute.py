@@ -18,14 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._images import Image, image_from_bytes
-from ..audit._stats import finite
 from ..engine._store import Store
 from ..errors import InputError
 from ..execute import ExecutionResult, LocalExecutor, StoredExecutor
 from ..io._items import Item
-from ._metrics import Metric, Record, register_metric
 
-__all__ = ["NO_IMAGE", "VISPLOT_VALUES", "best_of_attempts", "code_of", "execute_items"]
+__all__ = ["NO_IMAGE", "best_of_attempts", "code_of", "execute_items"]
 
 NO_IMAGE = "no_image"
 """The failure kind of an attempt that ran but wrote no PNG (beside the executor's ``STATUSES``)."""
@@ -106,44 +104,3 @@ def best_of_attempts(records: Sequence[Mapping[str, Any]], kinds: Mapping[tuple[
         rows.append(row)
     return rows
 
-
-# -- VisPlotBench (recipe visplotbench): executed code, its plot scored 0-100, the best of k attempts ---------
-
-VISPLOT_VALUES = ("pass_rate", "plot_score", "good", "bad")
-
-
-def _visplot(r: Record, p: Mapping[str, Any]) -> float | None:
-    """A task's row (the best of its attempts, ``recipes._execute.best_of_attempts``): ``pass_rate`` 1 where an
-    attempt executed and drew; ``plot_score`` the best attempt's expected 0-100 score (0 where none drew); ``good``
-    P(score >= good_at) under its label distribution, ``bad`` P(score <= bad_at) (a task none of whose attempts
-    drew: 0 and 1, its score being 0). ``hard``: the argmax score in place of the distribution."""
-    if "executed" not in r:
-        return None
-    if p["value"] == "pass_rate":
-        return 1.0 if r["executed"] else 0.0
-    if not r["executed"]:
-        return 1.0 if p["value"] == "bad" else 0.0
-    scores = r.get("scores") or {}
-    if p["value"] == "plot_score":
-        return finite(scores.get("discrete" if p["hard"] else "expected"))
-    dist = {float(k): float(v) for k, v in (r.get("distribution") or {}).items()}
-    if p["hard"] or not dist:
-        top = finite(scores.get("discrete"))
-        if top is None:
-            return None
-        dist = {top: 1.0}
-    total = sum(dist.values())
-    if not total > 0:
-        return None
-    if p["value"] == "good":
-        return sum(q for v, q in dist.items() if v >= p["good_at"]) / total
-    return sum(q for v, q in dist.items() if v <= p["bad_at"]) / total
-
-
-register_metric(Metric(
-    "visplot", ("score",), _visplot, {"value": "pass_rate", "hard": False, "good_at": 75.0, "bad_at": 25.0},
-    "VisPlotBench, per task over its attempts (the best of k): `value` pass_rate (an attempt's code executed and "
-    "wrote a PNG), plot_score (the best attempt's 0-100 score; 0 where no attempt drew), good (P(score >= good_at)) or "
-    "bad (P(score <= bad_at)) from the judge's label distribution (keep_distribution), or from its argmax with "
-    "`hard`.", choices={"value": VISPLOT_VALUES},
-    readings={v: {"value": v} for v in VISPLOT_VALUES}))
