@@ -399,6 +399,7 @@ def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | 
         "context_block": f"\n<context>\n{context}\n</context>\n" if context else "",
         "reference_block": f"\n<reference_answer>\n{reference}\n</reference_answer>\n" if reference else "",
         "grounding_block": _grounding_block(grounding, tags),
+        **dict.fromkeys(IMAGE_FIELDS, ""),  # a judgment's images fill them (Pictures.fields)
     }
 
 
@@ -473,7 +474,7 @@ class Prompts:
                                       "images: add the field where they belong")
             fields = {**fields, **pictured}
         parts: tuple[tuple[str, str | None], ...] = self._parts[which]  # type: ignore[attr-defined]
-        return "".join(lit if name is None else lit + str(fields.get(name, "")) for lit, name in parts)
+        return "".join(lit if name is None else lit + str(fields[name]) for lit, name in parts)
 
     @classmethod
     def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
