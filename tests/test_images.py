@@ -303,3 +303,17 @@ def test_a_plug_in_mode_places_images_with_the_public_mode_api() -> None:
     shown = [p for p in split(prompt) if isinstance(p, api.Image)]
     assert shown == list(response.images) and not api.judged_empty(response)
     assert api.pictures(parsed, response).response == response.images
+
+
+def test_a_response_given_as_turns_carries_its_images(tmp_path: Path, judge_mock: MockBackend) -> None:
+    image = data_uri(png_bytes())
+    rows = [{"id": "q1", "question": "Plot it.", "responses": [
+        {"id": "agent", "turns": [{"role": "user", "content": "plot y=x"}, {"role": "assistant", "content": "done"}],
+         "images": [image]}]}]
+    (parsed,) = items_from_dicts(rows)
+    assert parsed.responses[0].turns is not None and len(parsed.responses[0].images) == 1
+    with Judge("mock/vision-test", store=tmp_path / "s.sqlite") as j:
+        (record,) = list(j.score([parsed]))
+    assert record.unscored is None
+    prompt = judge_mock.history[0].prompt
+    assert "<turn n=\"2\"" in prompt and load_image(image, "x").digest in prompt

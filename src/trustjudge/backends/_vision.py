@@ -134,6 +134,10 @@ class VisionTransformersBackend(Backend):
                 raise BackendError(f"the prompt shows image {m.group(1)}, which is not loaded in this process") \
                     from None
         text = MARKER.sub(self.image_token, prompt)
+        urls = [im.source for im in images if im.data is None]
+        if urls:
+            raise BackendError(f"the in-process judge {self.spec.name} cannot fetch {urls[0]}: give the image as a "
+                               "file or a data: URI (a URL goes to an OpenAI-compatible server only)")
         if images:
             enc = self.processor(text=text, images=[im.pil() for im in images], return_tensors="pt")
         else:
