@@ -65,7 +65,8 @@ def test_the_mode_api_is_pinned() -> None:
         "ANSWER_MARKER", "MODES", "SYSTEM", "Asking", "AuditContext", "Cost", "Item", "JudgeSettings", "LabelUnits",
         "Mode", "Note", "Outcome", "PairHeader", "Question", "RecordBase", "Response", "ResponseHeader", "Section",
         "SummaryMetrics", "Table", "Task", "TemplateSpec", "Unit", "UnitReader", "fields_section", "get_mode",
-        "optional", "option", "quote", "register_mode", "unregister_mode"}
+        "optional", "option", "quote", "register_mode", "unregister_mode",
+        "Image", "Pictures", "images_block", "judged_empty", "pictures"}  # images (issue 36)
     assert all(hasattr(api, name) for name in api.__all__)
 
 

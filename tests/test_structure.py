@@ -141,7 +141,7 @@ def test_the_package_has_no_import_cycle() -> None:
 # -- layers ----------------------------------------------------------------------------------------------
 
 LAYERS: dict[str, int] = {
-    "errors": 0, "_plugins": 0, "_retry": 0, "_net": 0,          # what every layer may use
+    "errors": 0, "_plugins": 0, "_retry": 0, "_net": 0, "_images": 0,  # what every layer may use
     "backends": 1, "io": 1,                            # models; items and files
     "engine": 2,                                       # asking, the store, the maths of label distributions
     "audit": 3,                                        # statistics, consistency, agreement, ranking, calibration

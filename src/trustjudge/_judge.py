@@ -220,7 +220,7 @@ class Judge:
         chunk: list[Item] = []
         size = 0
         for item in items:
-            check_item(task, item, self.source)
+            check_item(task, item, self.source, None if self.backend.accepts_images else self.name)
             chunk.append(item)
             size += task.size(item) * task.chunk_weight
             if size >= self.chunk_size:
@@ -384,7 +384,7 @@ class Judge:
         """The identity of the prompt a calibration of ``mode`` holds for: its template (for claims: ``task``'s
         own verification template, where it was given one), and the system prompt where it is not the default
         (so a calibration fitted before ``system=`` existed still fits)."""
-        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template
+        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template, strip_image_fields
         texts = getattr(task, "templates", None) if mode == "claims" else None
         if mode not in CALIBRATION_MODES:  # a registered mode says what its calibration holds for
             text = (task if task is not None else self.calibration_task(mode)).calibration_prompt()
@@ -400,7 +400,7 @@ class Judge:
             text = self.prompts.criterion.template
         else:
             text = read_template(None, "verify.txt", VERIFY_FIELDS).template
-        system = self.prompts.system
+        system, text = self.prompts.system, strip_image_fields(text)  # a text item's prompt is as it was
         return template_hash(text if system == SYSTEM else f"{system}\x00{text}")
 
     def _protocol_of(self, task: Task) -> str:
