@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 import trustjudge.mode_api as api
 from tests.conftest import write_jsonl
+from trustjudge import ConfigError, Judge, items_from_dicts
 from trustjudge.cli import cli
 from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
 from trustjudge.serve import create_app
@@ -124,7 +125,7 @@ def test_a_mode_without_a_summary_says_so_rather_than_writing_none(tmp_path: Pat
 
 
 def test_the_plugin_command_applies_its_calibration(relevance: None, tmp_path: Path) -> None:
-    cal_items = write_jsonl(tmp_path / "cal.jsonl", _rows(30))
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", _rows(60))
     new_items = write_jsonl(tmp_path / "new.jsonl", _rows(5, prefix="n"))
     store = tmp_path / "s.sqlite"
     fitted = _invoke("calibrate", cal_items, "--mode", "relevance", "-j", "mock/hash", "--store", store,
@@ -135,3 +136,27 @@ def test_the_plugin_command_applies_its_calibration(relevance: None, tmp_path: P
     assert judged.exit_code == 0, judged.output
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert len(rows) == 10 and all("calibrated" in r for r in rows)
+
+
+def test_the_plugin_ships_its_template_and_a_judge_replaces_it(relevance: None, tmp_path: Path) -> None:
+    item = items_from_dicts(_rows(1))[0]
+
+    def prompt(**settings: object) -> str:
+        judge = Judge("mock/hash", store=tmp_path / "s.sqlite", **settings)  # type: ignore[arg-type]
+        question = judge.task("relevance").questions(item, judge.backend.format_prompt)[0]
+        assert isinstance(question, api.Question)
+        return str(question.prompt)
+
+    packaged = (FIXTURE / "src" / "tj_relevance" / "templates" / "relevance.txt").read_text()
+    assert "Does the response address the question?" in packaged
+    assert "Does the response address the question?" in prompt()  # from the plug-in's own package
+    own = tmp_path / "mine.txt"
+    own.write_text("Q: $question\nA: $response\nOn topic? $task\n")
+    assert "On topic?" in prompt(templates={"relevance": own})
+    assert "On topic?" in prompt(relevance_template=own)  # the NAME_template= keyword, for any mode's template
+    with pytest.raises(ConfigError, match=r"mine2.txt lacks the field\(s\) \$\{response\}"):
+        bad = tmp_path / "mine2.txt"
+        bad.write_text("Q: $question\n$task\n")
+        prompt(templates={"relevance": bad})
+    with pytest.raises(ConfigError, match=r"unknown template name 'relevence'.*relevance"):
+        Judge("mock/hash", store=tmp_path / "s.sqlite", templates={"relevence": own})

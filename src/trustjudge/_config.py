@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +21,12 @@ from .engine._engine import Closing
 from .errors import ConfigError
 from .modes._prompts import check_system
 from .modes._prompts import scale as make_scale
+from .modes._registry import template_spec
 
-__all__ = ["TEMPLATE_NAMES", "JudgeConfig"]
+__all__ = ["JudgeConfig"]
 
-TEMPLATE_NAMES = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
-"""The templates a judge's prompts are read from, by name (each a mode's: see ``Mode.templates``)."""
-_LEGACY = {f"{name}_template": name for name in TEMPLATE_NAMES}
-"""The keyword each template had before ``templates=`` (``pointwise_template=PATH``): still accepted."""
+_LEGACY = "_template"
+"""``NAME_template=PATH``, the keyword each template had before ``templates=``: still accepted."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,8 @@ class JudgeConfig:
     retry_base_s: float = 0.5
     closing: Closing = "every"
     templates: Mapping[str, str | Path] = field(default_factory=dict)
-    """User templates by name (:data:`TEMPLATE_NAMES`): a path, or the template's text; the rest are packaged."""
+    """User templates by name (any mode's, :attr:`~trustjudge.mode_api.Mode.templates`): a path, or the
+    template's text; the rest are the files of the modes that own them."""
     system: str | None = None
     """The system prompt of every judgment; ``None``: the packaged one. Part of every prompt, so of every key."""
 
@@ -71,11 +72,14 @@ class JudgeConfig:
         make_scale(self.scale)  # any integer range; a bad one is named here, before any work
         if self.system is not None:
             check_system(self.system)
-        unknown = sorted(set(self.templates) - set(TEMPLATE_NAMES))
-        if unknown:
-            raise ConfigError(f"unknown template name(s) {', '.join(map(repr, unknown))}: the templates are "
-                              + ", ".join(TEMPLATE_NAMES))
+        for name in sorted(self.templates):
+            template_spec(name)  # a name no mode owns is named here, with the known ones
         object.__setattr__(self, "templates", MappingProxyType(dict(self.templates)))
+
+    def template(self, name: str) -> string.Template:
+        """The template ``name`` of any mode (:attr:`~trustjudge.mode_api.Mode.templates`): this config's own
+        (:attr:`templates`), else the file the owning mode ships."""
+        return template_spec(name).load(self.templates.get(name))
 
     @classmethod
     def of(cls, base: JudgeConfig | None = None, **settings: Any) -> JudgeConfig:
@@ -83,15 +87,15 @@ class JudgeConfig:
         :attr:`templates`. An unknown setting is a :class:`ConfigError` listing the known ones."""
         base = base or cls()
         templates = dict(base.templates)
-        for key in [k for k in settings if k in _LEGACY]:
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key in [k for k in settings if k.endswith(_LEGACY) and k not in names]:
             value = settings.pop(key)
             if value is not None:
-                templates[_LEGACY[key]] = value
+                templates[key[:-len(_LEGACY)]] = value
         if "templates" in settings:
             templates.update(settings.pop("templates") or {})
-        names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(settings) - names)
         if unknown:
             raise ConfigError(f"unknown judge setting(s) {', '.join(unknown)}: the settings are "
-                              + ", ".join(sorted(names | set(_LEGACY))))
+                              + ", ".join(sorted(names | {f"NAME{_LEGACY}"})))
         return dataclasses.replace(base, **settings, templates=templates)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _cascade
-from ._config import TEMPLATE_NAMES, JudgeConfig
+from ._config import JudgeConfig
 from ._settings import judge_name, project_settings, store_path
 from .audit._audit import AuditRun
 from .audit._audit import audit as run_audit
@@ -127,8 +127,8 @@ class Judge:
         self._store = store if isinstance(store, Store) else Store(store)
         self.protocol: Protocol = config.protocol
         self.scale = make_scale(config.scale)
-        templates = config.templates
-        self.prompts = Prompts.load(*(templates.get(name) for name in TEMPLATE_NAMES), system=config.system)
+        self.template = config.template  # a mode's template by name: the judge's own, else the mode's file
+        self.prompts = Prompts.of(self.template, system=config.system)
         self.delta = config.delta
         self.chunk_size = config.chunk_size
         self.keep_distribution = config.keep_distribution

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib.resources import files
 from pathlib import Path
+from typing import ClassVar
 
 from .._images import Image, images_block
 from ..engine._asking import Protocol as Protocol
@@ -27,6 +27,12 @@ from ..io._quoting import DEFAULT_TAGS as DEFAULT_TAGS
 from ..io._quoting import quote as quote
 from ..io._quoting import tag_pattern as tag_pattern
 from ..io._suites import SCALE_SPAN
+from ._templates import IMAGE_FIELDS as IMAGE_FIELDS
+from ._templates import OPTIONAL_FIELDS as OPTIONAL_FIELDS
+from ._templates import _compile
+from ._templates import _identifiers as _identifiers
+from ._templates import check_template as check_template
+from ._templates import read_template as read_template
 
 SCALES = (5, 10, 100)
 """The 1-based scales the audit sweeps and the bundled judges were measured on (any range is allowed)."""
@@ -44,11 +50,6 @@ CHECK_FIELDS = {"question", "response", "check"}
 CRITERION_PAIR_FIELDS = {"question", "response_a", "response_b", "criterion"}
 GRADED_LABELS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
 """A graded pairwise verdict, from A much better to B much better."""
-IMAGE_FIELDS = ("question_images", "reference_images", "response_images", "response_a_images", "response_b_images")
-"""Where a template places images: the item's pictures, its reference figures, the response's (pairwise: each
-response's) images. Empty for an item without them, so a text item's prompt is as it was."""
-OPTIONAL_FIELDS = {"context", "reference", "context_block", "reference_block", "grounding_block", "scale_min",
-                   "scale_max", "task", *IMAGE_FIELDS}
 EXTRACT_FIELDS = {"question", "response"}
 VERIFY_FIELDS = {"claim", "grounding_block"}
 MATCH_FIELDS = {"gold", "claim"}
@@ -343,51 +344,6 @@ def check_system(text: object) -> str:
     return text
 
 
-def read_template(path: str | Path | None, default: str, required: set[str]) -> string.Template:
-    """A user's template (a file; or, as a string holding a newline or a ``$``, the template's text itself, as
-    the claims stages take it), or the packaged ``default``, checked for its fields."""
-    if path is None:
-        text = files("trustjudge").joinpath("templates").joinpath(default).read_text(encoding="utf-8")
-    elif isinstance(path, str) and ("\n" in path or "$" in path):
-        return check_template(path, "template (given as text)", required)
-    else:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read template {path}: {exc}") from exc
-    return check_template(text, f"template {path or default}", required)
-
-
-def check_template(text: str, what: str, required: set[str] | frozenset[str]) -> string.Template:
-    """``text`` as a template, checked for its fields (``what`` names it in the errors: ``template PATH``)."""
-    template = string.Template(text)
-    names, valid = _identifiers(template)
-    if not valid:
-        raise ConfigError(f"{what}: a '$' that is not a field; write '$$' for a dollar sign")
-    missing = required - names
-    unknown = names - required - OPTIONAL_FIELDS
-    if missing:
-        fields = ", ".join("${" + m + "}" for m in sorted(missing))
-        raise ConfigError(f"{what} lacks the field(s) {fields}")
-    if unknown:
-        raise ConfigError(f"{what} uses unknown field(s) {', '.join(sorted(unknown))}")
-    return template
-
-
-def _identifiers(template: string.Template) -> tuple[set[str], bool]:
-    """The fields of ``template`` and whether every ``$`` in it is a field or ``$$``: what
-    ``Template.get_identifiers()`` and ``is_valid()`` say on Python 3.11+, read from the same pattern."""
-    names: set[str] = set()
-    valid = True
-    for m in template.pattern.finditer(template.template):
-        name = m.group("named") or m.group("braced")
-        if name is not None:
-            names.add(name)
-        elif m.group("invalid") is not None:
-            valid = False
-    return names, valid
-
-
 def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | None = None,
             grounding: Grounding = NO_GROUNDING) -> dict[str, str]:
     tags = _TAGS if tags is None else tags
@@ -421,21 +377,6 @@ def _grounding_block(g: Grounding, tags: re.Pattern[str]) -> str:
     return "\n" + "\n".join(parts) + "\n"
 
 
-def _compile(template: string.Template) -> tuple[tuple[str, str | None], ...]:
-    """``template`` as (literal, field name) parts: rendering joins them without a regex pass per prompt."""
-    parts: list[tuple[str, str | None]] = []
-    text, pos = template.template, 0
-    for match in template.pattern.finditer(text):
-        literal = text[pos : match.start()]
-        if match.group("escaped") is not None:
-            parts.append((literal + template.delimiter, None))
-        else:
-            parts.append((literal, match.group("named") or match.group("braced")))
-        pos = match.end()
-    parts.append((text[pos:], None))
-    return tuple(parts)
-
-
 @dataclass(frozen=True)
 class Prompts:
     """Renders the user turn of every kind of judgment, and holds the system turn they share."""
@@ -450,7 +391,7 @@ class Prompts:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "system", check_system(self.system))
-        kinds = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
+        kinds = self.KINDS
         object.__setattr__(self, "_parts", {k: _compile(getattr(self, k)) for k in kinds})
         object.__setattr__(self, "_grounded", {k: "grounding_block" in _identifiers(getattr(self, k))[0]
                                                for k in kinds})
@@ -475,6 +416,15 @@ class Prompts:
             fields = {**fields, **pictured}
         parts: tuple[tuple[str, str | None], ...] = self._parts[which]  # type: ignore[attr-defined]
         return "".join(lit if name is None else lit + str(fields[name]) for lit, name in parts)
+
+    KINDS: ClassVar[tuple[str, ...]] = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
+    """The templates these prompts render, by name: each one owned by a built-in mode (``Mode.templates``)."""
+
+    @classmethod
+    def of(cls, template: Callable[[str], string.Template], *, system: str | None = None) -> Prompts:
+        """The prompts, each kind's template from ``template(name)`` (a judge's: the user's own, else the file
+        of the mode that owns it)."""
+        return cls(**{kind: template(kind) for kind in cls.KINDS}, system=SYSTEM if system is None else system)
 
     @classmethod
     def load(cls, pointwise: str | Path | None = None, pairwise: str | Path | None = None,

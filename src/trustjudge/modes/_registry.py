@@ -23,9 +23,11 @@ breaks only that name, with an error naming the entry point; built-in and regist
 from __future__ import annotations
 
 import dataclasses
+import string
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
+from pathlib import Path
 from typing import Any, Protocol
 
 from .._plugins import describe, installed
@@ -33,11 +35,11 @@ from ..audit._summary import SummaryMetrics, register_summary
 from ..audit._units import UnitReader, register_units, unregister_units
 from ..errors import ConfigError
 from ._base import Task
-from ._prompts import Prompts, Scale
+from ._prompts import Prompts, Scale, read_template
 from ._prompts import Protocol as JudgeProtocol
 
 __all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "builtin_modes", "get_mode",
-           "mode_plugins", "option", "register_mode", "unregister_mode"]
+           "mode_plugins", "option", "register_mode", "template_spec", "unregister_mode"]
 
 PLUGIN_GROUP = "trustjudge.modes"
 """The entry point group of third-party modes (name: the mode's name; value: ``module:MODE``)."""
@@ -59,14 +61,23 @@ class JudgeSettings(Protocol):
     def keep_distribution(self) -> bool: ...
     @property
     def closing_mark(self) -> str | None: ...
+    def template(self, name: str) -> string.Template:
+        """The template ``name`` of a mode (:attr:`Mode.templates`): the user's own, else the mode's file."""
+        ...
 
 
 @dataclass(frozen=True)
 class TemplateSpec:
-    """A template a mode renders: its packaged file (under ``trustjudge/templates``) and its required fields."""
+    """A template a mode renders: its file, in the ``templates`` folder of ``package`` (the package that ships
+    the mode: ``trustjudge`` for the built-in ones, a plug-in's own for its), and the fields it must have."""
 
     file: str
     fields: frozenset[str]
+    package: str = "trustjudge"
+
+    def load(self, given: str | Path | None = None) -> string.Template:
+        """The template: ``given`` (a user's file, or its text), else the packaged file; checked for its fields."""
+        return read_template(given, self.file, self.fields, self.package)
 
 
 def option(default: Any, help: str, *, choices: Sequence[Any] | None = None,  # `help`: click's word for it
@@ -202,6 +213,24 @@ def unregister_mode(name: str) -> None:
     _MODES.pop(name, None)
     unregister_units(name)
     register_summary(name, None)
+
+
+def template_spec(name: str) -> TemplateSpec:
+    """The template called ``name``, as the mode that owns it declares it (:attr:`Mode.templates`): a registered
+    mode's, else an installed plug-in's (plug-ins are loaded only when no registered mode has it; one that
+    fails to load is passed over here and named when its own mode is asked for)."""
+    for mode in list(_MODES.values()):
+        if name in mode.templates:
+            return mode.templates[name]
+    for plugin in mode_plugins():
+        try:
+            mode = get_mode(plugin)
+        except ConfigError:
+            continue
+        if name in mode.templates:
+            return mode.templates[name]
+    known = sorted({t for m in _MODES.values() for t in m.templates})
+    raise ConfigError(f"unknown template name {name!r}: the templates are {', '.join(known)} (each is a mode's)")
 
 
 def builtin_modes() -> tuple[str, ...]:

@@ -38,7 +38,6 @@ from ._prompts import (
     Protocol,
     _blocks,
     quote,
-    read_template,
     tag_pattern,
 )
 from ._records import ResponseHeader, optional
@@ -53,9 +52,12 @@ NO_STEPS = "no_steps"
 _TAGS = tag_pattern((*DEFAULT_TAGS, "steps", "step"))
 
 
+SPEC = TemplateSpec("steps.txt", frozenset(FIELDS))
+
+
 @cache
 def _template() -> string.Template:
-    return read_template(None, "steps.txt", FIELDS)
+    return SPEC.load()
 
 
 def last_correct(ps: Sequence[float]) -> list[float]:
@@ -104,6 +106,8 @@ class StepsTask(Task):
     protocol: Protocol = "direct"
     split: Split = "lines"
     max_steps: int = 64
+    template: string.Template | None = None
+    """Its prompt (the judge's ``steps`` template); ``None``: the packaged file."""
 
     def _steps(self, r: Response) -> list[str]:
         """The response's steps: a trajectory's turns (each a quoted ``<turn>`` block), else its text split."""
@@ -129,7 +133,7 @@ class StepsTask(Task):
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
-        template = _template()
+        template = self.template or _template()
         task = self.prompts.label_task(YES_NO, self.protocol, "answer")
         blocks = _blocks(item.context, item.reference, _TAGS, grounding(item))
         for r in item.responses:
@@ -197,11 +201,11 @@ def build_steps(j: JudgeSettings, o: StepsOptions) -> StepsTask:
         raise ConfigError(f'split must be "lines" or "numbered", got {o.split!r}')
     if o.max_steps < 1:
         raise ConfigError(f"max_steps must be 1 or more, got {o.max_steps}")
-    return StepsTask(j.prompts, o.protocol or j.protocol, o.split, o.max_steps)
+    return StepsTask(j.prompts, o.protocol or j.protocol, o.split, o.max_steps, j.template("steps"))
 
 
 MODE = Mode(
     "steps", StepsTask, StepsRecord, StepsOptions, build_steps,
-    templates={"steps": TemplateSpec("steps.txt", frozenset(FIELDS))},
+    templates={"steps": SPEC},
     min_responses=1, summary="Each step of a step-by-step solution judged; the last correct step exactly.",
     command="steps", route="/v1/steps")
