@@ -5,10 +5,11 @@ selected with a guarantee, served. No file of trustjudge names it."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from fastapi.testclient import TestClient
 import trustjudge.mode_api as api
 from tests.conftest import write_jsonl
 from trustjudge import ConfigError, Judge, items_from_dicts
+from trustjudge.backends import LabelRequest, MockBackend, register_mock
 from trustjudge.cli import cli
 from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
 from trustjudge.serve import create_app
@@ -67,7 +69,8 @@ def test_the_mode_api_is_pinned() -> None:
         "Mode", "Note", "Outcome", "PairHeader", "Question", "RecordBase", "Response", "ResponseHeader", "Section",
         "SummaryMetrics", "Table", "Task", "TemplateSpec", "Unit", "UnitReader", "fields_section", "get_mode",
         "optional", "option", "quote", "register_mode", "unregister_mode",
-        "Image", "Pictures", "images_block", "judged_empty", "pictures"}  # images (issue 36)
+        "Image", "Pictures", "images_block", "judged_empty", "pictures",  # images (issue 36)
+        "ByPair", "ByPart", "ByResponse", "Cascading"}
     assert all(hasattr(api, name) for name in api.__all__)
 
 
@@ -160,3 +163,58 @@ def test_the_plugin_ships_its_template_and_a_judge_replaces_it(relevance: None, 
         prompt(templates={"relevance": bad})
     with pytest.raises(ConfigError, match=r"unknown template name 'relevence'.*relevance"):
         Judge("mock/hash", store=tmp_path / "s.sqlite", templates={"relevence": own})
+
+
+def _knowing(salt: str) -> Callable[[LabelRequest], list[float]]:
+    """A mock judge that sees off-topic answers ("The sky ...") when it is sure (half of the prompts, by a salted
+    hash), and is wrong, unsure, on the others."""
+    def script(request: LabelRequest) -> list[float]:
+        sure = hashlib.sha256((salt + request.prompt).encode()).digest()[0] % 2 == 1
+        relevant = ("The sky" not in request.prompt) == sure
+        p_yes = (0.97 if sure else 0.6) if relevant else (0.03 if sure else 0.4)
+        return [0.99 * (p_yes if label.startswith("YES") else 1 - p_yes) for label in request.labels]
+    return script
+
+
+def test_the_plugin_cascades_and_is_reported(relevance: None, tmp_path: Path) -> None:
+    register_mock("first", MockBackend("first", _knowing("1")))
+    register_mock("second", MockBackend("second", _knowing("2")))
+    try:
+        _cascade_the_plugin(tmp_path)
+    finally:
+        register_mock("first", None)
+        register_mock("second", None)
+
+
+def _cascade_the_plugin(tmp_path: Path) -> None:
+    rows = _rows(200)
+    for row in rows:  # labels the judges agree with when they are sure: "The sky" is off topic
+        row["responses"][1]["human_score"] = 0  # type: ignore[index]
+    cal_items = write_jsonl(tmp_path / "cal.jsonl", rows)
+    new_items = write_jsonl(tmp_path / "new.jsonl", _rows(10, prefix="n"))
+    store = tmp_path / "s.sqlite"
+    for k, judge in enumerate(("mock/first", "mock/second")):
+        fitted = _invoke("calibrate", cal_items, "--mode", "relevance", "-j", judge, "--store", store,
+                         "--out", tmp_path / f"cal{k}.json")
+        assert fitted.exit_code == 0, fitted.output
+    args = ["select", new_items, "--store", store, "--cascade", "mock/first,mock/second,human", "--calibration",
+            tmp_path / "cal0.json", "--calibration", tmp_path / "cal1.json", "--target-agreement", "0.7",
+            "--out", tmp_path / "o.jsonl", "--summary", tmp_path / "s.json", "--abstained-out", tmp_path / "h.jsonl"]
+    result = _invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "responses" in result.output  # the cascade's table names the mode's unit
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["mode"] == "relevance" and summary["unit"] == "responses" and summary["verdicts"] == 20
+    assert [t["judge"] for t in summary["tiers"]] == ["mock/first", "mock/second", "human"]
+    assert all(t["decided"] > 0 for t in summary["tiers"]), summary["tiers"]  # every tier has its share
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert len(rows) == 20 and all(r["tier"] in (1, 2, 3) and r["cascade"] for r in rows)
+    assert sum(t["asked"] for t in summary["tiers"][1:2]) == sum(r["tier"] > 1 for r in rows)
+    people = {(r["item_id"], r["response_id"]) for r in rows if r["tier"] == 3}
+    todo = [json.loads(line) for line in (tmp_path / "h.jsonl").read_text().splitlines()]
+    assert {(t["id"], r["id"]) for t in todo for r in t["responses"]} == people
+    again = _invoke(*args[:-6], "--out", tmp_path / "o2.jsonl", "--summary", tmp_path / "s2.json",
+                    "--abstained-out", tmp_path / "h2.jsonl")
+    assert again.exit_code == 0, again.output
+    assert [t["model_calls"] for t in json.loads((tmp_path / "s2.json").read_text())["tiers"][:2]] == [0, 0]
+    assert (tmp_path / "o2.jsonl").read_text() == (tmp_path / "o.jsonl").read_text()

@@ -38,28 +38,49 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from .audit import _calibration as C
-from .audit._trust import Calibration, Unit, abstained_items, annotate, selection_split, units
+from .audit._trust import Calibration, Unit, annotate, selection_split, units
 from .engine._engine import EngineStats, ProgressFn
 from .errors import ConfigError
-from .io._items import Claim, Item
+from .io._items import Item
 from .modes._base import Task
+from .modes._cascading import Cascading, UnitKey
 from .modes._records import RecordBase
+from .modes._registry import Mode, builtin_modes, get_mode, registered_modes
 
 HUMAN = "human"
 """The name of the last tier when people decide what every model tier abstained on."""
-CASCADE_MODES = ("compare", "checklist", "claims")
-UNIT_NAMES = {"compare": "pairs", "checklist": "checks", "claims": "claims"}
-"""What one verdict of a cascade is, by mode (the tables' word)."""
 
-PairKey = tuple[str, str, str]
-UnitKey = tuple[str | int, ...]
+
+class _CascadeModes(Collection[str]):
+    """The modes that cascade (whose ``Mode`` declares ``cascade`` and a calibration): registered ones listed, an
+    installed plug-in's found by name."""
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            return isinstance(name, str) and _cascading(get_mode(name)) is not None
+        except ConfigError:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name, mode in registered_modes().items() if _cascading(mode) is not None])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+def _cascading(mode: Mode) -> Cascading | None:
+    return mode.cascade if mode.calibration is not None or mode.name in builtin_modes() else None
+
+
+CASCADE_MODES: Collection[str] = _CascadeModes()
+"""The modes a cascade judges (``"claims" in CASCADE_MODES``): a mode cascades by its ``Mode.cascade``."""
 
 
 class TierJudge(Protocol):
@@ -144,24 +165,6 @@ def thresholds(calibrations: Sequence[Calibration], target: float, delta: float)
     return [replace(sel, map=cmap, fit_units=n_fit) for sel, cmap, n_fit in zip(chosen, maps, fitted)]
 
 
-def _narrow(items: Sequence[Item], keep: set[UnitKey]) -> list[Item]:
-    """The items with only the pairs in ``keep`` (items left with none are dropped)."""
-    out = []
-    for item in items:
-        pairs = tuple(p for p in item.all_pairs() if (item.id, p.first, p.second) in keep)
-        if pairs:
-            out.append(replace(item, pairs=pairs))
-    return out
-
-
-def _key(rec: dict[str, Any]) -> PairKey:
-    return (str(rec["item_id"]), str(rec["first_id"]), str(rec["second_id"]))
-
-
-Origin = dict[tuple[str, str], list[int]]
-"""Per (item, response) of a narrowed checklist or claims item: the original place of each check or claim."""
-
-
 def _slots(mode: str, record: dict[str, Any], classes: Sequence[str]) -> Iterator[tuple[Unit, dict[str, Any]]]:
     """Each verdict of an annotated record and the dict that holds it (the record itself for a pair)."""
     for unit in units(mode, [record], classes):
@@ -169,55 +172,6 @@ def _slots(mode: str, record: dict[str, Any], classes: Sequence[str]) -> Iterato
         for step in unit.path:
             target = target[step]
         yield unit, target
-
-
-def _unit_key(mode: str, rec: dict[str, Any], unit: Unit, origin: Origin | None) -> UnitKey:
-    """Which verdict of the input ``unit`` is: a pair's ids; a check's or claim's item, response and its
-    place among the response's checks or claims before any narrowing."""
-    if mode == "compare":
-        return _key(rec)
-    kind, j = unit.path
-    assert isinstance(j, int)
-    where = (str(rec["item_id"]), str(rec["response_id"]))
-    return (*where, str(kind), origin[where][j] if origin is not None else j)
-
-
-def _given(base: Sequence[dict[str, Any]], items: Sequence[Item]) -> list[Item]:
-    """``items`` with each response's claims given as tier 1 had them (extracted ones included), so that
-    every later tier verifies the same claims."""
-    claims = {(str(r["item_id"]), str(r["response_id"])): r.get("claims") or [] for r in base}
-    out = []
-    for item in items:
-        responses = []
-        for resp in item.responses:
-            if resp.claims is None:
-                got = claims.get((item.id, resp.id), [])
-                resp = replace(resp, claims=tuple(Claim(c["text"], c.get("human"), c.get("source")) for c in got))
-            responses.append(resp)
-        out.append(replace(item, responses=tuple(responses)))
-    return out
-
-
-def _narrow_parts(mode: str, items: Sequence[Item], keep: set[UnitKey]) -> tuple[list[Item], Origin]:
-    """The items with only the checks (or claims) in ``keep``, each response's own list (responses and items
-    left with none are dropped), and where each kept one was."""
-    kind = "checks" if mode == "checklist" else "claims"
-    out, origin = [], {}
-    for item in items:
-        responses = []
-        for resp in item.responses:
-            parts: Sequence[Any] = item.checks(resp) if mode == "checklist" else resp.claims or ()
-            places = [j for j in range(len(parts)) if (item.id, resp.id, kind, j) in keep]
-            if not places:
-                continue
-            origin[(item.id, resp.id)] = places
-            chosen = tuple(parts[j] for j in places)
-            responses.append(replace(resp, checklist=chosen) if mode == "checklist"
-                             else replace(resp, claims=chosen))
-        if responses:
-            out.append(replace(item, responses=tuple(responses), checklist=()) if mode == "checklist"
-                       else replace(item, responses=tuple(responses)))
-    return out, origin
 
 
 def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: float = 0.1,
@@ -238,6 +192,7 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
         assert step.judge is not None and step.calibration is not None  # _check_tiers made sure
         cals.append(step.judge.check_calibration(step.calibration, override=override))
     mode = cals[0].mode
+    spec = cascade_of(mode)
     selections = thresholds(cals, target, delta)
     if not any(s.supported for s in selections):
         sizes = ", ".join(f"tier {i + 1}: {c.n} verdicts, thresholds tested on {s.n} of them"
@@ -265,7 +220,7 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
         annotated = annotate(mode, records, cal, sel)
         for rec in annotated:
             for unit, slot in _slots(mode, rec, classes):
-                key = _unit_key(mode, rec, unit, origin)
+                key = spec.key(rec, unit, origin)
                 if t == 1:
                     order.append(key)
                     trail[key] = []
@@ -283,8 +238,7 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
         if t == 1:
             base = annotated
             asked = len(order)
-            if mode == "claims":
-                full = _given(base, items)
+            full = spec.given(base, items)
         total = len(order)
         rows.append({"tier": t, "judge": judge.name, "asked": asked, "alone": total, "decided": decided,
                      "share": decided / total if total else None,
@@ -295,10 +249,7 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
                      "calibration": {"n": cal.n, "method": cal.map.method, "data_hash": cal.data_hash},
                      "guarantee": sel.to_dict(), "keeps_nothing": not sel.supported})
         keep = {k for k in order if k not in final}
-        if mode == "compare":
-            todo = _narrow(todo, keep)
-        else:
-            todo, origin = _narrow_parts(mode, full, keep)
+        todo, origin = spec.narrow(full, keep)
     rest = [k for k in order if k not in final]
     if human:
         rows.append({"tier": len(model) + 1, "judge": HUMAN, "asked": len(rest), "alone": len(order),
@@ -314,17 +265,14 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
             slot, tier_no, name = last[key], (len(model) + 1 if human else None), (HUMAN if human else None)
         return {**slot, "tier": tier_no, "tier_judge": name, "cascade": trail[key]}
 
-    if mode == "compare":
-        out = [decided_by(key) for key in order]
-    else:
-        out, place = [], iter(order)
-        for rec in base:
-            rec = json.loads(json.dumps(rec))
-            for _unit, slot in list(_slots(mode, rec, classes)):
-                new = decided_by(next(place))
-                slot.clear()
-                slot.update(new)
-            out.append(rec)
+    out, place = [], iter(order)
+    for rec in base:  # each verdict replaced by its deciding tier's (a record that is one verdict: the record)
+        rec = json.loads(json.dumps(rec))
+        for _unit, slot in list(_slots(mode, rec, classes)):
+            new = decided_by(next(place))
+            slot.clear()
+            slot.update(new)
+        out.append(rec)
     summary = _summary(mode, out, rows, [t.name for t in tiers], target, delta, classes, humans, final)
     return out, summary
 
@@ -346,10 +294,17 @@ def _check_tiers(tiers: Sequence[Tier]) -> tuple[list[Tier], bool]:
     if len(modes) > 1:
         raise ConfigError(f"the tiers' calibration files are for different modes ({', '.join(sorted(modes))}): "
                           "a cascade judges one mode")
-    mode = modes.pop()
-    if mode not in CASCADE_MODES:
-        raise ConfigError(f"cascades judge the modes {', '.join(CASCADE_MODES)}, not {mode}")
+    cascade_of(modes.pop())
     return model, human
+
+
+def cascade_of(mode: str) -> Cascading:
+    """The cascade contract of ``mode`` (its ``Mode.cascade``), else a :class:`ConfigError` naming the modes
+    that have one."""
+    found = _cascading(get_mode(mode))
+    if found is None:
+        raise ConfigError(f"cascades judge the modes {', '.join(CASCADE_MODES)}, not {mode}")
+    return found
 
 
 def _summary(mode: str, records: list[dict[str, Any]], rows: list[dict[str, Any]], names: list[str], target: float,
@@ -359,7 +314,7 @@ def _summary(mode: str, records: list[dict[str, Any]], rows: list[dict[str, Any]
     labelled = [(humans[k], slot) for k, (_t, _n, slot) in final.items() if humans[k] is not None]
     agreed = sum(classes[h] == slot["calibrated"]["verdict"] for h, slot in labelled if h is not None)
     models = sum(1 for n in names if n != HUMAN)
-    return {"mode": mode, "unit": UNIT_NAMES[mode], "cascade": names, "verdicts": total,
+    return {"mode": mode, "unit": cascade_of(mode).unit, "cascade": names, "verdicts": total,
             "records": len(records), "target_agreement": target, "delta": delta,
             "machine_decided": len(final), "machine_coverage": len(final) / total if total else None,
             "agreement_on_machine_verdicts": agreed / len(labelled) if labelled else None,
@@ -372,40 +327,8 @@ def _summary(mode: str, records: list[dict[str, Any]], rows: list[dict[str, Any]
 
 def human_items(records: Sequence[dict[str, Any]], items_by_id: dict[str, dict[str, Any]],
                 mode: str = "compare") -> list[dict[str, Any]]:
-    """The items behind the verdicts no model tier kept, in the items format, ready for labels: pairs with
-    ``human`` empty; for checks, the responses with such a check (its ``human_checks`` entry empty); for
-    claims, the responses with such a claim, each response's claims written out as the cascade judged them
-    (extracted ones too, so that each label has its claim), ``human`` empty where it was."""
-    if mode == "compare":
-        rest = [{**r, "calibrated": {"abstained": "cascade"}} for r in records if r.get("tier_judge") in (None, HUMAN)]
-        return abstained_items("compare", rest, items_by_id)
-    kind = "checks" if mode == "checklist" else "claims"
-    open_parts: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    every: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for rec in records:
-        where = (str(rec["item_id"]), str(rec["response_id"]))
-        parts = rec.get(kind) or []
-        every[where] = parts
-        left = [p for p in parts if p.get("tier_judge") in (None, HUMAN)]
-        if left:
-            open_parts[where] = left
-    out = []
-    for item_id in dict.fromkeys(i for i, _ in open_parts):
-        item = json.loads(json.dumps(items_by_id[item_id]))
-        responses = []
-        for resp in item.get("responses", []):
-            where = (item_id, str(resp.get("id")))
-            if where not in open_parts:
-                continue
-            if mode == "checklist":
-                labels = dict(resp.get("human_checks") or {})
-                for part in open_parts[where]:
-                    labels.setdefault(part["id"], None)
-                resp["human_checks"] = labels
-            else:
-                resp["claims"] = [{"text": c["text"], "human": c.get("human"),
-                                   **({"source": c["source"]} if c.get("source") else {})} for c in every[where]]
-            responses.append(resp)
-        item["responses"] = responses
-        out.append(item)
-    return out
+    """The items behind the verdicts no model tier kept, in the items format, ready for labels (the mode's
+    ``Cascading.to_label``: pairs with ``human`` empty; for checks, the responses with such a check, its
+    ``human_checks`` entry empty; for claims, the responses with such a claim, their claims written out as the
+    cascade judged them; for a verdict per response, those responses)."""
+    return cascade_of(mode).to_label(records, items_by_id)

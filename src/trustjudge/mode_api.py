@@ -4,7 +4,9 @@ A mode is a :class:`Mode`: its task (a :class:`Task` subclass turning items into
 their :class:`Outcome` objects into records), its record (a dataclass over :class:`ResponseHeader` or
 :class:`PairHeader`), its options (a frozen dataclass of :func:`option` fields) and, where it has them, its
 calibration (:class:`LabelUnits`, or any :class:`UnitReader`), its summary (:class:`SummaryMetrics`) and its
-report sections (:class:`Section` of :class:`Note` and :class:`Table` blocks). Images: an item's and a
+report sections (:class:`Section` of :class:`Note` and :class:`Table` blocks), its cascade (:class:`ByResponse`,
+:class:`ByPair`, :class:`ByPart`, or any :class:`Cascading`) and its templates (:class:`TemplateSpec`, a file in
+the mode's own package). Images: an item's and a
 response's :class:`Image` objects go into a prompt as :func:`images_block` (their markers; a vision judge sends
 the images there), :func:`pictures` gives a judgment's :class:`Pictures` for the built-in templates' image
 fields, and :func:`judged_empty` says a response has neither text nor image. The built-in modes and a plug-in
@@ -21,6 +23,7 @@ from .engine._engine import Outcome
 from .io._items import Item, Response
 from .io._quoting import quote
 from .modes._base import Asking, AuditContext, Cost, Task, judged_empty, pictures
+from .modes._cascading import ByPair, ByPart, ByResponse, Cascading
 from .modes._prompts import ANSWER_MARKER, SYSTEM, Pictures
 from .modes._records import PairHeader, RecordBase, ResponseHeader, optional
 from .modes._registry import MODES, JudgeSettings, Mode, TemplateSpec, get_mode, option, register_mode, unregister_mode
@@ -32,6 +35,10 @@ __all__ = [
     "SYSTEM",
     "Asking",
     "AuditContext",
+    "ByPair",
+    "ByPart",
+    "ByResponse",
+    "Cascading",
     "Cost",
     "Image",
     "Item",

@@ -35,11 +35,12 @@ from ..audit._summary import SummaryMetrics, register_summary
 from ..audit._units import UnitReader, register_units, unregister_units
 from ..errors import ConfigError
 from ._base import Task
+from ._cascading import Cascading
 from ._prompts import Prompts, Scale, read_template
 from ._prompts import Protocol as JudgeProtocol
 
 __all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "builtin_modes", "get_mode",
-           "mode_plugins", "option", "register_mode", "template_spec", "unregister_mode"]
+           "mode_plugins", "option", "register_mode", "registered_modes", "template_spec", "unregister_mode"]
 
 PLUGIN_GROUP = "trustjudge.modes"
 """The entry point group of third-party modes (name: the mode's name; value: ``module:MODE``)."""
@@ -138,6 +139,10 @@ class Mode:
     """Its calibration contract: the classes and units ``trustjudge calibrate --mode <name>`` and
     :meth:`Judge.calibrate` fit on (:class:`~trustjudge.mode_api.LabelUnits` for a verdict over fixed labels);
     ``None``: not calibrated. The built-in modes' units are read by :mod:`trustjudge.audit._trust` itself."""
+    cascade: Cascading | None = field(default=None, hash=False)
+    """How it cascades (``trustjudge cascade``, :meth:`Judge.cascade`; it needs a :attr:`calibration` too): what one
+    verdict is and how items narrow to those still open (:class:`~trustjudge.mode_api.ByResponse`,
+    :class:`~trustjudge.mode_api.ByPair`, :class:`~trustjudge.mode_api.ByPart`); ``None``: it does not cascade."""
     summary_metrics: SummaryMetrics | None = field(default=None, hash=False)
     """Its summary (``trustjudge summary``, ``<command> --summary``): the headline values read from each record
     (:class:`~trustjudge.audit._summary.SummaryMetrics`); ``None``: the mode has no summary, and asking for one
@@ -231,6 +236,11 @@ def template_spec(name: str) -> TemplateSpec:
             return mode.templates[name]
     known = sorted({t for m in _MODES.values() for t in m.templates})
     raise ConfigError(f"unknown template name {name!r}: the templates are {', '.join(known)} (each is a mode's)")
+
+
+def registered_modes() -> dict[str, Mode]:
+    """The built-in and registered modes by name (installed plug-ins not yet asked for are not loaded)."""
+    return dict(_MODES)
 
 
 def builtin_modes() -> tuple[str, ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ..engine import _aggregates as A
@@ -31,6 +31,7 @@ from ._base import (
     shared_bytes,
     text_bytes,
 )
+from ._cascading import ByPart
 from ._prompts import (
     ANSWER_MARKER,
     CHECK_FIELDS,
@@ -225,8 +226,21 @@ def build_checklist(j: JudgeSettings, o: ChecklistOptions) -> ChecklistTask:
                          rules=rules_option(o.rules))
 
 
+def _label_checks(response: dict[str, Any], left: list[dict[str, Any]], every: list[dict[str, Any]]) -> None:
+    """A response to label: its ``human_checks`` with an empty entry for each check no tier kept."""
+    labels = dict(response.get("human_checks") or {})
+    for check in left:
+        labels.setdefault(check["id"], None)
+    response["human_checks"] = labels
+
+
+CASCADE = ByPart("checks", lambda item, r: item.checks(r),
+                 lambda item, r, chosen: (replace(item, checklist=()), replace(r, checklist=chosen)), _label_checks)
+"""A checklist cascades check by check: later tiers are asked only the checks still open (as the response's)."""
+
+
 MODE = Mode(
     "checklist", ChecklistTask, ChecklistRecord, ChecklistOptions, build_checklist,
     templates={"check": TemplateSpec("check.txt", frozenset(CHECK_FIELDS))},
     min_responses=1, summary="Each response asked each check of its checklist.",
-    command="checklist", route="/v1/checklist")
+    command="checklist", route="/v1/checklist", cascade=CASCADE)

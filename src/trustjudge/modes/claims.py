@@ -29,7 +29,7 @@ import math
 import re
 import string
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -39,9 +39,10 @@ from ..engine import _aggregates as A
 from ..engine._asking import Question, Sampling
 from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
 from ..errors import BackendError, ConfigError, InputError
-from ..io._items import Item, Response
+from ..io._items import Claim, Item, Response
 from . import _audits, _reports
 from ._base import Asking, AuditContext, Cost, Format, Task, text_bytes
+from ._cascading import ByPart, Records
 from ._prompts import (
     ANSWER_MARKER,
     DEFAULT_TAGS,
@@ -567,11 +568,33 @@ def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
                       system=j.prompts.system)
 
 
+def _given(first: Records, items: Sequence[Item]) -> list[Item]:
+    """``items`` with each response's claims as tier 1 had them (extracted ones too): later tiers verify those."""
+    had = {(str(r["item_id"]), str(r["response_id"])): r.get("claims") or [] for r in first}
+
+    def claimed(item: Item, r: Response) -> Response:
+        got = had.get((item.id, r.id), [])
+        return r if r.claims is not None else replace(
+            r, claims=tuple(Claim(c["text"], c.get("human"), c.get("source")) for c in got))
+
+    return [replace(item, responses=tuple(claimed(item, r) for r in item.responses)) for item in items]
+
+
+def _label_claims(response: dict[str, Any], left: list[dict[str, Any]], every: list[dict[str, Any]]) -> None:
+    """A response to label: its claims as the cascade judged them (each label has its claim), ``human`` kept."""
+    response["claims"] = [{"text": c["text"], "human": c.get("human"),
+                           **({"source": c["source"]} if c.get("source") else {})} for c in every]
+
+
+CASCADE = ByPart("claims", lambda item, r: r.claims or (), lambda item, r, chosen: (item, replace(r, claims=chosen)),
+                 _label_claims, _given)  # claim by claim: later tiers verify the claims tier 1 had
+
+
 MODE = Mode(
     "claims", ClaimsTask, ClaimsRecord, ClaimsOptions, build_claims,
     templates={"extract": TemplateSpec("extract.txt", frozenset(EXTRACT_FIELDS)),
                "verify": TemplateSpec("verify.txt", frozenset(VERIFY_FIELDS)),
                "match": TemplateSpec("match.txt", frozenset(MATCH_FIELDS))},
     min_responses=1, summary="Claims extracted (or given), verified against the evidence, matched against gold claims.",
-    command="claims", route="/v1/claims")
+    command="claims", route="/v1/claims", cascade=CASCADE)
 

@@ -26,6 +26,7 @@ from ._base import (
     pictures,
     shared_bytes,
 )
+from ._cascading import ByPair
 from ._prompts import (
     DEFAULT_PAIR_LABELS,
     PAIRWISE_FIELDS,
@@ -228,4 +229,4 @@ MODE = Mode(
     "compare", CompareTask, CompareRecord, CompareOptions, build_compare,
     templates={"pairwise": TemplateSpec("pairwise.txt", frozenset(PAIRWISE_FIELDS))},
     min_responses=2, summary="Every pair judged in both presentation orders.",
-    command="compare", route="/v1/compare")
+    command="compare", route="/v1/compare", cascade=ByPair())
