@@ -218,3 +218,32 @@ def _cascade_the_plugin(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     assert [t["model_calls"] for t in json.loads((tmp_path / "s2.json").read_text())["tiers"][:2]] == [0, 0]
     assert (tmp_path / "o2.jsonl").read_text() == (tmp_path / "o.jsonl").read_text()
+
+
+@pytest.mark.filterwarnings("ignore:The .initial. parameter is deprecated:DeprecationWarning")  # inspect_ai's
+def test_the_plugin_scores_an_inspect_eval(relevance: None, tmp_path: Path) -> None:
+    pytest.importorskip("inspect_ai")
+    from inspect_ai import Task as EvalTask
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+    from inspect_ai.solver import generate
+
+    from trustjudge.inspect_scorer import trustjudge_scorer
+
+    def output(messages: list[object], tools: object, tool_choice: object, config: object) -> ModelOutput:
+        out = ModelOutput.from_content(model="mockllm", content="4")
+        out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)  # no tiktoken download
+        return out
+
+    task = EvalTask(dataset=[Sample(input="What is 2 + 2?", id="s0")], solver=generate(),
+                    scorer=trustjudge_scorer("relevance", judge="mock/hash", store=tmp_path / "s.sqlite"))
+    [log] = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=output), log_dir=str(tmp_path / "l"),
+                         display="none")
+    assert log.status == "success" and log.samples, log.error
+    got = log.samples[0].scores["trustjudge_scorer"]  # type: ignore[index]
+    meta = got.metadata or {}
+    assert meta["kind"] == "relevance" and meta["method"] == "p_yes"
+    assert got.value == pytest.approx(meta["record"]["relevance"]["YES"])  # the mode's first summary metric
+    with pytest.raises(ConfigError, match=r"kind must be one of .*relevance.*, got 'steps'"):
+        trustjudge_scorer("steps", judge="mock/hash", store=tmp_path / "s.sqlite")

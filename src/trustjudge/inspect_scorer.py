@@ -14,7 +14,11 @@ where it has one, as the reference answer. ``kind`` picks what is asked:
 - ``criteria``: each criterion scored (``criteria``, or the sample metadata's ``criteria``); the value is
   their weighted aggregate under ``method``;
 - ``checklist``: each check asked YES/NO (``checklist``, or the sample metadata's ``checklist``); the
-  value is the expected weighted satisfaction in [0, 1].
+  value is the expected weighted satisfaction in [0, 1];
+- any other mode (a plug-in's) with a summary (``Mode(summary_metrics=...)``): the value is its first
+  summary metric (``method`` where it names one of them). The options it takes among ``scale``,
+  ``criteria``, ``checklist`` and ``reweight`` are passed to it; the sample metadata's ``criteria`` and
+  ``checklist`` reach a mode whose options have them.
 
 The score's metadata holds how the number was obtained (judge, protocol, method, scale, how the labels
 were read), the label distribution(s), label mass and the whole trustjudge record. A judgment that could
@@ -33,17 +37,20 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from ._integrations import check_method, fmt_number, top_labels
 from ._judge import Judge
+from .audit._summary import SummaryMetrics
 from .backends import DEFAULT_JUDGE
 from .errors import ConfigError, InputError, pip_dependency_error
 from .io._items import Check, Criterion, Item, Response, parse_checklist, parse_criteria
 from .modes._base import Task
 from .modes._prompts import Protocol
 from .modes._records import ChecklistRecord, CriteriaRecord, RecordBase, ScoreRecord
+from .modes._registry import MODES, get_mode, registered_modes
 
 try:
     import anyio.to_thread
@@ -55,8 +62,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["trustjudge_scorer"]
 
 T = TypeVar("T")
-Kind = Literal["score", "criteria", "checklist"]
-KINDS: tuple[str, ...] = ("score", "criteria", "checklist")
+Kind = str
+"""A mode's name: ``score``, ``criteria``, ``checklist`` or any registered mode with a summary."""
 
 
 @scorer(metrics=[mean(), stderr()], name="trustjudge_scorer")
@@ -81,9 +88,16 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
         protocol: ``direct`` (default) or ``cot``.
         reweight: aggregate over the scored criteria or checks when some are unscored.
     """
-    if kind not in KINDS:
-        raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    check_method(method)
+    mode = get_mode(kind) if kind in MODES else None
+    read_as = None if mode is None else next((r for c, r in _READERS.items() if issubclass(mode.record, c)), None)
+    if mode is None or (read_as is None and mode.summary_metrics is None):
+        scored = [m.name for m in registered_modes().values() if m.summary_metrics or
+                  any(issubclass(m.record, c) for c in _READERS)]
+        raise ConfigError(f"kind must be one of {', '.join(scored)} (a mode with a score: its record's own, or "
+                          f"its summary metric), got {kind!r}")
+    takes = {f.name for f in fields(mode.options)}
+    if read_as is not None:
+        check_method(method)
     if isinstance(judge, Judge):
         if store is not None or protocol is not None:
             raise ConfigError("give store and protocol to the Judge itself, not to trustjudge_scorer")
@@ -92,23 +106,19 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
         the_judge = Judge(judge, store=store, protocol=protocol or "direct", scale=scale)
     suite_criteria = _criteria(criteria, "trustjudge_scorer(criteria=...)")
     suite_checks = _checklist(checklist, "trustjudge_scorer(checklist=...)")
-    task: Task
-    if kind == "score":
-        task = the_judge.task("score", scale=scale, keep_distribution=True)
-    elif kind == "criteria":
-        task = the_judge.task("criteria", criteria=tuple(suite_criteria), reweight=reweight, scale=scale,
-                               keep_distribution=True)
-    else:
-        task = the_judge.checklist_task(suite_checks, reweight=reweight)
+    given = {"scale": scale, "criteria": tuple(suite_criteria), "checklist": tuple(suite_checks),
+             "reweight": reweight, "keep_distribution": True}
+    task = the_judge.task(kind, **{k: v for k, v in given.items() if k in takes})
     batcher = _Batcher(the_judge, task)
-    read: Callable[[RecordBase], Score] = {
-        "score": lambda r: _score_value(r, the_judge, method),
-        "criteria": lambda r: _criteria_value(r, the_judge, method),
-        "checklist": lambda r: _checklist_value(r, the_judge),
-    }[kind]
+
+    def read(record: RecordBase) -> Score:
+        if read_as is not None:
+            return read_as(record, the_judge, method)
+        assert mode.summary_metrics is not None
+        return _metric_value(record, the_judge, kind, method, mode.summary_metrics)
 
     async def score(state: TaskState, target: Target) -> Score:
-        item = _item(state, target, kind)
+        item = _item(state, target, takes)
         record = await anyio.to_thread.run_sync(batcher.judge, item)
         return read(record)
 
@@ -141,12 +151,13 @@ def _parsed(parse: Callable[[], T], where: str) -> T:
         raise ConfigError(f"{where}: field {exc.field!r}: {exc.reason}") from None
 
 
-def _item(state: TaskState, target: Target, kind: str) -> Item:
-    """The sample as a one-response item: input as the question, output as the response, target as reference."""
+def _item(state: TaskState, target: Target, takes: set[str]) -> Item:
+    """The sample as a one-response item: input as the question, output as the response, target as reference;
+    its metadata's criteria or checklist where the mode's options (``takes``) have them."""
     meta = state.metadata or {}
     where = f"sample {state.sample_id!r} metadata"
-    criteria = _criteria(meta["criteria"], where) if kind == "criteria" and meta.get("criteria") else ()
-    checks = _checklist(meta["checklist"], where) if kind == "checklist" and meta.get("checklist") else ()
+    criteria = _criteria(meta["criteria"], where) if "criteria" in takes and meta.get("criteria") else ()
+    checks = _checklist(meta["checklist"], where) if "checklist" in takes and meta.get("checklist") else ()
     reference = target.text if len(target) and target.text.strip() else None
     response = Response("output", state.output.completion if state.output else "")
     return Item(str(state.sample_id), state.input_text, (response,), reference=reference, criteria=criteria,
@@ -243,7 +254,7 @@ def _criteria_value(record: RecordBase, judge: Judge, method: str) -> Score:
     return _result(value, record.unscored, meta, what)
 
 
-def _checklist_value(record: RecordBase, judge: Judge) -> Score:
+def _checklist_value(record: RecordBase, judge: Judge, method: str) -> Score:
     assert isinstance(record, ChecklistRecord)
     per = {c.id: {"text": c.text, "p_pass": c.p_pass, "value": c.value, "weight": c.weight,
                   "distribution": c.probabilities, "label_mass": c.label_mass, "unscored": c.unscored}
@@ -261,3 +272,19 @@ def _checklist_value(record: RecordBase, judge: Judge) -> Score:
     what = (f"expected weighted satisfaction of {len(record.checks)} checks (0-1) by judge {judge.name}, "
             f"protocol {record.protocol}; P(all pass) {fmt_number(record.p_all)}: {parts}")
     return _result(record.satisfaction, record.unscored, meta, what)
+
+
+def _metric_value(record: RecordBase, judge: Judge, kind: str, method: str, spec: SummaryMetrics) -> Score:
+    """A mode's record scored by its summary metric (``method`` where it names one, else the first)."""
+    name = method if method in spec.metrics else next(iter(spec.metrics))
+    data = record.to_dict()
+    unscored = data.get("unscored")
+    value = None if unscored else spec.metrics[name](data)
+    meta: dict[str, Any] = {"kind": kind, "judge": judge.name, "protocol": judge.protocol, "method": name,
+                            "unscored": unscored, "record": data}
+    return _result(value, unscored, meta, f"{name} of the {kind} mode by judge {judge.name}")
+
+
+_READERS: dict[type, Callable[[RecordBase, Judge, str], Score]] = {
+    ScoreRecord: _score_value, CriteriaRecord: _criteria_value, ChecklistRecord: _checklist_value}
+"""The built-in records' own scores (their distributions and parts in the metadata), by record type."""
