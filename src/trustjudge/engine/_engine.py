@@ -12,12 +12,11 @@ import hashlib
 import json
 import logging
 import math
-import numbers
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -27,10 +26,16 @@ from .._retry import RetryPolicy
 from ..backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 from ..backends._speeds import MIN_MEASURED_TOKENS, Speed
 from ..errors import BackendError, BackendUnavailable, NoLogprobsError, StoreError, TrustJudgeError
+from ._checks import CLOSE as CLOSE
+from ._checks import SAMPLE_TEMPERATURE as SAMPLE_TEMPERATURE
+from ._checks import SAMPLED as SAMPLED
+from ._checks import SAMPLED_OPTION as SAMPLED_OPTION
+from ._checks import _invalid_generation, _invalid_labels
+from ._checks import read_label as read_label
+from ._checks import sample_seed as sample_seed
+from ._stats import EngineStats as EngineStats
+from ._stats import PlanSummary as PlanSummary
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
-
-CLOSE = "]"
-"""What closes a bracketed label (``Score: [4]``): label tokens are read with it where the tokenizer joins them."""
 
 log = logging.getLogger("trustjudge.engine")
 
@@ -81,72 +86,6 @@ class Outcome:
         return float(sum(self.probs)) if self.probs else 0.0
 
 
-SAMPLED = "sampled"
-"""The ``method`` of a label distribution estimated from sampled answers (``labels=sampled`` judges)."""
-SAMPLE_TEMPERATURE = 1.0
-SAMPLED_OPTION = "labels=sampled&samples=N"
-
-
-def sample_seed(prompt: str, index: int) -> int:
-    """The seed of sample ``index`` of ``prompt``: a hash of both, so that samples of different prompts draw
-    independent random streams (seed ``k`` on every prompt made the k-th answers of similar prompts alike:
-    measured, bench/sampled.py) while each sample keeps one key, its index, in the store."""
-    digest = hashlib.sha256(f"{index}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:4], "big") >> 1
-
-
-def read_label(text: str, labels: Sequence[str]) -> int | None:
-    """The index of the label a sampled answer wrote (the text before the closing bracket, blanks stripped),
-    or ``None`` when it wrote none of them."""
-    written = text.strip().removesuffix(CLOSE).strip()
-    try:
-        return list(labels).index(written)
-    except ValueError:
-        return None
-
-
-LOGPROB_TOLERANCE = 1e-4
-"""How far above 0 a log-probability may be (rounding in a backend's sums) before it is refused."""
-
-
-def _is_logprob(value: Any) -> bool:
-    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
-            and value <= LOGPROB_TOLERANCE)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0
-
-
-def _invalid_labels(request: LabelRequest, out: Any) -> str | None:
-    """What is wrong with a backend's answer to a label request, or ``None``: one log-probability per label,
-    each a number at most 0 (-inf allowed: probability 0), and a token count."""
-    if not isinstance(out, LabelResult):
-        return f"{type(out).__name__} instead of a LabelResult"
-    if not isinstance(out.logprobs, (tuple, list)) or len(out.logprobs) != len(request.labels):
-        n = len(out.logprobs) if isinstance(out.logprobs, (tuple, list)) else type(out.logprobs).__name__
-        return f"{n} log-probabilities for {len(request.labels)} labels"
-    bad = [lp for lp in out.logprobs if not _is_logprob(lp)]
-    if bad:
-        return f"log-probability {bad[0]!r} (each must be a number <= 0, or -inf)"
-    if not _is_count(out.prompt_tokens):
-        return f"prompt_tokens {out.prompt_tokens!r}"
-    return None
-
-
-def _invalid_generation(out: Any) -> str | None:
-    """What is wrong with a backend's generation, or ``None``."""
-    if not isinstance(out, Generation):
-        return f"{type(out).__name__} instead of a Generation"
-    if not isinstance(out.text, str):
-        return f"text of type {type(out.text).__name__}"
-    if not isinstance(out.token_logprobs, (tuple, list)) or not all(_is_logprob(lp) for lp in out.token_logprobs):
-        return "token log-probabilities that are not numbers <= 0"
-    if not _is_count(out.prompt_tokens) or not _is_count(out.completion_tokens):
-        return f"token counts {out.prompt_tokens!r}, {out.completion_tokens!r}"
-    return None
-
-
 def stored_problem(kind: str, request: dict[str, Any], result: Any, prompt_tokens: int) -> str | None:
     """What is wrong with a stored output (an imported row) as the engine reads it back
     (:meth:`Engine._from_row`), checked as a backend's result is (:func:`_invalid_labels`,
@@ -161,59 +100,6 @@ def stored_problem(kind: str, request: dict[str, Any], result: Any, prompt_token
     if kind == "labels":
         return _invalid_labels(LabelRequest(str(request.get("prompt")), tuple(request.get("labels") or ())), out)
     return _invalid_generation(out)
-
-
-@dataclass
-class EngineStats:
-    """Counters of one engine: model calls made and outputs served from the store."""
-
-    label_calls: int = 0
-    generate_calls: int = 0
-    from_store: int = 0
-    unscored: dict[str, int] = field(default_factory=dict)
-    prompt_tokens: int = 0
-    seconds: float = 0.0
-    last_error: str | None = None
-    """The message of the last backend call that failed for good (its judgments are ``backend_error``)."""
-
-    @property
-    def model_calls(self) -> int:
-        return self.label_calls + self.generate_calls
-
-
-@dataclass(frozen=True)
-class PlanSummary:
-    """What a run would do (``--dry-run``)."""
-
-    judgments: int
-    model_calls: int
-    stored: int
-    unscorable: int
-    prompt_tokens: int
-    prompt_tokens_to_run: int
-    speed: Speed
-    """The cost model the estimate uses, with where it comes from (``speed.source``)."""
-    protocol: str
-    judgments_to_run: int = 0
-    generated_tokens_to_run: int = 0
-    """Tokens the critiques may generate (``cot``: ``max_new_tokens`` each, an upper bound)."""
-    tokens_read_to_run: int = 0
-    """Prompt tokens the calls to make will evaluate: what each prompt does not share with the one run
-    before it (the backend reuses that part's KV cache); ``cot``: twice, and the critique."""
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.speed.prompt_tokens_per_s
-
-    @property
-    def measured(self) -> bool:
-        """True when the speed was measured in this store (not shipped, not a default)."""
-        return self.speed.source.startswith("measured")
-
-    @property
-    def estimated_seconds(self) -> float:
-        read = self.tokens_read_to_run or self.prompt_tokens_to_run
-        return self.speed.seconds(self.model_calls, read, self.generated_tokens_to_run)
 
 
 def _unshared(previous: str, prompt: str, tokens: int) -> int:
