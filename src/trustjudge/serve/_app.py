@@ -10,8 +10,8 @@ import inspect
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,110 @@ def _install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _check_limits(max_body_bytes: int, max_items: int, max_judgments: int, max_prompt_bytes: int, max_labels: int,
+                  max_connections: int, max_requests_per_address: int, body_timeout_s: float,
+                  request_deadline_s: float, judge_options: Mapping[str, Any]) -> None:
+    """Refuse a limit that is not positive, and judge options that a request sets (:func:`create_app`)."""
+    counts = {"max_body_bytes": max_body_bytes, "max_items": max_items, "max_judgments": max_judgments,
+              "max_prompt_bytes": max_prompt_bytes, "max_labels": max_labels, "max_connections": max_connections,
+              "max_requests_per_address": max_requests_per_address}
+    bad = [name for name, value in counts.items() if not value >= 1]
+    bad += [name for name, value in (("body_timeout_s", body_timeout_s), ("request_deadline_s", request_deadline_s))
+            if not (value > 0 and math.isfinite(value))]
+    if bad:
+        raise ConfigError(f"{', '.join(bad)} must be positive")
+    reserved = {"scale", "delta", "store"} & set(judge_options)
+    if reserved:
+        raise ConfigError(f"{', '.join(sorted(reserved))}: set per request or with store_path, not as judge options")
+
+
+def _preload(judge: Judge, named: Mapping[str, Calibration],
+             calibrations: Mapping[str, str | Path | Calibration] | None) -> None:
+    """Load the judge's backend and check the named calibrations against it now; a failure closes the judge."""
+    try:
+        _ = judge.backend
+        check_named(judge, named, {k: v for k, v in (calibrations or {}).items() if not isinstance(v, Calibration)})
+    except BaseException:
+        judge.close()
+        raise
+
+
+def _lifespan(judge: Judge, worker: JudgeWorker) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: on shutdown, the worker stops and the judge closes."""
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(worker.stop)
+            judge.close()
+
+    return lifespan
+
+
+def _service_routes(app: FastAPI, judge: Judge, worker: JudgeWorker, in_progress: InProgress,
+                    named: Mapping[str, Calibration]) -> None:
+    """``/healthz`` and ``/v1/stats``."""
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    async def healthz() -> dict[str, Any]:
+        """Liveness; needs no API key."""
+        return {"status": "ok", "judge": judge.name}
+
+    @app.get("/v1/stats", response_model=Stats, responses={401: ERRORS[401]}, tags=["service"])
+    async def stats() -> dict[str, Any]:
+        """Request, batch and model-call counters since the server started."""
+        engine = judge._engine
+        return {**asdict(worker.stats), "model_calls": engine.stats.model_calls if engine else 0,
+                "from_store": engine.stats.from_store if engine else 0, "in_progress": in_progress.active,
+                "calibrations": {name: {"mode": cal.mode, "judge": cal.judge, "method": cal.map.method, "n": cal.n,
+                                        "data_hash": cal.data_hash} for name, cal in named.items()}}
+
+
+def _judge_routes(app: FastAPI, judge: Judge, worker: JudgeWorker, limits: Limits, max_items: int,
+                  default_protocol: Protocol) -> None:
+    """``/v1/audit`` and ``/v1/rank``."""
+    @app.post("/v1/audit", response_model=dict[str, Any], responses=ERRORS, tags=["judge"])
+    async def audit(body: AuditRequest) -> dict[str, Any]:
+        """Judge what the store lacks, then audit consistency and agreement (``AuditReport.to_dict()``)."""
+        if min(body.ks) < 3:
+            raise InputError(f"ks must be >= 3, got {min(body.ks)}")
+        items = validate_items(body.items, max_items)
+        use = body.protocol or default_protocol
+        scales = list(dict.fromkeys(body.scales))
+        check_cost(limits, items, *(judge.score_task(points, use) for points in scales), judge.compare_task(use))
+        options = {"scales": scales, "delta": body.delta, "ks": body.ks,
+                   "bootstrap": body.bootstrap, "seed": body.seed, "protocol": use}
+        report: dict[str, Any] = await worker.submit(None, items, audit=options)
+        return report
+
+    @app.post("/v1/rank", response_model=dict[str, Any],
+              responses={**ERRORS, 501: {"model": ErrorOut, "description": "Ranking not available"}},
+              tags=["judge"])
+    async def rank(body: RankRequest) -> dict[str, Any]:
+        """Rank the systems behind the responses (Bradley-Terry, Elo, win rate, mean score)."""
+        try:
+            ranking = importlib.import_module("trustjudge.audit._ranking")
+        except ImportError as exc:
+            raise HTTPException(501, f"ranking is not available in this trustjudge build ({exc})") from None
+        items = validate_items(body.items, max_items, min_responses=2)
+        use = body.protocol or default_protocol
+        pairwise, pointwise = judge.compare_task(use, body.delta), judge.score_task(body.scale, use)
+        check_cost(limits, items, pairwise, pointwise)
+        compared, scored = await asyncio.gather(worker.submit(pairwise, items), worker.submit(pointwise, items))
+
+        def fit() -> dict[str, Any]:
+            result = ranking.rank(compared, scored, method=body.method, bootstrap=body.bootstrap, seed=body.seed,
+                                  score_method=body.score_method, score_scale=body.scale, ties=body.ties)
+            out: dict[str, Any] = result.to_dict()
+            return out
+
+        try:
+            # pure numpy/scipy: off the event loop, and off the judge thread so judging goes on
+            return await asyncio.to_thread(fit)
+        except ValueError as exc:
+            raise InputError(f"cannot rank these items: {exc}") from None
+
+
 def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | None = None,
                api_keys: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                max_items: int = DEFAULT_MAX_ITEMS, protocol: Protocol = "direct", batch_wait_s: float = 0.0,
@@ -319,38 +423,17 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     Raises:
         ConfigError: A bad option, limit or judge name.
     """
-    counts = {"max_body_bytes": max_body_bytes, "max_items": max_items, "max_judgments": max_judgments,
-              "max_prompt_bytes": max_prompt_bytes, "max_labels": max_labels, "max_connections": max_connections,
-              "max_requests_per_address": max_requests_per_address}
-    bad = [name for name, value in counts.items() if not value >= 1]
-    bad += [name for name, value in (("body_timeout_s", body_timeout_s), ("request_deadline_s", request_deadline_s))
-            if not (value > 0 and math.isfinite(value))]
-    if bad:
-        raise ConfigError(f"{', '.join(bad)} must be positive")
+    _check_limits(max_body_bytes, max_items, max_judgments, max_prompt_bytes, max_labels, max_connections,
+                  max_requests_per_address, body_timeout_s, request_deadline_s, judge_options)
     served = _served_modes(modes)
     _check_routes(served)
     routes = [mode_bodies(mode) for mode in served]
-    reserved = {"scale", "delta", "store"} & set(judge_options)
-    if reserved:
-        raise ConfigError(f"{', '.join(sorted(reserved))}: set per request or with store_path, not as judge options")
     named = load_calibrations(calibrations)
     judge = Judge(judge_name, store=store_path, protocol=protocol, **judge_options)
     if preload:
-        try:
-            _ = judge.backend
-            check_named(judge, named, {k: v for k, v in (calibrations or {}).items() if not isinstance(v, Calibration)})
-        except BaseException:
-            judge.close()
-            raise
+        _preload(judge, named, calibrations)
     worker = JudgeWorker(judge, batch_wait_s)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            await asyncio.to_thread(worker.stop)
-            judge.close()
+    lifespan = _lifespan(judge, worker)
 
     app = FastAPI(title="trustjudge", version=API_VERSION, lifespan=lifespan,
                   description="LLM-as-a-judge with distribution-sensitive scores and likelihood-aware verdicts. "
@@ -365,65 +448,9 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
                        request_deadline_s=request_deadline_s, max_requests=max_connections,
                        max_per_address=max_requests_per_address, in_progress=in_progress)
     install_error_handlers(app)
-    default_protocol = protocol
-
-    @app.get("/healthz", response_model=Health, tags=["service"])
-    async def healthz() -> dict[str, Any]:
-        """Liveness; needs no API key."""
-        return {"status": "ok", "judge": judge.name}
-
-    @app.get("/v1/stats", response_model=Stats, responses={401: ERRORS[401]}, tags=["service"])
-    async def stats() -> dict[str, Any]:
-        """Request, batch and model-call counters since the server started."""
-        engine = judge._engine
-        return {**asdict(worker.stats), "model_calls": engine.stats.model_calls if engine else 0,
-                "from_store": engine.stats.from_store if engine else 0, "in_progress": in_progress.active,
-                "calibrations": {name: {"mode": cal.mode, "judge": cal.judge, "method": cal.map.method, "n": cal.n,
-                                        "data_hash": cal.data_hash} for name, cal in named.items()}}
-
+    _service_routes(app, judge, worker, in_progress, named)
     for bodies in routes:
         mode_route(app, bodies, judge=judge, worker=worker, limits=limits, max_items=max_items, calibrations=named)
-
-    @app.post("/v1/audit", response_model=dict[str, Any], responses=ERRORS, tags=["judge"])
-    async def audit(body: AuditRequest) -> dict[str, Any]:
-        """Judge what the store lacks, then audit consistency and agreement (``AuditReport.to_dict()``)."""
-        if min(body.ks) < 3:
-            raise InputError(f"ks must be >= 3, got {min(body.ks)}")
-        items = validate_items(body.items, max_items)
-        use = body.protocol or default_protocol
-        scales = list(dict.fromkeys(body.scales))
-        check_cost(limits, items, *(judge.score_task(points, use) for points in scales), judge.compare_task(use))
-        options = {"scales": scales, "delta": body.delta, "ks": body.ks,
-                   "bootstrap": body.bootstrap, "seed": body.seed, "protocol": use}
-        report: dict[str, Any] = await worker.submit(None, items, audit=options)
-        return report
-
-    @app.post("/v1/rank", response_model=dict[str, Any],
-              responses={**ERRORS, 501: {"model": ErrorOut, "description": "Ranking not available"}},
-              tags=["judge"])
-    async def rank(body: RankRequest) -> dict[str, Any]:
-        """Rank the systems behind the responses (Bradley-Terry, Elo, win rate, mean score)."""
-        try:
-            ranking = importlib.import_module("trustjudge.audit._ranking")
-        except ImportError as exc:
-            raise HTTPException(501, f"ranking is not available in this trustjudge build ({exc})") from None
-        items = validate_items(body.items, max_items, min_responses=2)
-        use = body.protocol or default_protocol
-        pairwise, pointwise = judge.compare_task(use, body.delta), judge.score_task(body.scale, use)
-        check_cost(limits, items, pairwise, pointwise)
-        compared, scored = await asyncio.gather(worker.submit(pairwise, items), worker.submit(pointwise, items))
-
-        def fit() -> dict[str, Any]:
-            result = ranking.rank(compared, scored, method=body.method, bootstrap=body.bootstrap, seed=body.seed,
-                                  score_method=body.score_method, score_scale=body.scale, ties=body.ties)
-            out: dict[str, Any] = result.to_dict()
-            return out
-
-        try:
-            # pure numpy/scipy: off the event loop, and off the judge thread so judging goes on
-            return await asyncio.to_thread(fit)
-        except ValueError as exc:
-            raise InputError(f"cannot rank these items: {exc}") from None
-
+    _judge_routes(app, judge, worker, limits, max_items, protocol)
     _install_openapi(app)
     return app
