@@ -261,6 +261,23 @@ def _paths(values: Mapping[str, Any]) -> list[Path]:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+    """What a mode command is made of: its modes (``base`` and the ``variants`` by flag), their options by flag
+    (with the modes that have each), and where its variant and audit-part flags land."""
+
+    base: Mode | None
+    variants: list[tuple[str, Mode]]
+    ordered: list[Mode]
+    by_mode: dict[str, list[_Option]]
+    flags: dict[str, _Option]
+    owners: dict[str, list[str]]
+    variant_dest: dict[str, str]
+    audit_parts: dict[str, tuple[str, list[str]]]
+    part_dest: dict[str, str]
+    min_responses: int
+
+
 def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) -> click.Command:
     """The ``trustjudge COMMAND`` of ``modes`` (those whose :attr:`Mode.command` is ``COMMAND`` or
     ``COMMAND --FLAG``), with ``hooks``' additions."""
@@ -301,68 +318,11 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
             for part, part_help in m.task.audit_options.items():
                 audit_parts.setdefault(part, (part_help, []))[1].append(m.name)
     part_dest = {part: f"audit__{part.replace('-', '_')}" for part in audit_parts}
+    shape = _Shape(base, variants, ordered, by_mode, flags, owners, variant_dest, audit_parts, part_dest,
+                   min_responses)
 
     def callback(**params: Any) -> None:
-        ctx = click.get_current_context()
-        chosen = [(flag, m) for flag, m in variants if params.pop(variant_dest[flag])]
-        if len(chosen) > 1:
-            raise click.UsageError(f"{chosen[0][0]} and {chosen[1][0]} do not go together")
-        if chosen:
-            mode = chosen[0][1]
-        elif base is not None:
-            mode = base
-        else:
-            raise click.UsageError(f"trustjudge {command} needs one of {', '.join(f for f, _ in variants)}")
-        given: dict[str, Any] = {}
-        for flag, opt in flags.items():
-            value = params.pop(opt.dest)
-            if ctx.get_parameter_source(opt.dest) is not ParameterSource.DEFAULT:
-                given[flag] = opt.convert(value)
-        mine = {o.flag for o in by_mode[mode.name]}
-        for flag in given:
-            if flag in mine or (mode is not base and flag in hooks.shared):
-                continue
-            needs = [f for f, m in variants if m.name in owners[flag]]
-            if needs:
-                raise click.UsageError(f"{flag} needs {' or '.join(needs)}")
-            raise click.UsageError(f"{flag} does not apply with {chosen[0][0]}")
-        asked = frozenset(part for part in audit_parts if params.pop(part_dest[part]))
-        judging: JudgeOptions = params.pop("judging")
-        suite_path: Path | None = params.pop("suite", None)
-        run = Run(command, mode, None, given, Suite(), suite_path, params.pop("items"), params.pop("fmt"),
-                  params.pop("skip_invalid"), params.pop("quiet"), judging, params.pop("out"), params.pop("dry_run"),
-                  params.pop("audit_out", None), params.pop("report_out", None), params.pop("max_pairs", None),
-                  params.pop("calibrating", None), dict(params), min_responses, tuple(m.name for m in ordered), asked)
-        for part in sorted(asked):
-            if not run.auditing:
-                raise click.UsageError(f"--{part} needs --audit or --report", ctx=ctx)
-            if mode.name not in audit_parts[part][1]:
-                raise click.UsageError(f"--{part} does not apply with {chosen[0][0] if chosen else command}", ctx=ctx)
-        if run.auditing and not mode.audits:
-            what = "--audit" if run.audit_out is not None else "--report"
-            raise click.UsageError(f"{what} does not apply with {chosen[0][0] if chosen else command}: the "
-                                   f"{mode.name} mode has no audit", ctx=ctx)
-        if run.max_pairs is not None and not (mode.min_responses >= 2 or run.auditing):
-            run = dataclasses.replace(run, max_pairs=None)  # no pair is judged
-        if hooks.check is not None:
-            hooks.check(run)
-        filled = dict(hooks.fill(run)) if hooks.fill is not None else {}
-        cal = run.calibrating
-        judging.guard(run.items, {"--out": run.out, "--audit": run.audit_out, "--report": run.report_out,
-                                  "--summary": cal.summary if cal is not None else None},
-                      inputs=(suite_path, cal.path if cal is not None else None, *_paths(filled)))
-        suite = load_suite(suite_path) if suite_path is not None else Suite()
-        if suite.rules and "rules" not in {f.name for f in dataclasses.fields(mode.options)}:
-            raise InputError(f"the {mode.name} mode takes no rules (rules apply to the modes "
-                             f"{', '.join(RULE_MODES)})", file=str(suite_path), field="rules")
-        options = build_options(mode, given, suite, judging)
-        if filled:
-            try:
-                options = dataclasses.replace(options, **filled)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"mode {mode.name!r}: {exc}") from None
-        run = dataclasses.replace(run, suite=suite, options=options, items=readable_input(run.items))
-        run_mode(run, hooks)
+        _invoke(shape, hooks, command, params)
 
     params: list[Callable[[Command], Command]] = [
         input_options,
@@ -397,6 +357,74 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
                                   f"{'/'.join(m.name for m in ordered)}): give one metadata['flag']")
             seen[spelled] = str(param.name)
     return made
+
+
+
+def _invoke(shape: _Shape, hooks: Hooks, command: str, params: dict[str, Any]) -> None:
+    """Run ``trustjudge COMMAND`` with its parsed ``params``: the mode chosen, its options checked and built."""
+    base, variants, flags, by_mode = shape.base, shape.variants, shape.flags, shape.by_mode
+    owners, variant_dest, audit_parts, part_dest = shape.owners, shape.variant_dest, shape.audit_parts, shape.part_dest
+    min_responses, ordered = shape.min_responses, shape.ordered
+    ctx = click.get_current_context()
+    chosen = [(flag, m) for flag, m in variants if params.pop(variant_dest[flag])]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{chosen[0][0]} and {chosen[1][0]} do not go together")
+    if chosen:
+        mode = chosen[0][1]
+    elif base is not None:
+        mode = base
+    else:
+        raise click.UsageError(f"trustjudge {command} needs one of {', '.join(f for f, _ in variants)}")
+    given: dict[str, Any] = {}
+    for flag, opt in flags.items():
+        value = params.pop(opt.dest)
+        if ctx.get_parameter_source(opt.dest) is not ParameterSource.DEFAULT:
+            given[flag] = opt.convert(value)
+    mine = {o.flag for o in by_mode[mode.name]}
+    for flag in given:
+        if flag in mine or (mode is not base and flag in hooks.shared):
+            continue
+        needs = [f for f, m in variants if m.name in owners[flag]]
+        if needs:
+            raise click.UsageError(f"{flag} needs {' or '.join(needs)}")
+        raise click.UsageError(f"{flag} does not apply with {chosen[0][0]}")
+    asked = frozenset(part for part in audit_parts if params.pop(part_dest[part]))
+    judging: JudgeOptions = params.pop("judging")
+    suite_path: Path | None = params.pop("suite", None)
+    run = Run(command, mode, None, given, Suite(), suite_path, params.pop("items"), params.pop("fmt"),
+              params.pop("skip_invalid"), params.pop("quiet"), judging, params.pop("out"), params.pop("dry_run"),
+              params.pop("audit_out", None), params.pop("report_out", None), params.pop("max_pairs", None),
+              params.pop("calibrating", None), dict(params), min_responses, tuple(m.name for m in ordered), asked)
+    for part in sorted(asked):
+        if not run.auditing:
+            raise click.UsageError(f"--{part} needs --audit or --report", ctx=ctx)
+        if mode.name not in audit_parts[part][1]:
+            raise click.UsageError(f"--{part} does not apply with {chosen[0][0] if chosen else command}", ctx=ctx)
+    if run.auditing and not mode.audits:
+        what = "--audit" if run.audit_out is not None else "--report"
+        raise click.UsageError(f"{what} does not apply with {chosen[0][0] if chosen else command}: the "
+                               f"{mode.name} mode has no audit", ctx=ctx)
+    if run.max_pairs is not None and not (mode.min_responses >= 2 or run.auditing):
+        run = dataclasses.replace(run, max_pairs=None)  # no pair is judged
+    if hooks.check is not None:
+        hooks.check(run)
+    filled = dict(hooks.fill(run)) if hooks.fill is not None else {}
+    cal = run.calibrating
+    judging.guard(run.items, {"--out": run.out, "--audit": run.audit_out, "--report": run.report_out,
+                              "--summary": cal.summary if cal is not None else None},
+                  inputs=(suite_path, cal.path if cal is not None else None, *_paths(filled)))
+    suite = load_suite(suite_path) if suite_path is not None else Suite()
+    if suite.rules and "rules" not in {f.name for f in dataclasses.fields(mode.options)}:
+        raise InputError(f"the {mode.name} mode takes no rules (rules apply to the modes "
+                         f"{', '.join(RULE_MODES)})", file=str(suite_path), field="rules")
+    options = build_options(mode, given, suite, judging)
+    if filled:
+        try:
+            options = dataclasses.replace(options, **filled)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"mode {mode.name!r}: {exc}") from None
+    run = dataclasses.replace(run, suite=suite, options=options, items=readable_input(run.items))
+    run_mode(run, hooks)
 
 
 # -- running ------------------------------------------------------------------------------------------------
