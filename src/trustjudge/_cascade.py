@@ -179,26 +179,17 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
         progress: ProgressFn | bool | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge ``items`` through the cascade; return the records (in input order) and a summary.
 
-    Pairs (``compare``): one record per pair, the deciding tier's (with its ``calibrated`` block), plus
-    ``tier`` (1-based; the human tier's number, or ``None`` without one, when no model tier kept the
-    verdict), ``tier_judge`` and ``cascade``: what every tier that saw the pair said. Checks and claims
-    (``checklist``, ``claims``): one record per response, tier 1's, each check or claim replaced by its
-    deciding tier's, with ``tier``, ``tier_judge`` and ``cascade`` on it (the record's own aggregates stay
-    tier 1's). Later tiers of a claims cascade verify the claims tier 1 had (given or extracted).
+    A record that is one verdict (a pair, a plug-in's response): the deciding tier's (with its ``calibrated``
+    block), plus ``tier`` (1-based; the human tier's number, or ``None`` without one, when no model tier kept
+    the verdict), ``tier_judge`` and ``cascade``: what every tier that saw it said. A record of many verdicts
+    (checks, claims): tier 1's, each verdict replaced by its deciding tier's, with ``tier``, ``tier_judge``
+    and ``cascade`` on it (the record's own aggregates stay tier 1's). What later tiers judge is the mode's
+    (``Cascading.given``: a claims cascade verifies the claims tier 1 had).
     """
     model, human = _check_tiers(tiers)
-    cals = []
-    for step in model:
-        assert step.judge is not None and step.calibration is not None  # _check_tiers made sure
-        cals.append(step.judge.check_calibration(step.calibration, override=override))
+    cals, selections = _chosen(model, target, delta, override)
     mode = cals[0].mode
     spec = cascade_of(mode)
-    selections = thresholds(cals, target, delta)
-    if not any(s.supported for s in selections):
-        sizes = ", ".join(f"tier {i + 1}: {c.n} verdicts, thresholds tested on {s.n} of them"
-                          for i, (c, s) in enumerate(zip(cals, selections)))
-        raise ConfigError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on its "
-                          f"calibration set ({sizes}): label more items, or lower the target")
     items = list(items)
     classes = cals[0].map.classes
     order: list[UnitKey] = []
@@ -254,7 +245,33 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
     if human:
         rows.append({"tier": len(model) + 1, "judge": HUMAN, "asked": len(rest), "alone": len(order),
                      "decided": len(rest), "share": len(rest) / len(order) if order else None})
+    out = _assemble(mode, base, order, classes, final, last, trail, len(model) + 1 if human else None)
+    summary = _summary(mode, out, rows, [t.name for t in tiers], target, delta, classes, humans, final)
+    return out, summary
 
+
+def _chosen(model: Sequence[Tier], target: float, delta: float,
+            override: bool) -> tuple[list[Calibration], list[C.Selection]]:
+    """The model tiers' calibrations, each checked against its judge, and their thresholds (refused when no
+    tier can support the target)."""
+    cals = []
+    for step in model:
+        assert step.judge is not None and step.calibration is not None  # _check_tiers made sure
+        cals.append(step.judge.check_calibration(step.calibration, override=override))
+    selections = thresholds(cals, target, delta)
+    if not any(s.supported for s in selections):
+        sizes = ", ".join(f"tier {i + 1}: {c.n} verdicts, thresholds tested on {s.n} of them"
+                          for i, (c, s) in enumerate(zip(cals, selections)))
+        raise ConfigError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on its "
+                          f"calibration set ({sizes}): label more items, or lower the target")
+    return cals, selections
+
+
+def _assemble(mode: str, base: list[dict[str, Any]], order: list[UnitKey], classes: Sequence[str],
+              final: dict[UnitKey, tuple[int, str, dict[str, Any]]], last: dict[UnitKey, dict[str, Any]],
+              trail: dict[UnitKey, list[dict[str, Any]]], human_tier: int | None) -> list[dict[str, Any]]:
+    """Tier 1's records with each verdict replaced by its deciding tier's (a record that is one verdict: the
+    record), with ``tier``, ``tier_judge`` and the ``cascade`` trail; ``human_tier``: the human tier's number."""
     def decided_by(key: UnitKey) -> dict[str, Any]:
         got = final.get(key)
         tier_no: int | None
@@ -262,19 +279,18 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
         if got is not None:
             slot, tier_no, name = got[2], got[0], got[1]
         else:
-            slot, tier_no, name = last[key], (len(model) + 1 if human else None), (HUMAN if human else None)
+            slot, tier_no, name = last[key], human_tier, (HUMAN if human_tier is not None else None)
         return {**slot, "tier": tier_no, "tier_judge": name, "cascade": trail[key]}
 
     out, place = [], iter(order)
-    for rec in base:  # each verdict replaced by its deciding tier's (a record that is one verdict: the record)
+    for rec in base:
         rec = json.loads(json.dumps(rec))
         for _unit, slot in list(_slots(mode, rec, classes)):
             new = decided_by(next(place))
             slot.clear()
             slot.update(new)
         out.append(rec)
-    summary = _summary(mode, out, rows, [t.name for t in tiers], target, delta, classes, humans, final)
-    return out, summary
+    return out
 
 
 def _check_tiers(tiers: Sequence[Tier]) -> tuple[list[Tier], bool]:
