@@ -247,3 +247,20 @@ def test_the_plugin_scores_an_inspect_eval(relevance: None, tmp_path: Path) -> N
     assert got.value == pytest.approx(meta["record"]["relevance"]["YES"])  # the mode's first summary metric
     with pytest.raises(ConfigError, match=r"kind must be one of .*relevance.*, got 'steps'"):
         trustjudge_scorer("steps", judge="mock/hash", store=tmp_path / "s.sqlite")
+
+
+def test_the_pytest_plugin_asserts_on_the_plugins_metric(relevance: None, tmp_path: Path) -> None:
+    from trustjudge.pytest_plugin import assert_metric_at_least
+
+    question = "What is 2 + 2?"
+    with Judge("mock/hash", store=tmp_path / "s.sqlite") as judge:
+        record = assert_metric_at_least(judge, "relevance", question, "4", 0.0)
+        p_yes = record.to_dict()["relevance"]["YES"]
+        assert 0 < p_yes < 1
+        assert_metric_at_least(judge, "relevance", question, "4", p_yes, "p_yes")  # the mode's first metric
+        with pytest.raises(AssertionError, match=r"the response's p_yes is .*, below the minimum 1\.5"):
+            assert_metric_at_least(judge, "relevance", question, "4", 1.5)
+        with pytest.raises(ConfigError, match="has no metric 'p_no'"):
+            assert_metric_at_least(judge, "relevance", question, "4", 0.5, "p_no")
+        with pytest.raises(ConfigError, match="mode 'steps' has no summary metric"):
+            assert_metric_at_least(judge, "steps", question, "1. 4", 0.5)

@@ -8,6 +8,9 @@ Installed with trustjudge (entry point ``pytest11``), so a test only asks for th
         assert_scores_at_least(trustjudge_judge, "What is 2 + 2?", my_model("What is 2 + 2?"), 7)
         assert_beats(trustjudge_judge, "What is 2 + 2?", "4", "5")
 
+Any mode with a summary (``Mode(summary_metrics=...)``, a plug-in's too) is asserted on by
+:func:`assert_metric_at_least`: ``assert_metric_at_least(trustjudge_judge, "relevance", question, answer, 0.5)``.
+
 ``trustjudge_judge`` is one :class:`~trustjudge.Judge` per test session, named by ``--trustjudge-judge NAME``
 (or the ini option ``trustjudge_judge``; default :data:`~trustjudge.DEFAULT_JUDGE`) and backed by the
 store ``--trustjudge-store PATH`` (ini ``trustjudge_store``, relative to the ini file; default the user's
@@ -34,9 +37,10 @@ from .engine import _scoring as S
 from .errors import ConfigError
 from .io._items import Criterion
 from .modes._prompts import scale as scale_of
-from .modes._records import CompareRecord, CriteriaRecord, CriterionResult, ScoreRecord
+from .modes._records import CompareRecord, CriteriaRecord, CriterionResult, RecordBase, ScoreRecord
+from .modes._registry import get_mode
 
-__all__ = ["assert_beats", "assert_scores_at_least", "trustjudge_judge"]
+__all__ = ["assert_beats", "assert_metric_at_least", "assert_scores_at_least", "trustjudge_judge"]
 
 _JUDGE = pytest.StashKey[Judge]()
 _RAN: weakref.WeakSet[Judge] = weakref.WeakSet()
@@ -156,6 +160,34 @@ def assert_scores_at_least(judge: Judge, question: str, response: str, minimum: 
     _check_score(judge, result.scores, result.unscored, result.label_mass, result.distribution, minimum, method,
                  result.points, None, criterion, question, response)
     return crecord
+
+
+def assert_metric_at_least(judge: Judge, mode: str, question: str, response: str, minimum: float,
+                           metric: str | None = None, *, context: str | None = None, reference: str | None = None,
+                           **options: object) -> RecordBase:
+    """Assert that ``response``, judged in ``mode`` (with its ``options``), has at least ``minimum`` of the
+    mode's summary ``metric`` (``Mode(summary_metrics=...)``; default its first). An unscored judgment, or one
+    without the metric, fails. Returns the record."""
+    __tracebackhide__ = True
+    spec = get_mode(mode).summary_metrics
+    if spec is None:
+        raise ConfigError(f"mode {mode!r} has no summary metric to assert on (Mode(summary_metrics=...))")
+    name = metric or next(iter(spec.metrics))
+    if name not in spec.metrics:
+        raise ConfigError(f"mode {mode!r} has no metric {name!r}: its metrics are {', '.join(spec.metrics)}")
+    item = one_item(question, [response], context=context, reference=reference)
+    _RAN.add(judge)
+    record = next(iter(judge.run(judge.task(mode, **options), [item])))
+    data = record.to_dict()
+    value = None if data.get("unscored") else spec.metrics[name](data)
+    if value is not None and value >= minimum:
+        return record
+    head = (f"the response was not scored ({data.get('unscored') or f'no {name}'}): no number to compare with the "
+            f"minimum {fmt_number(minimum)}" if value is None else
+            f"the response's {name} is {fmt_number(value)}, below the minimum {fmt_number(minimum)}")
+    raise AssertionError("\n".join([f"trustjudge: {head}", f"  how: the {mode} mode's {name}, judge {judge.name}, "
+                                    f"protocol {judge.protocol}", f"  question: {clip(question)}",
+                                    f"  response: {clip(response)}"]))
 
 
 def _check_score(judge: Judge, scores: dict[str, float | None], unscored: str | None, mass: float | None,
