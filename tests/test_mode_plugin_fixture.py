@@ -264,3 +264,19 @@ def test_the_pytest_plugin_asserts_on_the_plugins_metric(relevance: None, tmp_pa
             assert_metric_at_least(judge, "relevance", question, "4", 0.5, "p_no")
         with pytest.raises(ConfigError, match="mode 'steps' has no summary metric"):
             assert_metric_at_least(judge, "steps", question, "1. 4", 0.5)
+
+
+def test_the_plugin_command_takes_its_own_template(relevance: None, tmp_path: Path) -> None:
+    items = write_jsonl(tmp_path / "items.jsonl", _rows(3))
+    store = tmp_path / "s.sqlite"
+    args = ["relevance", items, "-j", "mock/hash", "--store", store]
+    assert "model calls 6" in _invoke(*args, "--out", tmp_path / "a.jsonl").output
+    own = tmp_path / "mine.txt"
+    own.write_text("Q: $question\nA: $response\nOn topic? $task\n")
+    mine = _invoke(*args, "--template", own, "--out", tmp_path / "b.jsonl")
+    assert mine.exit_code == 0 and "model calls 6" in mine.output, mine.output  # other prompts: asked anew
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Q: $question\n$task\n")
+    with pytest.raises(ConfigError, match=r"bad\.txt lacks the field\(s\) \$\{response\}"):  # before any work
+        _invoke(*args, "--template", bad, "--out", tmp_path / "c.jsonl")
+    assert not (tmp_path / "c.jsonl").exists()

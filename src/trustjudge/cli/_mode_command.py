@@ -56,6 +56,7 @@ from ._inputs import changed, digest, read_items, scan, stream_items
 from ._mode_options import _Option, _options, build_options, suite_values
 from ._options import (
     MAX_PAIRS_OPTION,
+    OWN_TEMPLATE,
     TEMPLATE_FIELDS,
     CalibrationOptions,
     Command,
@@ -223,16 +224,17 @@ def _templates(command: str, base: Mode | None, variants: list[tuple[str, Mode]]
     for flag, mode in [("", base), *variants]:
         if mode is None:
             continue
-        loadable = [name for name in mode.templates if name in TEMPLATE_FIELDS]
+        loadable = [name for name in mode.templates if name in TEMPLATE_FIELDS] or list(mode.templates)[:1]
         if not loadable:
             continue
         name = loadable[0]
+        dest = TEMPLATE_FIELDS.get(name, OWN_TEMPLATE + name)  # a mode's own template: Judge(templates=...)
         if not flag:
             what = name.replace("_", " ")
-            found.append(("--template", TEMPLATE_FIELDS[name],
+            found.append(("--template", dest,
                           f"Your own {what} prompt template (string.Template fields, see docs/formats.md)."))
         else:
-            found.append((f"{flag}-template", TEMPLATE_FIELDS[name],
+            found.append((f"{flag}-template", dest,
                           f"Your own {name.replace('_', ' ')} prompt template ({flag})."))
     if found and found[0][0] != "--template":  # no own template: the first variant's takes --template
         found[0] = ("--template", *found[0][1:])
@@ -304,9 +306,7 @@ def mode_command(command: str, modes: list[Mode], hooks: Hooks | None = None) ->
     if "--template" in hooks.own:
         templates = []
     elif not templates and "--template" not in refuses:
-        names = sorted({t for m in ordered for t in m.templates})
-        refuses["--template"] = (f"its templates ({', '.join(names)}) are its own: --template sets the built-in "
-                                 "modes' templates" if names else "it renders no prompt template")
+        refuses["--template"] = "it renders no prompt template"
     suite_fields = sorted({str(o.meta["suite"]) for m in ordered for o in by_mode[m.name] if "suite" in o.meta})
     pairwise = any(m.min_responses >= 2 for m in ordered)
     min_responses = min(m.min_responses for m in ordered)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,8 @@ class JudgeOptions:
     criterion_pair_template: Path | None = None
     check_template: Path | None = None
     system: str | None = None
+    templates: Mapping[str, Path] | None = None
+    """Other modes' own templates by name (a plug-in's ``--template``): ``Judge(templates=...)``."""
     factory: JudgeFactory = field(default=make_judge, repr=False, compare=False)
 
     def make(self, **extra: Any) -> Judge:
@@ -181,19 +183,23 @@ class JudgeOptions:
                             self.max_new_tokens, self.min_label_mass, self.ray_address, closing=self.closing,
                             pointwise_template=self.pointwise_template, pairwise_template=self.pairwise_template,
                             **{name: getattr(self, name) for name in _MODE_TEMPLATES if getattr(self, name)},
+                            **({"templates": dict(self.templates)} if self.templates else {}),
                             **({"system": self.system} if self.system is not None else {}), **extra)
 
     def guard(self, items: Path, outputs: dict[str, Path | None], inputs: tuple[Path | None, ...] = ()) -> None:
         """Refuse, before any work, outputs that would overwrite the input, a template, the command's other
         ``inputs`` (a ``--suite``), the store or each other, and a records ``--out`` of no known format."""
         check_outputs(outputs, inputs=[items, self.pointwise_template, self.pairwise_template,
-                                       *(getattr(self, name) for name in _MODE_TEMPLATES), *inputs],
+                                       *(getattr(self, name) for name in _MODE_TEMPLATES),
+                                       *(self.templates or {}).values(), *inputs],
                       store=self.store if self.store is not None else default_store_path())
         check_record_path(outputs.get("--out"))
 
 
 _FIELDS = tuple(f.name for f in fields(JudgeOptions) if f.name != "factory")
 _MODE_TEMPLATES = ("criterion_template", "criterion_pair_template", "check_template")
+OWN_TEMPLATE = "template__"
+"""The destination prefix of a mode's own template option (``template__relevance``): into ``templates``."""
 
 
 def _template(name: str, text: str, dest: str) -> Callable[[Command], Command]:
@@ -265,7 +271,10 @@ def judge_options(*kinds: str, templates: list[Template] | None = None, refuses:
         def command(**params: Any) -> Any:
             ctx = click.get_current_context(silent=True)
             factory = ctx.meta.get(JUDGE_FACTORY, make_judge) if ctx is not None else make_judge
+            own = {k[len(OWN_TEMPLATE):]: params.pop(k) for k in [k for k in params if k.startswith(OWN_TEMPLATE)]}
             judging = JudgeOptions(**{name: params.pop(name, None) for name in _FIELDS}, factory=factory)
+            if any(own.values()):
+                judging = replace(judging, templates={k: v for k, v in own.items() if v is not None})
             return fn(judging=judging, **params)
 
         return _apply(options, command)
