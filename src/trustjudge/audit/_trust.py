@@ -28,6 +28,7 @@ from ..errors import ConfigError
 from . import _calibration as C
 from ._units import _READERS
 from ._units import Unit as Unit
+from ._verify import check_integrity
 
 CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")
@@ -413,12 +414,7 @@ class Calibration:
         cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
                   C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
                   d.get("position_bias"), keys=keys, levels=levels, tolerance=tolerance)
-        if not isinstance(d.get("data_hash"), str):  # every file trustjudge wrote has one
-            raise ConfigError(f"{source}: field 'data_hash' is missing or not a string (every calibration file "
-                              "trustjudge writes has one): refit it with `trustjudge calibrate`")
-        if d["data_hash"] != cal.data_hash:
-            raise ConfigError(f"{source}: field 'data_hash' does not match its calibration set (the file was edited)")
-        _refuse_repeats(cal, source)
+        check_integrity(d.get("data_hash"), cal, source)  # its data hash, required; no unit twice
         cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
         return cal
 
@@ -583,20 +579,6 @@ def _read_keys(raw: Any, n: int, source: str) -> list[list[str | int]] | None:
                 or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in key)):
             raise ConfigError(f"{source}: calibration_set.keys[{i}] is not a list of ids")
     return raw
-
-
-def _refuse_repeats(cal: Calibration, source: str) -> None:
-    """A unit counted twice is tested twice: refuse a repeated unit key (its copies fall on both sides of the
-    selection split), and in a file without keys a repeated row (probabilities and human class)."""
-    seen: dict[str, int] = {}
-    rows = cal.keys if cal.keys is not None else [[*p, h] for p, h in zip(cal.probs, cal.human)]
-    for i, row in enumerate(rows):
-        first = seen.setdefault(json.dumps(row), i)
-        if first != i:
-            what = (f"calibration_set.keys[{i}] repeats keys[{first}] ({row!r})" if cal.keys is not None else
-                    f"calibration_set row {i} repeats row {first} (a file without unit keys: refit it with "
-                    "`trustjudge calibrate`)")
-            raise ConfigError(f"{source}: {what}: each labelled verdict may be in the calibration set once")
 
 
 def position_bias_of(records: Iterable[Mapping[str, Any]]) -> float | None:

@@ -12,7 +12,10 @@ import json
 import math
 from typing import Any
 
-from ._trust import Calibration
+from ..errors import ConfigError
+
+Calibration = Any
+"""A :class:`~trustjudge.audit._trust.Calibration` (named loosely: ``_trust`` imports this module)."""
 
 PROB_TOLERANCE = 1e-6
 """Two probabilities of one unit agree within this (the store's numbers, rounded by JSON)."""
@@ -28,6 +31,26 @@ def _close(a: Any, b: Any, tol: float) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return math.isclose(float(a), float(b), rel_tol=tol, abs_tol=tol)
     return bool(a == b)
+
+
+def check_integrity(data_hash: Any, cal: Calibration, source: str) -> None:
+    """Refuse a file whose ``data_hash`` is missing or is not its calibration set's, and a repeated unit: a unit
+    counted twice is tested twice (a repeated key's copies fall on both sides of the selection split); in a
+    file without keys, a repeated row (probabilities and human class)."""
+    if not isinstance(data_hash, str):  # every file trustjudge writes has one
+        raise ConfigError(f"{source}: field 'data_hash' is missing or not a string (every calibration file "
+                          "trustjudge writes has one): refit it with `trustjudge calibrate`")
+    if data_hash != cal.data_hash:
+        raise ConfigError(f"{source}: field 'data_hash' does not match its calibration set (the file was edited)")
+    seen: dict[str, int] = {}
+    rows = cal.keys if cal.keys is not None else [[*p, h] for p, h in zip(cal.probs, cal.human)]
+    for i, row in enumerate(rows):
+        first = seen.setdefault(json.dumps(row), i)
+        if first != i:
+            what = (f"calibration_set.keys[{i}] repeats keys[{first}] ({row!r})" if cal.keys is not None else
+                    f"calibration_set row {i} repeats row {first} (a file without unit keys: refit it with "
+                    "`trustjudge calibrate`)")
+            raise ConfigError(f"{source}: {what}: each labelled verdict may be in the calibration set once")
 
 
 def verification_problems(claimed: Calibration, fresh: Calibration) -> list[str]:

@@ -74,10 +74,8 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
     judging.guard(items, {"--out": out})
     _template_fits(judging, mode)
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
-    j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
-    j.source = str(items)
+    j, judged = _scaled_judge(judging, mode, scale, items)
     try:
-        judged = j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None
         with progress(quiet) as bar:
             task = bar.add_task(f"calibrate {mode} ({j.name})", total=None)
             cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
@@ -91,6 +89,17 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         j.close()
 
 
+def _scaled_judge(judging: JudgeOptions, mode: str, scale: str | None, items: Path) -> tuple[Any, Any]:
+    """The judge a calibration of ``mode`` is fitted with, and with ``--scale`` on criteria the task to judge."""
+    j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
+    j.source = str(items)
+    try:
+        return j, (j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None)
+    except BaseException:
+        j.close()
+        raise
+
+
 def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, scale: str | None,
             path: Path) -> None:
     """``calibrate --verify CAL``: refit CAL's mode, method and tolerance on ITEMS from the store alone and
@@ -98,10 +107,8 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
     cal = Calibration.load(path)
     _template_fits(judging, cal.mode)
     todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
-    j = judging.make(**({"scale": scale} if scale is not None and cal.mode == "score" else {}))
-    j.source = str(items)
+    j, judged = _scaled_judge(judging, cal.mode, scale, items)
     try:
-        judged = j.task(cal.mode, scale=scale) if scale is not None and cal.mode == "criteria" else None
         task = task_for_calibration(judged if judged is not None else j.calibration_task(cal.mode))
         plan = j.plan(todo, task)
         if plan.model_calls:
