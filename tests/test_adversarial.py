@@ -506,3 +506,106 @@ def test_a_catastrophic_regex_rule_stops_within_its_budget_naming_the_rule() -> 
     # an ordinary pattern still fires, within the budget
     fine = items_from_dicts([{"id": "q", "question": "?", "responses": [{"id": "r", "text": "aaa"}]}])[0]
     assert first_rule(rules, fine, fine.responses[0]) is rules[1]
+
+
+# H2 (round 4): a calibration file's guarantee cannot be forged by deleting its hash or repeating its units
+
+
+def _pairs(n: int) -> list[dict[str, Any]]:
+    return [{"id": f"q{i}", "question": f"What is {i} + 2?",
+             "responses": [{"id": "a", "text": f"It is {i + 2}."}, {"id": "b", "text": f"It is {i + 7}."}],
+             "pairs": [{"first": "a", "second": "b", "human": "first" if i % 3 else "second"}]} for i in range(n)]
+
+
+def _calibration(tmp_path: Path, n: int) -> dict[str, Any]:
+    from trustjudge import Judge
+
+    with Judge("mock/hash", store=tmp_path / "cal.sqlite") as judge:
+        return judge.calibrate(items_from_dicts(_pairs(n)), "compare").to_dict()
+
+
+def _rehashed(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the data_hash a forger would recompute (the hash is not a signature)."""
+    from trustjudge.audit._trust import _digest
+
+    cal_set = data["calibration_set"]
+    parts = [cal_set["probs"], cal_set["human"], *([cal_set["keys"]] if "keys" in cal_set else [])]
+    return {**data, "data_hash": _digest(parts)}
+
+
+def test_a_calibration_file_without_its_data_hash_is_refused(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    from trustjudge.audit._trust import Calibration
+    from trustjudge.errors import ConfigError
+
+    honest = _calibration(tmp_path, 60)
+    with pytest.raises(ConfigError, match=r"cannot support agreement >= 0.8"):  # a random judge: refused
+        Calibration.from_dict(honest).selection(0.8, 0.1)
+    forged = json.loads(json.dumps(honest))
+    del forged["data_hash"]  # the review's forgery: every human label set to the judge's own argmax
+    forged["calibration_set"]["human"] = np.asarray(forged["calibration_set"]["probs"]).argmax(axis=1).tolist()
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged), encoding="utf-8")
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _pairs(60)), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"field 'data_hash' is missing"):
+        Calibration.load(path)
+    code, _, err = main(capsys, "select", tmp_path / "items.jsonl", "-j", "mock/hash", "--calibration", path,
+                        "--target-agreement", "0.8")
+    assert code == 2 and f"{path}: field 'data_hash' is missing" in err, err
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    with TestClient(create_app("mock/hash", store_path=tmp_path / "serve.sqlite")) as client:
+        answer = client.post("/v1/compare", json={"items": _pairs(2), "calibration": forged,
+                                                  "target_agreement": 0.8})
+    assert answer.status_code == 422 and "data_hash" in answer.json()["detail"][0]["msg"], answer.text
+
+
+def test_repeated_calibration_units_cannot_pass_the_split(tmp_path: Path) -> None:
+    from trustjudge.audit._trust import Calibration
+    from trustjudge.errors import ConfigError
+
+    honest = _calibration(tmp_path, 40)
+    cal_set = honest["calibration_set"]
+    copied = _rehashed({**honest, "calibration_set": {k: v * 4 for k, v in cal_set.items()}})  # 40 units, 4 times
+    with pytest.raises(ConfigError, match=r"calibration_set.keys\[40\] repeats keys\[0\]"):
+        Calibration.from_dict(copied, "copied.json")
+    keyless = _rehashed({**honest, "calibration_set": {"probs": cal_set["probs"] * 2, "human": cal_set["human"] * 2}})
+    with pytest.raises(ConfigError, match=r"row 40 repeats row 0"):
+        Calibration.from_dict(keyless, "keyless.json")
+    Calibration.from_dict(_rehashed({**honest, "calibration_set": {"probs": cal_set["probs"],
+                                                                    "human": cal_set["human"]}}))  # still read
+
+
+def test_a_calibration_file_is_re_verified_against_its_items_and_the_store(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    items, store, cal = tmp_path / "items.jsonl", tmp_path / "s.sqlite", tmp_path / "cal.json"
+    items.write_text("".join(json.dumps(r) + "\n" for r in _pairs(30)), encoding="utf-8")
+    code, _, err = main(capsys, "calibrate", items, "-j", "mock/hash", "--store", store, "--out", cal)
+    assert code == 0, err
+    code, _, err = main(capsys, "calibrate", items, "-j", "mock/hash", "--store", store, "--verify", cal)
+    assert code == 0 and f"{cal}: verified: its 30 compare units" in err, err
+    honest = json.loads(cal.read_text(encoding="utf-8"))
+    forgeries = {  # each with its data_hash recomputed, as a forger would
+        "labels": ({"human": np.asarray(honest["calibration_set"]["probs"]).argmax(axis=1).tolist()},
+                   "in the file,"),
+        "dropped": ({k: v[1:] for k, v in honest["calibration_set"].items()}, "1 labelled verdict(s) of the items"),
+        "probs": ({"probs": [[0.98, 0.01, 0.01], *honest["calibration_set"]["probs"][1:]]}, "in the store")}
+    for name, (change, expect) in forgeries.items():
+        forged = tmp_path / f"{name}.json"
+        forged.write_text(json.dumps(_rehashed({**honest, "calibration_set": {**honest["calibration_set"],
+                                                                              **change}})), encoding="utf-8")
+        code, _, err = main(capsys, "calibrate", items, "-j", "mock/hash", "--store", store, "--verify", forged)
+        assert code == 2 and f"{forged} is not what {items} and the store give" in err and expect in err, err
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({**honest, "params": {**honest["params"], "temperature": 0.05}}))
+    code, _, err = main(capsys, "calibrate", items, "-j", "mock/hash", "--store", store, "--verify", params)
+    assert code == 2 and "parameters" in err, err
+    code, _, err = main(capsys, "calibrate", items, "-j", "mock/hash", "--store", tmp_path / "empty.sqlite",
+                        "--verify", cal)
+    assert code == 2 and "lacks 60 of the 60 judgments" in err and "makes no model call" in err, err

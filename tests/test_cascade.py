@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -231,8 +232,7 @@ def test_a_cascade_is_refused_clearly(tmp_path: Path) -> None:
             judge.cascade(items, [(judge, None)], target=0.8)
         with pytest.raises(ConfigError, match=r"no tier of the cascade can support agreement >= 0.95"):
             judge.cascade(items, [(judge, cal), ("human", None)], target=0.95)
-        old = Calibration.from_dict({**cal.to_dict(), "data_hash": None,
-                                     "calibration_set": {"probs": cal.probs, "human": cal.human}})
+        old = Calibration.from_dict(replace(cal, keys=None).to_dict())  # a file from before cascades
         with pytest.raises(ConfigError, match="fitted before cascades"):
             judge.cascade(items, [(judge, old), (judge, cal)], target=0.8)
 

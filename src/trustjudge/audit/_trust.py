@@ -28,6 +28,7 @@ from ..errors import ConfigError
 from . import _calibration as C
 from ._units import _READERS
 from ._units import Unit as Unit
+from ._verify import check_integrity
 
 CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")
@@ -413,8 +414,7 @@ class Calibration:
         cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
                   C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
                   d.get("position_bias"), keys=keys, levels=levels, tolerance=tolerance)
-        if d.get("data_hash") is not None and d["data_hash"] != cal.data_hash:
-            raise ConfigError(f"{source}: field 'data_hash' does not match its calibration set (the file was edited)")
+        check_integrity(d.get("data_hash"), cal, source)  # its data hash, required; no unit twice
         cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
         return cal
 

@@ -22,7 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
+from .._judge import task_for_calibration
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
+from ..audit._verify import verification_problems
 from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
 from ..io._items import Item
@@ -50,21 +52,30 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
               help="--mode score or criteria: a verdict agrees with the human's score when at most this many points "
                    "away (default 0: the same level). Stored in the file.")
 @_SCALE
-@click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the calibration file (JSON) here.")
+@click.option("--verify", "verify", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Instead of writing a file, check that this calibration file is what ITEMS' labels and the "
+                   "store's judgments give (same units, labels, probabilities and map; zero model calls).")
 def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, mode: str,
-              method: str | None, tolerance: float | None, scale: str | None, out: Path) -> None:
+              method: str | None, tolerance: float | None, scale: str | None, out: Path | None,
+              verify: Path | None) -> None:
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
+    if (out is None) == (verify is None):
+        raise click.UsageError("give --out FILE (fit a calibration) or --verify FILE (check one), not both"
+                               if out is not None else "give --out FILE to write the calibration (or --verify FILE)")
+    if verify is not None:
+        _verify(items, fmt, skip_invalid, quiet, judging, scale, verify)
+        return
+    assert out is not None
     if mode not in ("score", "criteria") and (tolerance is not None or scale is not None):
         raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode score or "
                                "criteria")
     judging.guard(items, {"--out": out})
     _template_fits(judging, mode)
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
-    j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
-    j.source = str(items)
+    j, judged = _scaled_judge(judging, mode, scale, items)
     try:
-        judged = j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None
         with progress(quiet) as bar:
             task = bar.add_task(f"calibrate {mode} ({j.name})", total=None)
             cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
@@ -76,6 +87,47 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
                       f"{s.model_calls}, from store {s.from_store}; store: {j.store.path}"), highlight=False)
     finally:
         j.close()
+
+
+def _scaled_judge(judging: JudgeOptions, mode: str, scale: str | None, items: Path) -> tuple[Any, Any]:
+    """The judge a calibration of ``mode`` is fitted with, and with ``--scale`` on criteria the task to judge."""
+    j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
+    j.source = str(items)
+    try:
+        return j, (j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None)
+    except BaseException:
+        j.close()
+        raise
+
+
+def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, scale: str | None,
+            path: Path) -> None:
+    """``calibrate --verify CAL``: refit CAL's mode, method and tolerance on ITEMS from the store alone and
+    compare (a calibration file is trusted input: its hash is no signature)."""
+    cal = Calibration.load(path)
+    _template_fits(judging, cal.mode)
+    todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
+    j, judged = _scaled_judge(judging, cal.mode, scale, items)
+    try:
+        task = task_for_calibration(judged if judged is not None else j.calibration_task(cal.mode))
+        plan = j.plan(todo, task)
+        if plan.model_calls:
+            raise ConfigError(f"cannot verify {path}: the store {j.store.path} lacks {plan.model_calls} of the "
+                              f"{plan.judgments} judgments of {items} (verifying makes no model call: give the "
+                              "store the file was fitted from with --store)")
+        fresh = j.calibrate(todo, cal.mode, method=cal.map.method, tolerance=cal.tolerance, task=judged)
+        problems = verification_problems(cal, fresh)
+        if j.stats.model_calls:
+            problems.append(f"{j.stats.model_calls} model call(s) were needed (claims extracted anew)")
+    finally:
+        j.close()
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise ConfigError(f"{path} is not what {items} and the store give: {shown}")
+    if not quiet:
+        err.print(escape(f"{path}: verified: its {cal.n} {cal.mode} units, their labels and probabilities and its "
+                         f"{cal.map.method} map are those {items} and the store {j.store.path} give (zero model "
+                         "calls)"), highlight=False)
 
 
 @click.command("select")
