@@ -10,7 +10,9 @@ line (the row's position, 1-based) and field.
   ``response`` (or ``responses``: ``{model: answer}``). The reference is ``"<letter>. <option>"``.
 - ``sc-arena-scienceqa``: SC-Arena's ``ScientificQA_final.json`` (an array of papers, each with ``title``,
   ``abstract`` and ``response``: a list of ``{type, question, answer}``), each question with the model's answer
-  added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type.
+  added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type; the
+  context gives the question type, the paper's title and abstract and the question's ``relevant_passage``, and
+  an answer's ``[Answer: ...]`` is what is judged where it has one (as the benchmark's evaluator does).
 - ``livedrbench``: LiveDRBench's predictions file (``[{key, preds}]``) beside the dataset's rows as released
   (``[{key, category, question, ground_truths, misc, canary}]``, the two fields decrypted here with the row's
   canary; rows already decoded are taken as they are), read from one JSON object ``{"rows": [...], "preds":
@@ -31,6 +33,7 @@ import base64
 import csv
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,11 +86,24 @@ def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
         paper = _need(raw, ("response",), file, line)
         for k, q in enumerate(paper["response"] or []):
             q = _need(q, ("question", "answer"), file, line)
+            given = [(label, str(v)) for label, v in (("Question type", q.get("type")),
+                                                      ("Reference paper title", paper.get("title")),
+                                                      ("Reference paper abstract", paper.get("abstract")),
+                                                      ("Relevant passage", q.get("relevant_passage"))) if v]
+            responses = [{**r, "text": _bracketed_answer(r["text"])} for r in _responses(q, "model_answer", file, line)]
             out.append({"id": f"{line}-{k}", "question": q["question"], "reference": q["answer"],
-                        "context": f"{paper.get('title', '')}\n\n{paper.get('abstract', '')}".strip() or None,
-                        "task": "scienceqa", "subset": str(q.get("type", "")),
-                        "responses": _responses(q, "model_answer", file, line)})
+                        "context": "\n\n".join(f"{label}: {v}" for label, v in given) or None,
+                        "task": "scienceqa", "subset": str(q.get("type", "")), "responses": responses})
     return out
+
+
+_ANSWER = re.compile(r"\[Answer:\s*([^\]]+?)\]")
+
+
+def _bracketed_answer(text: str) -> str:
+    """What SC-Arena's scienceqa evaluator judges of a model's output: the first ``[Answer: ...]``, else all."""
+    found = _ANSWER.search(text)
+    return found.group(1).strip() if found else text
 
 
 def _claims_of(value: Any) -> list[str]:
