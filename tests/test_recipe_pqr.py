@@ -1,10 +1,12 @@
 """The PQR recipe (issue 24): P and Q on criteria the judge generates per task and persona, R from claims that
-cite their sources (FA: factual accuracy, CC: citation correctness), combined per report; recipes with several
+cite their sources (FA: factual accuracy, CV: citation coverage, CC: citation correctness beside), combined per
+report; recipes with several
 parts. The metric is computed by hand; a rerun makes no call. Each test failed on the code before the change
 (no recipe could use two modes, and criteria had to be written in advance)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ def _never(req: Any) -> Any:
 
 def test_pqr_by_hand_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
     recipe = get_recipe("pqr")
-    assert recipe.mode == "criteria+claims" and [p.name for p in recipe.parts] == ["P", "Q", "FA", "CC"]
+    assert recipe.mode == "criteria+claims" and [p.name for p in recipe.parts] == ["P", "Q", "FA", "CV", "CC"]
     store = tmp_path / "s.sqlite"
     judge = recipe_judge(recipe, _backend(), store=store)  # type: ignore[arg-type]
     run = run_recipe(recipe, items_from_dicts(ROWS), judge, bootstrap=200)
@@ -79,19 +81,21 @@ def test_pqr_by_hand_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
     q = {"A": (6 + 10) / 20, "B": (4 + 4) / 20, "A2": (8 + 6) / 20}
     fa = {"A": (0.9 + 0.2 + 0.6) / 3, "B": 0.9, "A2": 0.8}
     cc = {"A": (0.9 + 0.2) / 2, "B": 0.9, "A2": 0.8}  # the uncited claim is not in CC
-    total = {k: (p[k] + q[k] + 0.5 * fa[k] + 0.5 * cc[k]) / 3 for k in p}
+    cv = {"A": 2 / 3, "B": 1.0, "A2": 1.0}  # citation coverage: A's third claim cites nothing
+    total = {k: (p[k] + q[k] + 0.5 * fa[k] + 0.5 * cv[k]) / 3 for k in p}  # R = (FA + CV) / 2; CC beside
     assert run.parts["P"].value == pytest.approx(sum(p.values()) / 3)
     assert run.parts["Q"].value == pytest.approx(sum(q.values()) / 3)
     assert run.parts["FA"].value == pytest.approx(sum(fa.values()) / 3)
     assert run.parts["CC"].value == pytest.approx(sum(cc.values()) / 3)
+    assert run.parts["CV"].value == pytest.approx(sum(cv.values()) / 3)
     assert run.result.value == pytest.approx(sum(total.values()) / 3)
     assert run.result.systems["a"].value == pytest.approx((total["A"] + total["A2"]) / 2)
     assert run.result.systems["b"].value == pytest.approx(total["B"])
-    assert {r["part"] for r in run.records} == {"P", "Q", "FA,CC"}
+    assert {r["part"] for r in run.records} == {"P", "Q", "FA,CV,CC"}
     gen = next(r for r in run.records if r["part"] == "P")["generated_criteria"]
     assert [(c["name"], c["weight"]) for c in gen] == [("Goal", 0.75), ("Style", 0.25)]
     data = run.to_dict()
-    assert set(data["parts"]) == {"P", "Q", "FA", "CC"} and data["recipe"]["parts"][3]["metric"]["name"] == (
+    assert set(data["parts"]) == {"P", "Q", "FA", "CV", "CC"} and data["recipe"]["parts"][4]["metric"]["name"] == (
         "citation_accuracy")
     again_judge = recipe_judge(recipe, MockBackend("pqr", _never, _never), store=store)  # type: ignore[arg-type]
     again = run_recipe(recipe, items_from_dicts(ROWS), again_judge, bootstrap=200)
@@ -99,14 +103,22 @@ def test_pqr_by_hand_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
     again_judge.close()
 
 
-def test_a_part_unscored_leaves_the_report_unscored(tmp_path: Path) -> None:
+def test_a_weighted_part_unscored_leaves_the_report_unscored(tmp_path: Path) -> None:
     rows = [dict(ROWS[1], responses=[{"id": "a", "text": "Report A2", "claims": [{"text": "Laptop X weighs 1 kg."}]}])]
     recipe = get_recipe("pqr")
     judge = recipe_judge(recipe, _backend(), store=tmp_path / "s.sqlite")  # type: ignore[arg-type]
     run = run_recipe(recipe, items_from_dicts(rows), judge, bootstrap=50)
     judge.close()
+    # no claim cites a source: coverage 0 (a real 0), correctness unscored (nothing cited), shown but not combined
     assert run.parts["CC"].overall.unscored == 1 and run.parts["FA"].value == pytest.approx(0.8)
-    assert run.result.overall.n == 0 and run.result.overall.unscored == 1  # never a silent 0
+    assert run.parts["CV"].value == pytest.approx(0.0)
+    p, q = (0.75 * 10 + 0.25 * 10) / 10, (8 + 6) / 20
+    assert run.result.value == pytest.approx((p + q + 0.5 * 0.8 + 0.5 * 0.0) / 3)
+    weighted = dataclasses.replace(recipe, metric_params={**recipe.metric_params, "weights": {"P": 1.0, "CC": 1.0}})
+    judge = recipe_judge(weighted, _backend(), store=tmp_path / "s.sqlite")  # type: ignore[arg-type]
+    run = run_recipe(weighted, items_from_dicts(rows), judge, bootstrap=50)
+    judge.close()
+    assert run.result.overall.n == 0 and run.result.overall.unscored == 1  # a weighted part unscored: never a silent 0
 
 
 @pytest.mark.parametrize("text, field, message", [
@@ -141,7 +153,7 @@ def test_cli_run_pqr_prints_the_parts_and_reruns_from_the_store(tmp_path: Path) 
     assert first.exit_code == 0, first.output
     assert "Parts" in first.output and "citation_accuracy" in first.output
     data = json.loads(js.read_text())
-    assert set(data["parts"]) == {"P", "Q", "FA", "CC"}
+    assert set(data["parts"]) == {"P", "Q", "FA", "CV", "CC"}
     # mock/hash writes no criteria list: P and Q are unscored (said), so is the combined number
     assert data["parts"]["P"]["unscored"] == 3 and data["result"]["unscored"] == 3
     assert data["parts"]["FA"]["n"] == 3
