@@ -162,3 +162,37 @@ def test_sc_arena_benchmark_prompt_judges_the_released_file_end_to_end(tmp_path:
     judge.close()
     assert "Answer: CD3E\nTitle: Question type: Marker" in seen[0] and "Relevant passage: CD3 marks" in seen[0]
     assert run.result.value == pytest.approx(0.2 * 4) and run.records[0]["prompt"]["matches_recipe"] is False
+
+
+# -- OmniSpatial's repeats (api_eval.py --repeat 5: one flag per question and repeat, pooled) ----------------
+
+def test_omnispatial_repeats_are_responses_of_one_question_and_pooled_as_published(tmp_path: Path) -> None:
+    from trustjudge.recipes._readers import read
+
+    base = {"id": "15_1", "question": "How long?", "options": ["2.7s", "14.7s"], "answer": 1,
+            "task_type": "Dynamic_Reasoning", "sub_task_type": "Motion_Analysis"}
+    rows = [{**base, "repeat": k, "response": text} for k, text in enumerate(["B", "A", "B", "B", "B"])]
+    rows.append({**base, "task_type": "Spatial_Interaction", "response": ["A", "A"]})  # same id, other task type
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(rows))
+    dynamic, spatial = read(path, "omnispatial")
+    assert dynamic.id == "Dynamic_Reasoning_15_1" and spatial.id == "Spatial_Interaction_15_1"
+    assert [r.id for r in dynamic.responses] == [f"model#{k}" for k in range(5)]
+    assert {r.system for r in dynamic.responses + spatial.responses} == {"model"}
+    recipe = get_recipe("omnispatial")
+
+    def script(req: object) -> list[float]:
+        right = "Pred: B" in req.prompt or "<response>\nB\n</response>" in req.prompt  # type: ignore[attr-defined]
+        return [(0.9 if right else 0.3) if lab.startswith("TRUE") else (0.1 if right else 0.7)
+                for lab in req.labels]  # type: ignore[attr-defined]
+
+    judge = recipe_judge(recipe, MockBackend("o", script), store=tmp_path / "s.sqlite")
+    run = run_recipe(recipe, [dynamic, spatial], judge, bootstrap=0)
+    judge.close()
+    assert run.result.value == pytest.approx(4 / 7)  # the pooled share of True flags over question x repeat
+    assert run.result.overall.n == 7 and run.result.overall.items == 2  # the bootstrap resamples the 2 questions
+    assert run.readings["soft"].value == pytest.approx((4 * 0.9 + 3 * 0.3) / 7)
+    rows.append({**base, "repeat": 0, "response": "B"})
+    path.write_text(json.dumps(rows))
+    with pytest.raises(InputError, match="repeats question Dynamic_Reasoning_15_1's answer 'model#0'"):
+        read(path, "omnispatial")

@@ -65,7 +65,11 @@ def _need(row: Any, keys: tuple[str, ...], file: str, line: int) -> dict[str, An
 
 
 def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
-    out = []
+    """One item per question (``task_type`` and ``id``, as the benchmark's uid: ids repeat across task types);
+    its repeated answers (``api_eval.py --repeat``, 5 by default: rows with a ``repeat``, or ``response`` as a
+    list) are responses of the same system, so the pooled accuracy is the benchmark's and the bootstrap keeps a
+    question's repeats together."""
+    out: dict[str, dict[str, Any]] = {}
     for line, raw in enumerate(_array(data, file), 1):
         row = _need(raw, ("id", "question", "options", "answer"), file, line)
         options, answer = row["options"], row["answer"]
@@ -73,11 +77,25 @@ def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
                 or not 0 <= answer < len(options):
             raise InputError("must be the index of one of the options", file=file, line=line, field="answer")
         letters = "\n".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(options))
-        out.append({"id": f"{row['id']}_{row.get('repeat', 0)}" if "repeat" in row else str(row["id"]),
-                    "question": f"{row['question']}\n{letters}", "reference": f"{chr(65 + answer)}. {options[answer]}",
-                    "subset": str(row.get("task_type", "")), "sub_task_type": str(row.get("sub_task_type", "")),
-                    "responses": _responses(row, "response", file, line)})
-    return out
+        task = str(row.get("task_type", ""))
+        key = f"{task}_{row['id']}" if task else str(row["id"])
+        if isinstance(row.get("response"), list):  # the repeats of one model's answer
+            responses = [{"id": f"model#{k}", "system": "model", "text": str(t)} for k, t in enumerate(row["response"])]
+        else:
+            responses = _responses(row, "response", file, line)
+            if "repeat" in row:
+                responses = [{**r, "id": f"{r['id']}#{row['repeat']}", "system": r.get("system", r["id"])}
+                             for r in responses]
+        item = out.setdefault(key, {"id": key, "question": f"{row['question']}\n{letters}",
+                                    "reference": f"{chr(65 + answer)}. {options[answer]}", "subset": task,
+                                    "sub_task_type": str(row.get("sub_task_type", "")), "responses": []})
+        taken = {r["id"] for r in item["responses"]}
+        clash = [r["id"] for r in responses if r["id"] in taken]
+        if clash:
+            raise InputError(f"repeats question {key}'s answer {clash[0]!r}: give each repeat its 'repeat' number",
+                             file=file, line=line, field="repeat")
+        item["responses"].extend(responses)
+    return list(out.values())
 
 
 def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
