@@ -16,7 +16,7 @@ from .audit._audit import AuditRun
 from .audit._audit import audit as run_audit
 from .audit._calibration import Selection
 from .audit._injection import injected as steer
-from .audit._trust import CALIBRATION_MODES, Calibration, annotate, check_classes, template_hash
+from .audit._trust import CALIBRATION_MODES, Calibration, annotate, calibrates, check_classes, template_hash
 from .audit._trust import fit as fit_calibration
 from .audit._trust import summary as trust_summary
 from .backends import Backend, get_backend
@@ -220,7 +220,7 @@ class Judge:
         chunk: list[Item] = []
         size = 0
         for item in items:
-            check_item(task, item, self.source)
+            check_item(task, item, self.source, None if self.backend.accepts_images else self.name)
             chunk.append(item)
             size += task.size(item) * task.chunk_weight
             if size >= self.chunk_size:
@@ -374,17 +374,21 @@ class Judge:
     def calibration_task(self, mode: str) -> Task:
         """The task a calibration of ``mode`` (compare, checklist, claims, score, criteria) is fitted and applied
         under (score and criteria tasks keep each distribution over the levels: the calibration reads it)."""
-        if mode not in CALIBRATION_MODES:
-            raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}; got {mode!r}")
+        get_mode(mode)  # a plug-in mode registers its calibration when loaded
+        if not calibrates(mode):
+            raise ConfigError(f"the {mode} mode has no calibration (a mode declares its units with "
+                              "Mode(calibration=...))")
         return self.task(mode, keep_distribution=True) if mode in ("score", "criteria") else self.task(mode)
 
     def _template_hash(self, mode: str, task: Task | None = None) -> str:
         """The identity of the prompt a calibration of ``mode`` holds for: its template (for claims: ``task``'s
         own verification template, where it was given one), and the system prompt where it is not the default
         (so a calibration fitted before ``system=`` existed still fits)."""
-        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template
+        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template, strip_image_fields
         texts = getattr(task, "templates", None) if mode == "claims" else None
-        if texts is not None:
+        if mode not in CALIBRATION_MODES:  # a registered mode says what its calibration holds for
+            text = (task if task is not None else self.calibration_task(mode)).calibration_prompt()
+        elif texts is not None:
             text = texts[1]
         elif mode == "compare":
             text = self.prompts.pairwise.template
@@ -396,7 +400,7 @@ class Judge:
             text = self.prompts.criterion.template
         else:
             text = read_template(None, "verify.txt", VERIFY_FIELDS).template
-        system = self.prompts.system
+        system, text = self.prompts.system, strip_image_fields(text)  # a text item's prompt is as it was
         return template_hash(text if system == SYSTEM else f"{system}\x00{text}")
 
     def _protocol_of(self, task: Task) -> str:
@@ -436,7 +440,7 @@ class Judge:
         """
         task = task if task is not None else self.calibration_task(calibration.mode)
         mode = task.kind
-        if mode not in CALIBRATION_MODES:
+        if not calibrates(mode):
             raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}, not {mode} (no "
                               f"{mode} calibration units yet)")
         labels = getattr(task, "labels", None)

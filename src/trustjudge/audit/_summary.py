@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ._ranking import Outcome, bootstrap_bt
 from ._stats import NAN, bootstrap_ratio, finite, jsonable
 
 Record = Mapping[str, Any]
 
-__all__ = ["DEFAULT_METRIC", "METRICS", "Summary", "SystemSummary", "record_mode", "summarize", "summary_rows"]
+__all__ = ["DEFAULT_METRIC", "METRICS", "Summary", "SummaryMetrics", "SystemSummary", "record_mode", "register_summary",
+           "summarize", "summary_rows"]
 
 PAIRWISE = ("compare", "criteria-compare")
 METRICS: dict[str, tuple[str, ...]] = {
@@ -52,8 +52,45 @@ METRICS: dict[str, tuple[str, ...]] = {
 DEFAULT_METRIC = {mode: names[0] for mode, names in METRICS.items()}
 
 
+@dataclass(frozen=True)
+class SummaryMetrics:
+    """A mode's summary contract (``Mode(summary_metrics=...)``), for a mode of per-response records: each
+    headline value it can give, by name (the first is the default), read from a record dict (``None``: unscored
+    or without it), and ``recognise``: whether a record is the mode's (``trustjudge summary`` without
+    ``--mode``). Records marked ``unscored`` count as unscored before any metric is read."""
+
+    metrics: Mapping[str, Callable[[Record], float | None]]
+    recognise: Callable[[Record], bool] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.metrics:
+            raise ValueError("a summary needs at least one metric")
+
+
+_REGISTERED: dict[str, SummaryMetrics] = {}
+"""The summary contracts of registered modes, by mode name."""
+
+
+def register_summary(mode: str, spec: SummaryMetrics | None) -> None:
+    """Let records of ``mode`` be summarised through ``spec`` (``None``: forget it); the mode registry calls it."""
+    if spec is None:
+        _REGISTERED.pop(mode, None)
+        return
+    if mode in METRICS:
+        raise ValueError(f"{mode!r} is summarised by trustjudge itself")
+    _REGISTERED[mode] = spec
+
+
+def mode_metrics(mode: str) -> tuple[str, ...] | None:
+    """The metrics ``mode``'s summary can give, the default first (``None``: the mode has no summary)."""
+    return METRICS.get(mode) or (tuple(_REGISTERED[mode].metrics) if mode in _REGISTERED else None)
+
+
 def record_mode(record: Record) -> str | None:
     """The mode a record comes from, read from its fields (``None``: not a judgment record)."""
+    for name, spec in _REGISTERED.items():
+        if spec.recognise is not None and spec.recognise(record):
+            return name
     if "first_id" in record:
         return "criteria-compare" if "criteria" in record else "compare" if "verdicts" in record else None
     if "scores" in record:
@@ -193,18 +230,26 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
         mode = next((m for m in map(record_mode, rows) if m is not None), None)
         if mode is None:
             raise ValueError("no judgment records to summarise")
-    if mode not in METRICS:
-        raise ValueError(f"no summary for mode {mode!r}: the modes summarised are {', '.join(METRICS)}")
-    ours = [r for r in rows if record_mode(r) == mode]
+    metric_names = mode_metrics(mode)
+    if metric_names is None:
+        raise ValueError(f"no summary for mode {mode!r}: the modes summarised are "
+                         f"{', '.join([*METRICS, *_REGISTERED])} (a mode declares one with Mode(summary_metrics=...))")
+    spec = _REGISTERED.get(mode)
+    if spec is not None and spec.recognise is None:
+        ours = [r for r in rows if record_mode(r) is None and "response_id" in r]
+    else:
+        ours = [r for r in rows if record_mode(r) == mode]
     skipped = {"other_mode": len(rows) - len(ours)}
     if metric is None:
-        metric = "f1" if mode == "claims" and any(r.get("matching") for r in ours) else DEFAULT_METRIC[mode]
-    if metric not in METRICS[mode]:
-        raise ValueError(f"{mode} summaries give {', '.join(METRICS[mode])}, not {metric!r}")
+        metric = "f1" if mode == "claims" and any(r.get("matching") for r in ours) else metric_names[0]
+    if metric not in metric_names:
+        raise ValueError(f"{mode} summaries give {', '.join(metric_names)}, not {metric!r}")
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     unscored: dict[str, int] = defaultdict(int)
     bt: dict[str, tuple[float, tuple[float, float]]] = {}
     if mode in PAIRWISE:
+        from ._ranking import Outcome, bootstrap_bt  # scipy (optimize, stats): not at import time (see the plugin test)
+
         latest = {(str(r["item_id"]), *sorted((str(r["first_id"]), str(r["second_id"])))): r for r in ours}
         skipped["same_system"] = 0
         outcomes = []
@@ -230,7 +275,8 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
         latest = {(str(r["item_id"]), str(r["response_id"])): r for r in ours}
         for r in latest.values():
             name = _system(r, "system", "response_id")
-            v = _value(r, mode, metric)
+            v = (_value(r, mode, metric) if spec is None
+                 else None if r.get("unscored") is not None else finite(spec.metrics[metric](r)))
             if v is None:
                 unscored[name] += 1
             else:

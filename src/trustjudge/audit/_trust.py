@@ -26,6 +26,8 @@ import numpy.typing as npt
 from ..engine._aggregates import reliability
 from ..errors import ConfigError
 from . import _calibration as C
+from ._units import _READERS
+from ._units import Unit as Unit
 
 CALIBRATION_VERSION = 1
 MODES = ("compare", "checklist", "claims")
@@ -50,21 +52,20 @@ BELOW = "below_threshold"
 UNSCORED = "unscored"
 
 
-@dataclass(frozen=True)
-class Unit:
-    """One verdict of a record: where it sits, its raw class probabilities and the human's class."""
+def calibration_modes() -> tuple[str, ...]:
+    """Every mode a calibration can be fitted for now: the built-in ones, then the registered modes'."""
+    return (*CALIBRATION_MODES, *_READERS)
 
-    record: int
-    """Index of the record in the list it was read from."""
-    path: tuple[str | int, ...]
-    """Where the verdict lives inside the record: ``()`` for a pair, ``("checks", i)``, ``("claims", i)``."""
-    probs: tuple[float, ...] | None
-    human: int | None
+
+def calibrates(mode: str) -> bool:
+    """Whether ``mode`` can be calibrated (a registered mode: whether it declares its units)."""
+    return mode in CALIBRATION_MODES or mode in _READERS
 
 
 def _check_mode(mode: str) -> None:
-    if mode not in CALIBRATION_MODES:
-        raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}; got {mode!r}")
+    if not calibrates(mode):
+        raise ConfigError(f"calibration covers the modes {', '.join(calibration_modes())}; got {mode!r} (a mode "
+                          "declares its units with Mode(calibration=...))")
 
 
 def _pair_human(value: Any) -> int | None:
@@ -76,6 +77,8 @@ def _pair_human(value: Any) -> int | None:
 def classes_of(mode: str, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The classes a mode's units are calibrated over (claims: the verification labels the records hold)."""
     _check_mode(mode)
+    if mode in _READERS:
+        return _READERS[mode].classes(records)
     if mode == "compare":
         return PAIR_CLASSES
     if mode == "checklist":
@@ -95,6 +98,8 @@ def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str
     (``levels``: the score mode's level values, one per class; default: the classes read as numbers)."""
     classes = tuple(classes) if classes is not None else classes_of(mode, records)
     out: list[Unit] = []
+    if mode in _READERS:
+        return _READERS[mode].units(records, classes)
     if mode == POINTWISE:
         values = _levels(classes, levels)
         return [_score_unit(i, rec, classes, values) for i, rec in enumerate(records)]
@@ -772,8 +777,9 @@ def abstained_items(mode: str, annotated: Sequence[Mapping[str, Any]],
             if (rec.get("calibrated") or {}).get("abstained") is not None:
                 wanted.setdefault(rec["item_id"], set()).add((rec["first_id"], rec["second_id"]))
         else:
-            parts = [rec] if mode == POINTWISE else rec.get({"checklist": "checks", CRITERIA: "criteria"}.get(
-                mode, "claims")) or ()
+            part = _READERS[mode].part if mode in _READERS else None if mode == POINTWISE else {
+                "checklist": "checks", CRITERIA: "criteria"}.get(mode, "claims")
+            parts = [rec] if part is None else rec.get(part) or ()
             if any((p.get("calibrated") or {}).get("abstained") is not None for p in parts):
                 wanted.setdefault(rec["item_id"], set()).add(rec["response_id"])
     out = []

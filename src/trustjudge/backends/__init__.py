@@ -67,9 +67,16 @@ def register_mock(name: str, backend: Backend | None) -> None:
 
 def _hf(rest: str) -> Backend:
     from ._models import resolve
+
+    spec = resolve(rest)
+    if spec.path.is_dir() and any((spec.path / name).exists()
+                                  for name in ("processor_config.json", "preprocessor_config.json")):
+        from ._vision import VisionTransformersBackend  # an image-text-to-text model folder
+
+        return VisionTransformersBackend(spec)
     from ._transformers import TransformersBackend
 
-    return TransformersBackend(resolve(rest))
+    return TransformersBackend(spec)
 
 
 def _mock(rest: str) -> Backend:

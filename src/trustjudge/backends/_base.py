@@ -100,6 +100,9 @@ class Backend(abc.ABC):
     exact_labels: bool = True
     #: Default prompt tokens per second used for time estimates before one is measured.
     default_tokens_per_s: float = 450.0
+    #: Whether the judge sees images: a prompt then holds them as markers (``trustjudge._images.marker``), each
+    #: looked up by digest (``_images.split``). A text-only judge given an item with images is refused first.
+    accepts_images: bool = False
 
     @property
     @abc.abstractmethod

@@ -41,8 +41,10 @@ class MockBackend(Backend):
 
     def __init__(self, name: str = "mock", script: LabelScript = hashed_probs,
                  generate_script: GenerateScript = _default_generation, context_length: int = 100_000,
-                 keep_history: bool = True) -> None:
+                 keep_history: bool = True, accepts_images: bool = True) -> None:
         self.name = name
+        self.accepts_images = accepts_images
+        """A scripted fake stands in for a vision judge too (its script sees the image markers in the prompt)."""
         self.script = script
         self.generate_script = generate_script
         self._context_length = context_length

@@ -16,43 +16,36 @@ name                 default base URL                     API key from
 (``ctx``, ``concurrency``, ``rpm``, ``timeout``, ``labels`` = ``auto|exact|top_k``, ``top_k``,
 ``template`` = ``plain|chatml``, ``api`` = ``chat|completions``, ``answer_tokens``).
 
-Which API: the legacy completions endpoint where the server serves the model there, else chat completions.
-Detected, never assumed (:meth:`OpenAICompatibleBackend.api`): a one-token completions request on first
-use; a 404, or a 400 that names chat (OpenAI's "This is a chat model ..."), means chat. ``?api=`` forces one.
-The answer is kept per server and model for the process, and the fingerprint (so every store key) of a chat
-judge says ``api=chat``. The chat path is :mod:`._openai_chat`.
+Which API: the legacy completions endpoint where the server serves the model there, else chat completions,
+detected, never assumed (:meth:`OpenAICompatibleBackend.api`): a one-token completions request on first use; a
+404, or a 400 that names chat (OpenAI's "This is a chat model ..."), means chat; ``?api=`` forces one. It is kept
+per server and model for the process, and a chat judge's fingerprint (so every store key) says ``api=chat``.
 
-The backend's jobs live in four modules:
+The backend's jobs live in five modules: :mod:`._openai_presets` (the judge-name prefixes, :data:`PRESETS`,
+:func:`split_name`, where a key goes, the prompt text and chat template), :mod:`._openai_http` (the wire: the
+client, shared concurrency and rate limits, each request's deadline, HTTP statuses as the engine's errors,
+retries), :mod:`._openai_labels` (label distributions from log-probabilities: exact echo scoring, detected by a
+probe, and the top-k fallback), :mod:`._openai_chat` (the chat path: messages and images as content parts,
+continuing an assistant message, reading the label in the judge's answer) and this one (the backend class:
+capabilities, context length, token counts, generation; :func:`build`).
 
-- :mod:`._openai_presets`: the judge-name prefixes (:data:`PRESETS`), :func:`split_name`, where a key goes,
-  the prompt text (control strings of chat templates broken in quoted texts; the chat template);
-- :mod:`._openai_http`: the wire (:class:`~._openai_http.Channel`: client, shared concurrency and rate
-  limits, each request's total deadline, HTTP statuses as the engine's errors, retries);
-- :mod:`._openai_labels`: label distributions from log-probabilities (exact echo scoring, detected by a
-  probe, and the top-k fallback);
-- :mod:`._openai_chat`: the chat path (messages, continuing an assistant message, reading the label in
-  the judge's answer);
-- this module: the backend class (capabilities, context length, token counts, generation) and :func:`build`.
+On the completions endpoint label distributions come exactly (``method="exact"``: the label's echoed
+log-probabilities, used only when a probe on the first label call finds the server's echo present and aligned)
+or from the top-``k`` log-probabilities at the label position (``method="top_k"``, labels outside the top-k get
+probability 0: the engine reports the covered mass as ``label_mass``).
 
-On the completions endpoint label distributions come exactly (``method="exact"``: the
-label's echoed log-probabilities, used only when a probe on the first label call finds the server's echo
-present and aligned) or from the top-``k`` log-probabilities at the label position (``method="top_k"``,
-labels outside the top-k get probability 0: the engine reports the covered mass as ``label_mass``).
+Retries follow the engine's :class:`~trustjudge._retry.RetryPolicy`, applied to each HTTP request (a judgment
+on a 100-point scale can take 100 requests): HTTP 429, 5xx, timeouts, connection errors, malformed JSON and
+responses without the log-probabilities asked for raise :class:`~trustjudge.errors.TransientBackendError` (with
+``retry_after`` from a ``Retry-After`` header) and are retried; other 4xx raise
+:class:`~trustjudge.errors.BackendError` with the server's message. The capability probe retries too, so a
+fault in transit is not mistaken for a server without echo.
 
-Retries follow the engine's :class:`~trustjudge._retry.RetryPolicy`, applied to each HTTP request
-(a judgment on a 100-point scale can take 100 requests): HTTP 429, 5xx, timeouts, connection errors,
-malformed JSON and responses without the log-probabilities asked for raise
-:class:`~trustjudge.errors.TransientBackendError` (with ``retry_after`` from a ``Retry-After`` header)
-and are retried; other 4xx raise :class:`~trustjudge.errors.BackendError` with the server's message.
-The capability probe retries too, so a fault in transit is not mistaken for a server without echo.
-
-A server that accepts connections but does not answer must not cost minutes per judgment: each request
-has a total deadline (``timeout``: its answer must be complete that long after it was sent, however slowly
-it trickles; connecting has at most :data:`CONNECT_TIMEOUT_S` of it), and a request that got no answer
-through the retry budget stops the run (:class:`~trustjudge.errors.BackendUnavailable`, naming the server
-and the cause) when the server has never answered this backend, or when the request before it failed the
-same way. A server that has never answered gets one retry of a request it left unanswered, not the whole
-budget.
+A server that accepts connections but does not answer must not cost minutes per judgment: each request has a
+total deadline (``timeout``: its answer complete that long after it was sent, however slowly it trickles;
+connecting has at most :data:`CONNECT_TIMEOUT_S` of it); a request with no answer through the retry budget stops
+the run (:class:`~trustjudge.errors.BackendUnavailable`, naming server and cause) when the server has never
+answered this backend (it then gets one retry, not the budget) or the request before it failed the same way.
 """
 
 from __future__ import annotations
@@ -68,6 +61,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from .._images import MARKER
 from .._retry import RetryPolicy
 from ..errors import (
     BackendError,
@@ -94,6 +88,7 @@ from ._openai_chat import (
     NoLogprobs,
     answer_entries,
     build_messages,
+    by_prompt,
     choice_content,
     probe_prefill,
     read_answer,
@@ -179,6 +174,7 @@ class OpenAICompatibleBackend(Backend):
     """
 
     default_tokens_per_s = 2000.0
+    accepts_images = True  # as chat content parts, even where text prompts go to completions (_openai_chat)
 
     def __init__(self, model: str, base_url: str, *, preset: str = "http", api_key: str | None = None,
                  labels: LabelMode = "auto", top_k: int | None = None, context_length: int | None = None,
@@ -350,7 +346,7 @@ class OpenAICompatibleBackend(Backend):
         # common chat templates are broken in the quoted texts so that they reach the model as plain text
         # (a chat server renders its template over the messages as text too).
         system, user = neutralise(system, REMOTE_SPECIALS), neutralise(user, REMOTE_SPECIALS)
-        if self.api == "chat":
+        if self.api == "chat" or MARKER.search(user):  # images: chat content parts, whichever API serves text
             return self.format_messages(build_messages(system, user), assistant_prefix)
         if self._template is None:
             return f"{system}\n\n{user}\n\n{assistant_prefix}"
@@ -489,6 +485,8 @@ class OpenAICompatibleBackend(Backend):
             return []
         if self.api == "chat":
             return self._chat_labels(requests)
+        if any(r.prompt.startswith(CHAT_HEAD) for r in requests):  # images: chat prompts on completions too
+            return by_prompt(requests, self._chat_labels, self.label_logprobs)
         self._ensure_probed(requests[0].prompt)
         if self.capabilities.exact:
             size = self.max_prompts_per_request if self.capabilities.prompt_lists else 1
@@ -673,6 +671,8 @@ class OpenAICompatibleBackend(Backend):
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         if self.api == "chat":
             return self._chat_generate(requests)
+        if any(r.prompt.startswith(CHAT_HEAD) for r in requests):  # images: chat prompts on completions too
+            return by_prompt(requests, self._chat_generate, self.generate)
 
         def once(req: GenerateRequest) -> Generation:
             start = time.perf_counter()

@@ -35,10 +35,12 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from .._images import MARKER
+from .._images import lookup as lookup_image
 from ..errors import BackendError, BackendUnavailable, TransientBackendError
 from ._openai_http import Channel, ClientError, MalformedResponse, ServerError, json_object
 from ._openai_labels import logsumexp
@@ -57,6 +59,48 @@ PREFILL_STYLES = ("vllm", "trailing")
 (llama.cpp's server continues a trailing assistant message)."""
 
 
+IMAGE_REF = "trustjudge-image:"
+"""How an encoded prompt's image part names its image (``trustjudge-image:sha256:<hex>``): the store key holds
+the digest, not the bytes; :meth:`ChatPrompt.body` sends the image itself (a ``data:`` URI or its URL)."""
+
+
+def content_parts(user: str) -> str | list[dict[str, Any]]:
+    """A user turn holding image markers as chat content parts (texts and ``image_url`` parts in order);
+    a text without images as itself."""
+    if MARKER.search(user) is None:
+        return user
+    parts: list[dict[str, Any]] = []
+    pos = 0
+    for m in MARKER.finditer(user):
+        if user[pos:m.start()]:
+            parts.append({"type": "text", "text": user[pos:m.start()]})
+        parts.append({"type": "image_url", "image_url": {"url": IMAGE_REF + m.group(1)}})
+        pos = m.end()
+    if user[pos:]:
+        parts.append({"type": "text", "text": user[pos:]})
+    return parts
+
+
+def _resolved(message: Message) -> Message:
+    """``message`` with each image part's reference replaced by the image (its data URI or URL)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    out = []
+    for part in content:
+        url = part.get("image_url", {}).get("url") if isinstance(part, dict) else None
+        if isinstance(url, str) and url.startswith(IMAGE_REF):
+            digest = url[len(IMAGE_REF):]
+            try:
+                image = lookup_image(digest)
+            except KeyError:
+                raise BackendError(f"the prompt shows image {digest}, which is not loaded in this process "
+                                   "(judge the items that hold it)") from None
+            part = {**part, "image_url": {**part["image_url"], "url": image.as_url()}}
+        out.append(part)
+    return {**message, "content": out}
+
+
 def build_messages(system: str, user: str | Sequence[ContentPart], turns: Sequence[Mapping[str, Any]] = ()) \
         -> tuple[Message, ...]:
     """The messages of one judgment: the system prompt (if any), earlier ``turns`` as given, then the judging
@@ -65,8 +109,23 @@ def build_messages(system: str, user: str | Sequence[ContentPart], turns: Sequen
     if system:
         out.append({"role": "system", "content": system})
     out.extend(dict(turn) for turn in turns)
-    out.append({"role": "user", "content": user if isinstance(user, str) else [dict(p) for p in user]})
+    content = content_parts(user) if isinstance(user, str) else [dict(p) for p in user]  # images: their parts
+    out.append({"role": "user", "content": content})
     return tuple(out)
+
+
+R = TypeVar("R")
+
+
+def by_prompt(requests: Sequence[Any], chat: Callable[[list[Any]], list[R]],
+              text: Callable[[list[Any]], list[R]]) -> list[R]:
+    """Each request answered by ``chat`` where its prompt is a chat prompt (one with images, on a server whose
+    text prompts go to completions), else by ``text``, in the requests' order."""
+    at = [i for i, r in enumerate(requests) if r.prompt.startswith(CHAT_HEAD)]
+    others = [i for i in range(len(requests)) if i not in set(at)]
+    out: dict[int, R] = dict(zip(at, chat([requests[i] for i in at])))
+    out.update(zip(others, text([requests[i] for i in others]) if others else []))
+    return [out[i] for i in range(len(requests))]
 
 
 @dataclass(frozen=True)
@@ -115,7 +174,7 @@ class ChatPrompt:
     def body(self, style: str | None, assistant: str | None = None) -> dict[str, Any]:
         """The request fields for these messages; with a prefill ``style``, the assistant's text (or
         ``assistant``) is the last message, to be continued."""
-        messages = [dict(m) for m in self.messages]
+        messages = [_resolved(dict(m)) for m in self.messages]
         text = self.assistant if assistant is None else assistant
         if style is None or not text:
             return {"messages": messages}
@@ -276,6 +335,6 @@ def refused_completions(exc: ClientError) -> bool:
     return exc.status == 404 or (exc.status == 400 and "chat" in exc.server_message.lower())
 
 
-__all__ = ["CHAT_HEAD", "PREFILL_STYLES", "AnswerCache", "ChatPrompt", "ContentPart", "Entry", "Message",
-           "NoLogprobs", "answer_entries", "build_messages", "choice_content", "probe_prefill", "read_answer",
-           "refused_completions"]
+__all__ = ["CHAT_HEAD", "IMAGE_REF", "PREFILL_STYLES", "AnswerCache", "ChatPrompt", "ContentPart", "Entry",
+           "Message", "NoLogprobs", "answer_entries", "build_messages", "by_prompt", "choice_content", "content_parts",
+           "probe_prefill", "read_answer", "refused_completions"]

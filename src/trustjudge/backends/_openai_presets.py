@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 import re
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
+from .._net import is_loopback
 from ..errors import ConfigError
 
 log = logging.getLogger("trustjudge.backends.openai")
@@ -93,21 +93,12 @@ def split_name(rest: str, preset: Preset) -> tuple[str, str, dict[str, str]]:
     return model, url, dict(parse_qsl(query))
 
 
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def warn_key_destination(preset: Preset, name: str, root: str, scheme: str, host: str) -> None:
     """Say where a key from the environment goes when that is not the preset's own server, or in clear text."""
     default = (preset.base_url or "").rstrip("/").removesuffix("/v1")
     if preset.base_url and root != default:
         log.warning("%s/ sends $%s to %s, not to %s", name, preset.key_env, root, default)
-    if scheme == "http" and not _is_loopback(host):
+    if scheme == "http" and not is_loopback(host):
         log.warning("$%s is sent to %s over plain HTTP: anyone on the path can read it (use https)",
                     preset.key_env, root)
 

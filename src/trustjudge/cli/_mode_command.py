@@ -44,8 +44,8 @@ from rich.markup import escape
 from .._judge import Judge
 from ..engine._engine import BACKEND_ERROR
 from ..errors import BackendError, ConfigError, InputError
-from ..io._files import load_suite
-from ..io._items import Item, Suite
+from ..io._files import Suite, load_suite
+from ..io._items import Item
 from ..io._outputs import atomic_output, readable_input, record_output, write_text
 from ..modes._base import RULE_MODES, AuditContext, Task, check_item
 from ..modes._records import RecordBase

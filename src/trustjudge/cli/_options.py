@@ -21,6 +21,7 @@ from click.core import ParameterSource
 
 from .._judge import Judge
 from .._settings import JUDGE_ENV, STORE_ENV, judge_name, store_path
+from ..audit._trust import calibrates, calibration_modes
 from ..backends import DEFAULT_JUDGE
 from ..engine._store import default_store_path
 from ..errors import ConfigError
@@ -372,8 +373,6 @@ def audit_options(fn: Command) -> Command:
 
 # -- calibration on the judging commands --------------------------------------------------------------------
 
-CALIBRATED_MODES = ("compare", "checklist", "claims", "score", "criteria")
-"""The commands whose verdicts a calibration file applies to (the modes with calibration units)."""
 _CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary",
                        "tolerance")
 
@@ -403,9 +402,9 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
     For a mode without calibration units (a plug-in's) the options are hidden and refused when given,
     saying why, so that nobody believes a calibration was applied.
     """
-    if mode not in CALIBRATED_MODES:
-        why = (f"--{{}} does not apply to {mode}: calibration covers {', '.join(CALIBRATED_MODES)} (no {mode} "
-               "calibration units yet)")
+    if not calibrates(mode):
+        why = (f"--{{}} does not apply to {mode}: calibration covers {', '.join(calibration_modes())} (the {mode} "
+               "mode declares no calibration units)")
 
         def refuse(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
             if param.name is not None and ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:

@@ -13,8 +13,9 @@ from rich.table import Table
 from .._judge import Judge
 from ..errors import InputError
 from ..io._files import load_suite
-from ..io._items import Item, Suite
+from ..io._items import Item
 from ..io._outputs import readable_input, record_output, write_text
+from ..io._suites import Suite
 from ..modes._base import RULE_MODES
 from ..modes._prompts import LabelSet
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records

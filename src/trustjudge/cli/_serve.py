@@ -6,12 +6,12 @@ the command runs, so the rest of the CLI works without them.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 
 import click
 
+from .._net import is_loopback
 from ..errors import TrustJudgeError, pip_dependency_error
 from ._options import BATCH_SIZE, JUDGE, STORE
 
@@ -32,16 +32,6 @@ class ServeError(click.ClickException):
     """A reason not to start the server (exit status 2, like the other trustjudge commands)."""
 
     exit_code = 2
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to a public address
 
 
 def api_keys(cli_keys: tuple[str, ...], environ: dict[str, str] | None = None) -> list[str]:

@@ -16,8 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..audit._summary import METRICS, Summary, summarize, summary_rows
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io._outputs import readable_input, write_text
+from ..modes import get_mode
 from ._common import err, fail, wide_console
 
 BOOTSTRAP = click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=0),
@@ -62,10 +63,21 @@ def write_summary(summary: Summary, path: Path, option: str, **extra: Any) -> No
     write_text(path, json.dumps({**extra, **summary.to_dict()}, indent=2) + "\n", option)
 
 
+def _known_mode(name: str | None) -> str | None:
+    """``--mode``: a mode by name, loaded (a plug-in registers its summary when loaded)."""
+    if name is not None:
+        try:
+            get_mode(name)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return name
+
+
 @click.command("summary")
 @click.argument("records", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
-@click.option("--mode", type=click.Choice(list(METRICS)), default=None,
-              help="The mode to summarise [default: that of the first judgment record].")
+@click.option("--mode", default=None, callback=lambda ctx, param, value: _known_mode(value),
+              help=f"The mode to summarise ({', '.join(METRICS)}, or a plug-in mode with a summary) "
+                   "[default: that of the first judgment record].")
 @click.option("--metric", default=None,
               help="The headline value: score/criteria: expected, trustjudge, geval, discrete; checklist: "
                    "satisfaction, p_all; claims: precision, f1, recall, f1_at_k; compare/criteria-compare: win_rate, "
@@ -109,9 +121,9 @@ class SystemTally:
             return
         data: dict[str, Any]
         try:
-            result = summarize(self.rows, bootstrap=1000, seed=0) if self.rows else None
-        except ValueError:
-            result = None
+            result = summarize(self.rows, mode=self.mode, bootstrap=1000, seed=0) if self.rows else None
+        except ValueError as exc:  # the records are written already: say why there is no summary
+            raise SystemExit(fail(f"--summary: {exc}")) from None
         per_system = result.to_dict() if result is not None else {"mode": self.mode, "systems": []}
         data = {**calibration, "per_system": per_system} if calibration is not None else per_system
         write_text(self.path, json.dumps(data, indent=2) + "\n", "--summary")

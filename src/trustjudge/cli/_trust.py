@@ -22,8 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
-from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items
+from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..backends import DEFAULT_JUDGE
+from ..errors import ConfigError
 from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
@@ -39,9 +40,9 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
 @click.command("calibrate")
 @input_options
 @judge_options("compare")
-@click.option("--mode", type=click.Choice(CALIBRATION_MODES), default="compare", show_default=True,
-              help="What to calibrate: pairwise verdicts, checklist checks, claim verifications, pointwise scores or "
-                   "per-criterion scores.")
+@click.option("--mode", default="compare", show_default=True, callback=lambda ctx, param, value: _calibrated(value),
+              help=f"What to calibrate ({', '.join(CALIBRATION_MODES)}, or a plug-in mode with a calibration): "
+                   "pairwise verdicts, checklist checks, claim verifications, pointwise or per-criterion scores.")
 @click.option("--method", type=click.Choice(["platt", "temperature", "isotonic", "vector"]), default=None,
               help="Two classes (checklist): platt (default), temperature or isotonic; several classes: vector; "
                    "score, criteria: vector (default up to 11 levels) or temperature (default above).")
@@ -258,6 +259,18 @@ def _cascade_table(summary: dict[str, Any]) -> None:
                      f"{num(summary['machine_coverage'], '.2f')})"
                      + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
                      + f". Guarantee: {summary['guarantee']}"), highlight=False)
+
+
+def _calibrated(name: str) -> str:
+    """``--mode``: a mode with a calibration (a plug-in is loaded, and so registers its units)."""
+    try:
+        get_mode(name)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not calibrates(name):
+        raise click.BadParameter(f"the {name} mode has no calibration (a mode declares its units with "
+                                 "Mode(calibration=...))")
+    return name
 
 
 def _template_fits(judging: JudgeOptions, mode: str | None) -> None:

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ._items import MAX_FIELD_CHARS, Item, Suite, parse_record, parse_suite, unicode_problem
+from ._items import MAX_FIELD_CHARS, Item, parse_record, unicode_problem
+from ._suites import Suite as Suite  # re-exported: a suite file is read here
+from ._suites import parse_suite
 
 
 def _reject_constant(name: str) -> Any:
@@ -308,7 +310,7 @@ def iter_items(path: str | Path, *, min_responses: int = 1) -> Iterator[Item | I
             yield record
             continue
         try:
-            item = parse_record(record, str(p), line)
+            item = parse_record(record, str(p), line, base=p.parent)
             if len(item.responses) < min_responses:
                 raise InputError(f"needs at least {min_responses} responses, has {len(item.responses)}",
                                  file=str(p), line=line, field="responses")

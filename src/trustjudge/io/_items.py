@@ -33,11 +33,12 @@ import re
 import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from .._images import MAX_IMAGES, Image, Sources, load_image
 from ..errors import InputError
 from ._quoting import DEFAULT_TAGS, quote, tag_pattern
-from ._rules import Rule, parse_rules
 
 MAX_FIELD_CHARS = 1_000_000
 MAX_WEIGHT = 1e6
@@ -271,6 +272,8 @@ class Response:
     turns: tuple[Turn, ...] | None = None
     """The turns of a response given as a trajectory; its :attr:`text` is then their :func:`transcript`
     (build one with :meth:`from_turns`)."""
+    images: tuple[Image, ...] = ()
+    """What the response drew or shows (``${response_images}`` in templates); judged with its text."""
 
     @classmethod
     def from_turns(cls, id: str, turns: Iterable[Turn], **fields: Any) -> Response:
@@ -319,6 +322,15 @@ class Item:
     fields: dict[str, str | int | float | bool] = field(default_factory=dict, hash=False, compare=False)
     """The item's other top-level fields with a scalar value (``subset``, ``category``, ...), as given: no mode
     reads them; a recipe's metric may group or gate by one (docs/benchmarks.md)."""
+    images: tuple[Image, ...] = ()
+    """The task's pictures (``${question_images}`` in templates), shown with the question."""
+    reference_images: tuple[Image, ...] = ()
+    """Reference figures (a ground-truth plot; ``${reference_images}``), shown with the reference."""
+
+    @property
+    def has_images(self) -> bool:
+        """Whether the item or any of its responses carries an image."""
+        return bool(self.images or self.reference_images or any(r.images for r in self.responses))
 
     def checks(self, response: Response) -> tuple[Check, ...]:
         """The checks asked of ``response``: the item's, then the response's own."""
@@ -569,7 +581,28 @@ def _human_map(f: _Fields, name: str, numbers_only: bool) -> dict[str, Any] | No
     return out
 
 
-def _response(raw: Any, file: str, line: int, index: int) -> Response:
+def parse_images(f: _Fields, name: str, base: Path | None, sources: Sources) -> tuple[Image, ...]:
+    """A field of images: one (a string) or a list of paths, ``data:`` URIs or URLs, each read and checked."""
+    raw = f.record.get(name)
+    if raw is None or raw == "" or raw == []:
+        return ()
+    entries = [raw] if isinstance(raw, str) else raw
+    if not isinstance(entries, list):
+        raise f.error(name, "must be an image (a path, data: URI or URL) or a list of them")
+    if len(entries) > MAX_IMAGES:
+        raise f.error(name, f"lists {len(entries):,} images (limit {MAX_IMAGES})")
+    out = []
+    for k, value in enumerate(entries):
+        where = name if isinstance(raw, str) else f"{name}[{k}]"
+        try:
+            out.append(load_image(value, where, base=base, sources=sources))
+        except InputError as exc:
+            raise f.error(exc.field or where, exc.reason) from None
+    return tuple(out)
+
+
+def _response(raw: Any, file: str, line: int, index: int, base: Path | None = None,
+              sources: Sources = "any") -> Response:
     f = _Fields(raw, file, line, f"responses[{index}].")
     rid = f.text("id", required=False) or str(index)
     turns: tuple[Turn, ...] | None = None
@@ -587,7 +620,8 @@ def _response(raw: Any, file: str, line: int, index: int) -> Response:
     return Response(rid, text, f.text("system", required=False), f.number("human_score"),
                     parse_checklist(raw.get("checklist"), file, line, f"responses[{index}]."),
                     _human_map(f, "human_criteria", numbers_only=True),
-                    _human_map(f, "human_checks", numbers_only=False), _claims(f), turns)
+                    _human_map(f, "human_checks", numbers_only=False), _claims(f), turns,
+                    parse_images(f, "images", base, sources))
 
 
 def parse_turns(raw: Any, file: str, line: int, prefix: str = "") -> tuple[Turn, ...]:
@@ -686,8 +720,12 @@ def _modes(f: _Fields) -> dict[str, Any]:
                 sources=_sources(f))
 
 
-def parse_record(record: Any, file: str, line: int) -> Item:
-    """Validate one decoded record (nested or flat pairwise form) into an :class:`Item`."""
+def parse_record(record: Any, file: str, line: int, *, base: Path | None = None,
+                 sources: Sources = "any") -> Item:
+    """Validate one decoded record (nested or flat pairwise form) into an :class:`Item`.
+
+    ``base``: the folder image paths are relative to (the items file's; default the working folder);
+    ``sources``: ``data`` takes images as ``data:`` URIs only (the service)."""
     f = _Fields(record, file, line)
     question = f.text("question")
     assert question is not None
@@ -701,10 +739,13 @@ def parse_record(record: Any, file: str, line: int) -> Item:
         b = f.text("response_b", allow_empty=True)
         assert a is not None and b is not None
         flat_id = f.text("id", required=False) or f"line-{line}"
-        flat = (Response("a", a, f.text("system_a", required=False)),
-                Response("b", b, f.text("system_b", required=False)))
+        flat = (Response("a", a, f.text("system_a", required=False),
+                         images=parse_images(f, "images_a", base, sources)),
+                Response("b", b, f.text("system_b", required=False),
+                         images=parse_images(f, "images_b", base, sources)))
         return Item(flat_id, question, flat, context, reference, (Pair("a", "b", f.human("label")),), line,
-                    **_modes(f))
+                    **_modes(f), images=parse_images(f, "images", base, sources),
+                    reference_images=parse_images(f, "reference_images", base, sources))
     item_id = f.text("id")
     assert item_id is not None
     raw_responses = record.get("responses")
@@ -713,7 +754,7 @@ def parse_record(record: Any, file: str, line: int) -> Item:
                       "must be a list of {id, text} objects" if raw_responses is not None else "is missing")
     if not raw_responses:
         raise f.error("responses", "must hold at least one response")
-    responses = tuple(_response(r, file, line, i) for i, r in enumerate(raw_responses))
+    responses = tuple(_response(r, file, line, i, base, sources) for i, r in enumerate(raw_responses))
     seen: set[str] = set()
     for i, r in enumerate(responses):
         if r.id in seen:
@@ -748,11 +789,13 @@ def parse_record(record: Any, file: str, line: int) -> Item:
         pairs = tuple(built)
     modes = _modes(f)
     _check_cited(f, responses, modes["sources"])
-    return Item(item_id, question, responses, context, reference, pairs, line, **modes, fields=_other_fields(record))
+    return Item(item_id, question, responses, context, reference, pairs, line, **modes, fields=_other_fields(record),
+                images=parse_images(f, "images", base, sources),
+                reference_images=parse_images(f, "reference_images", base, sources))
 
 
 _PARSED = frozenset({"id", "question", "context", "input", "reference", "responses", "pairs", "profile", "knowledge",
-                     "evidence", "criteria", "checklist", "gold_claims", "sources"})
+                     "evidence", "criteria", "checklist", "gold_claims", "sources", "images", "reference_images"})
 
 
 def _other_fields(record: dict[str, Any]) -> dict[str, str | int | float | bool]:
@@ -767,79 +810,18 @@ def _other_fields(record: dict[str, Any]) -> dict[str, str | int | float | bool]
     return out
 
 
-def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>") -> list[Item]:
+def items_from_dicts(records: Iterable[dict[str, Any]], *, source: str = "<memory>", base: Path | None = None,
+                     sources: Sources = "any") -> list[Item]:
     """Validate in-memory records (the same schema as a JSONL line); two records with one id are refused
-    (their judgments would be merged under that id)."""
+    (their judgments would be merged under that id). ``base``: the folder image paths are relative to;
+    ``sources="data"``: images as ``data:`` URIs only."""
     out: list[Item] = []
     seen: dict[str, int] = {}
     for i, record in enumerate(records, start=1):
-        item = parse_record(record, source, i)
+        item = parse_record(record, source, i, base=base, sources=sources)
         if item.id in seen:
             raise InputError(f"duplicate item id {item.id!r} (also record {seen[item.id]}): items are not merged",
                              file=source, line=i, field="id")
         seen[item.id] = i
         out.append(item)
     return out
-
-
-@dataclass(frozen=True)
-class Suite:
-    """A judging suite: the criteria, checklist and label set that apply to items carrying none."""
-
-    criteria: tuple[Criterion, ...] = ()
-    checklist: tuple[Check, ...] = ()
-    labels: str | None = None
-    """The checklist's label set as ``"FULL=1,PARTIAL=0.5,NO=0"`` (default YES/NO)."""
-    scale: int | str | None = None
-    """The scale of criteria without level descriptions, as the command line's ``--scale`` takes it: a top value
-    (``10``: 1..10) as an int, or an integer range as its text (``"0-5"``)."""
-    rules: tuple[Rule, ...] = ()
-    """Shortcuts checked before the judge, in order (:mod:`trustjudge.io._rules`)."""
-
-
-SUITE_FIELDS = {"criteria", "checklist", "labels", "scale", "rules"}
-
-SCALE_SPAN = re.compile(r"\s*(-?\d+)\s*(?:-|\.\.|to)\s*(-?\d+)\s*")
-"""An integer range as a scale's text gives it: ``0-5``, ``0..5``, ``0 to 5``."""
-
-
-def _suite_scale(f: _Fields) -> int | str | None:
-    """A suite's ``scale``: what ``--scale`` takes (a top value of 2 or more, or a range ``LO-HI`` with HI > LO)."""
-    value = f.record.get("scale")
-    if value is None or value == "":
-        return None
-    wanted = "must be a top value (10: 1..10) or an integer range ('0-5')"
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise f.error("scale", f"{wanted}, got {type(value).__name__} {shown(value)}")
-    if isinstance(value, str):
-        text = value.strip()
-        span = SCALE_SPAN.fullmatch(text)
-        if span is not None:
-            lo, hi = int(span.group(1)), int(span.group(2))
-            if hi <= lo:
-                raise f.error("scale", f"needs two or more levels, got {shown(value)}")
-            return text
-        if not re.fullmatch(r"-?\d+", text):
-            raise f.error("scale", f"{wanted}, got {shown(value)}")
-        value = int(text)
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise f.error("scale", f"{wanted}, got {value!r}")
-        value = int(value)
-    if value < 2:
-        raise f.error("scale", f"needs two or more levels (a top value of 2 or more: 1..N), got {value}")
-    return value
-
-
-def parse_suite(record: Any, name: str) -> Suite:
-    """Validate a decoded suite record (the file's criteria, checklist, labels, scale and rules); problems
-    name the file ``name`` and the field."""
-    f = _Fields(record, name, 1)
-    unknown = set(record) - SUITE_FIELDS
-    if unknown:
-        raise f.error(sorted(unknown)[0], f"is not a suite field (known: {', '.join(sorted(SUITE_FIELDS))})")
-    suite = Suite(parse_criteria(record.get("criteria"), name, 1), parse_checklist(record.get("checklist"), name, 1),
-                  f.text("labels", required=False), _suite_scale(f), parse_rules(record.get("rules"), name, 1))
-    if not suite.criteria and not suite.checklist and not suite.rules:
-        raise InputError("holds neither criteria nor a checklist (nor rules)", file=name)
-    return suite

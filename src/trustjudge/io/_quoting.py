@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable
 
 DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "reference_answer", "profile",
-                "knowledge", "evidence", "criterion", "check", "claim", "reference_claim")
+                "knowledge", "evidence", "criterion", "check", "claim", "reference_claim", "reference_image")
 
 
 def tag_pattern(names: Iterable[str]) -> re.Pattern[str]:

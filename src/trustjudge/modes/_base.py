@@ -23,7 +23,9 @@ from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Criterion, Item, Response, turns_digest
 from ..io._rules import Rule, first_rule, parse_rules
 from ._prompts import (
+    NO_PICTURES,
     Grounding,
+    Pictures,
     Protocol,
 )
 from ._records import (
@@ -75,6 +77,19 @@ class Asking:
 
 def grounding(item: Item) -> Grounding:
     return Grounding(item.profile, item.knowledge, item.evidence)
+
+
+def pictures(item: Item, response: Response | None = None, other: Response | None = None) -> Pictures:
+    """The images of a judgment of ``response`` (pairwise: ``response`` shown as A, ``other`` as B)."""
+    if not item.has_images:
+        return NO_PICTURES
+    return Pictures(item.images, item.reference_images, response.images if response else (),
+                    other.images if other else ())
+
+
+def judged_empty(response: Response) -> bool:
+    """Nothing to judge: no text and no image."""
+    return not response.text.strip() and not response.images
 
 
 def _prefix(protocol: Protocol, marker: str) -> str:
@@ -245,6 +260,12 @@ class Task(ABC):
         raise ConfigError(f"the {self.kind} mode takes no rules")
 
 
+    def calibration_prompt(self) -> str:
+        """What a calibration of this task holds for (hashed into the file's ``template``): a mode with a
+        calibration (``Mode(calibration=...)``) returns its prompt template's text, so a calibration fitted under
+        another prompt is refused. This default names the task's class only."""
+        return f"{type(self).__module__}.{type(self).__qualname__}"
+
     # -- optional hooks: the mode's audit and its report ------------------------------------------------------
     audit_options: ClassVar[Mapping[str, str]] = {}
     """Optional parts of :meth:`audit`, by name (a word with dashes), each with its help: a command takes each
@@ -349,8 +370,14 @@ def _wmean(values: Sequence[float], weights: Sequence[float]) -> float:
     return A.weighted_aggregate(values, [0.0] * len(values), weights).mean
 
 
-def check_item(task: Task, item: Item, file: str | None) -> None:
-    """``task.check(item)``, its error naming the item (and ``file``, where the task could not)."""
+def check_item(task: Task, item: Item, file: str | None, text_only: str | None = None) -> None:
+    """``task.check(item)``, its error naming the item (and ``file``, where the task could not); ``text_only``:
+    the name of a judge that reads text only, which refuses an item with images before any call."""
+    if text_only is not None and item.has_images:
+        where = f" (line {item.line})" if item.line is not None else ""
+        raise ConfigError(f"the judge {text_only} reads text only, but item {item.id!r}{where} has images: judge it "
+                          "with a vision judge (an OpenAI-compatible vision server, or hf/ with an image-text-to-text "
+                          "model folder)")
     try:
         task.check(item)
     except InputError as exc:

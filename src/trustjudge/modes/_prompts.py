@@ -18,14 +18,15 @@ from functools import cache, lru_cache
 from importlib.resources import files
 from pathlib import Path
 
+from .._images import Image, images_block
 from ..engine._asking import Protocol as Protocol
 from ..engine._engine import CLOSE as CLOSE
 from ..errors import ConfigError
-from ..io._items import SCALE_SPAN
 from ..io._quoting import _TAGS as _TAGS
 from ..io._quoting import DEFAULT_TAGS as DEFAULT_TAGS
 from ..io._quoting import quote as quote
 from ..io._quoting import tag_pattern as tag_pattern
+from ..io._suites import SCALE_SPAN
 
 SCALES = (5, 10, 100)
 """The 1-based scales the audit sweeps and the bundled judges were measured on (any range is allowed)."""
@@ -43,8 +44,11 @@ CHECK_FIELDS = {"question", "response", "check"}
 CRITERION_PAIR_FIELDS = {"question", "response_a", "response_b", "criterion"}
 GRADED_LABELS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
 """A graded pairwise verdict, from A much better to B much better."""
+IMAGE_FIELDS = ("question_images", "reference_images", "response_images", "response_a_images", "response_b_images")
+"""Where a template places images: the item's pictures, its reference figures, the response's (pairwise: each
+response's) images. Empty for an item without them, so a text item's prompt is as it was."""
 OPTIONAL_FIELDS = {"context", "reference", "context_block", "reference_block", "grounding_block", "scale_min",
-                   "scale_max", "task"}
+                   "scale_max", "task", *IMAGE_FIELDS}
 EXTRACT_FIELDS = {"question", "response"}
 VERIFY_FIELDS = {"claim", "grounding_block"}
 MATCH_FIELDS = {"gold", "claim"}
@@ -63,6 +67,42 @@ class Grounding:
 
 
 NO_GROUNDING = Grounding()
+
+
+@dataclass(frozen=True)
+class Pictures:
+    """The images of one judgment: the item's pictures, its reference figures, and the response's images (a
+    pairwise judgment: ``response`` is the one shown as A, ``other`` the one shown as B)."""
+
+    question: tuple[Image, ...] = ()
+    reference: tuple[Image, ...] = ()
+    response: tuple[Image, ...] = ()
+    other: tuple[Image, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.question or self.reference or self.response or self.other)
+
+    def fields(self, pairwise: bool) -> dict[str, str]:
+        """The template fields (:data:`IMAGE_FIELDS`) they fill."""
+        reference = (f"\n<reference_image>{images_block(self.reference)}\n</reference_image>\n"
+                     if self.reference else "")
+        out = {"question_images": images_block(self.question), "reference_images": reference}
+        if pairwise:
+            out.update(response_a_images=images_block(self.response), response_b_images=images_block(self.other))
+        else:
+            out["response_images"] = images_block(self.response)
+        return out
+
+
+NO_PICTURES = Pictures()
+
+
+def strip_image_fields(text: str) -> str:
+    """A template's text without its image fields (its identity for calibrations: a calibration fitted before
+    images existed still fits, as a text item's prompt is unchanged)."""
+    for name in IMAGE_FIELDS:
+        text = text.replace("${" + name + "}", "")
+    return text
 
 
 @dataclass(frozen=True)
@@ -359,6 +399,7 @@ def _blocks(context: str | None, reference: str | None, tags: re.Pattern[str] | 
         "context_block": f"\n<context>\n{context}\n</context>\n" if context else "",
         "reference_block": f"\n<reference_answer>\n{reference}\n</reference_answer>\n" if reference else "",
         "grounding_block": _grounding_block(grounding, tags),
+        **dict.fromkeys(IMAGE_FIELDS, ""),  # a judgment's images fill them (Pictures.fields)
     }
 
 
@@ -418,11 +459,20 @@ class Prompts:
                            "".join(getattr(self, k).template for k in kinds))
         object.__setattr__(self, "_tags", tag_pattern((*DEFAULT_TAGS, *found)))
 
-    def _render(self, which: str, fields: dict[str, object], grounding: Grounding = NO_GROUNDING) -> str:
+    def _render(self, which: str, fields: dict[str, object], grounding: Grounding = NO_GROUNDING,
+                pictures: Pictures = NO_PICTURES) -> str:
         """The same text as ``string.Template.substitute(fields)`` (a test checks it), faster."""
         if grounding and not self._grounded[which]:  # type: ignore[attr-defined]
             raise ConfigError(f"the {which} template has no ${{grounding_block}} field, but an item has a profile, "
                               "knowledge or evidence: add the field where they belong")
+        if pictures:
+            pictured = pictures.fields(which in ("pairwise", "criterion_pair"))
+            names = _identifiers(getattr(self, which))[0]
+            for name, value in pictured.items():
+                if value and name not in names:
+                    raise ConfigError(f"the {which} template has no ${{{name}}} field, but a judgment has such "
+                                      "images: add the field where they belong")
+            fields = {**fields, **pictured}
         parts: tuple[tuple[str, str | None], ...] = self._parts[which]  # type: ignore[attr-defined]
         return "".join(lit if name is None else lit + str(fields[name]) for lit, name in parts)
 
@@ -474,51 +524,54 @@ class Prompts:
                 f"Then give the verdict on its own line in the form {form}.")
 
     def render_criterion_pair(self, question: str, a: str, b: str, context: str | None, reference: str | None,
-                              criterion: str, task: str, grounding: Grounding = NO_GROUNDING) -> str:
+                              criterion: str, task: str, grounding: Grounding = NO_GROUNDING,
+                              pictures: Pictures = NO_PICTURES) -> str:
         """A pairwise criterion judgment: both responses first, the criterion last (shared prefix)."""
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
         fields = dict(_shared_fields(question, context, reference, 1, task, tags, grounding))
         fields["response_a"] = quote(a, tags)
         fields["response_b"] = quote(b, tags)
         fields["criterion"] = quote(criterion, tags)
-        return self._render("criterion_pair", fields, grounding)
+        return self._render("criterion_pair", fields, grounding, pictures)
 
     def render_pointwise(self, question: str, response: str, context: str | None, reference: str | None,
                          sc: Scale, protocol: Protocol, grounding: Grounding = NO_GROUNDING,
-                         task: str | None = None) -> str:
+                         task: str | None = None, pictures: Pictures = NO_PICTURES) -> str:
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
         task = self.score_task(sc, protocol) if task is None else task
         fields = dict(_shared_fields(question, context, reference, sc.points, task, tags, grounding, sc.low))
         fields["response"] = quote(response, tags)
-        return self._render("pointwise", fields, grounding)
+        return self._render("pointwise", fields, grounding, pictures)
 
     def render_pairwise(self, question: str, a: str, b: str, context: str | None, reference: str | None,
-                        protocol: Protocol, grounding: Grounding = NO_GROUNDING, task: str | None = None) -> str:
+                        protocol: Protocol, grounding: Grounding = NO_GROUNDING, task: str | None = None,
+                        pictures: Pictures = NO_PICTURES) -> str:
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
         task = self.verdict_task(protocol) if task is None else task
         fields = dict(_shared_fields(question, context, reference, 1, task, tags, grounding))
         fields["response_a"] = quote(a, tags)
         fields["response_b"] = quote(b, tags)
-        return self._render("pairwise", fields, grounding)
+        return self._render("pairwise", fields, grounding, pictures)
 
     def render_criterion(self, question: str, response: str, context: str | None, reference: str | None,
                          criterion: str, points: int, task: str, grounding: Grounding = NO_GROUNDING,
-                         low: int = 1) -> str:
+                         low: int = 1, pictures: Pictures = NO_PICTURES) -> str:
         """A criterion judgment: everything before the criterion is shared by all criteria of a response
         (``low``..``points``: the criterion's scale, the template's ``scale_min``/``scale_max``)."""
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
         fields = dict(_shared_fields(question, context, reference, points, task, tags, grounding, low))
         fields["response"] = quote(response, tags)
         fields["criterion"] = quote(criterion, tags)
-        return self._render("criterion", fields, grounding)
+        return self._render("criterion", fields, grounding, pictures)
 
     def render_check(self, question: str, response: str, context: str | None, reference: str | None,
-                     check: str, task: str, grounding: Grounding = NO_GROUNDING) -> str:
+                     check: str, task: str, grounding: Grounding = NO_GROUNDING,
+                     pictures: Pictures = NO_PICTURES) -> str:
         tags: re.Pattern[str] = self._tags  # type: ignore[attr-defined]
         fields = dict(_shared_fields(question, context, reference, 1, task, tags, grounding))
         fields["response"] = quote(response, tags)
         fields["check"] = quote(check, tags)
-        return self._render("check", fields, grounding)
+        return self._render("check", fields, grounding, pictures)
 
 
 @lru_cache(maxsize=1024)

@@ -378,6 +378,9 @@ class CriterionVerdict:
     unscored: str | None
     graded: dict[str, float] | None = optional()
     """Graded verdicts only: the combined 5-way distribution, first's view (``first>>second`` .. ``second>>first``)."""
+    label_probabilities: dict[str, float] | None = optional()
+    """Pairwise labels of your own (``labels``): each label's probability over both orders (the second's mirrored,
+    as first's view), so that AutoFigure's both good and both bad stay apart."""
 
 
 @dataclass

@@ -29,6 +29,8 @@ from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
 from .._plugins import describe, installed
+from ..audit._summary import SummaryMetrics, register_summary
+from ..audit._units import UnitReader, register_units, unregister_units
 from ..errors import ConfigError
 from ._base import Task
 from ._prompts import Prompts, Scale
@@ -121,6 +123,14 @@ class Mode:
     """The service route that runs it (``/v1/score``), ``None`` where it is not served."""
     not_served: str | None = None
     """Why the service has no route for it (where :attr:`route` is ``None``)."""
+    calibration: UnitReader | None = field(default=None, hash=False)
+    """Its calibration contract: the classes and units ``trustjudge calibrate --mode <name>`` and
+    :meth:`Judge.calibrate` fit on (:class:`~trustjudge.mode_api.LabelUnits` for a verdict over fixed labels);
+    ``None``: not calibrated. The built-in modes' units are read by :mod:`trustjudge.audit._trust` itself."""
+    summary_metrics: SummaryMetrics | None = field(default=None, hash=False)
+    """Its summary (``trustjudge summary``, ``<command> --summary``): the headline values read from each record
+    (:class:`~trustjudge.audit._summary.SummaryMetrics`); ``None``: the mode has no summary, and asking for one
+    is an error naming the mode."""
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name or self.name != self.name.strip():
@@ -171,6 +181,10 @@ def register_mode(mode: Mode, *, replace: bool = False) -> Mode:
     if mode.name in _MODES and not replace and _MODES[mode.name] is not mode:
         raise ConfigError(f"a mode named {mode.name!r} is registered already (pass replace=True to replace it)")
     _MODES[mode.name] = mode
+    if mode.calibration is not None and mode.name not in _BUILTIN:
+        register_units(mode.name, mode.calibration)
+    if mode.summary_metrics is not None and mode.name not in _BUILTIN:
+        register_summary(mode.name, mode.summary_metrics)
     return mode
 
 
@@ -186,6 +200,8 @@ def unregister_mode(name: str) -> None:
     if name in _BUILTIN:
         raise ConfigError(f"{name!r} is a built-in mode and cannot be unregistered")
     _MODES.pop(name, None)
+    unregister_units(name)
+    register_summary(name, None)
 
 
 def builtin_modes() -> tuple[str, ...]:

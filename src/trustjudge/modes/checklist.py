@@ -23,6 +23,8 @@ from ._base import (
     _wmean,
     by_responses,
     grounding,
+    judged_empty,
+    pictures,
     point_mass,
     rule_label,
     rules_option,
@@ -113,10 +115,11 @@ class ChecklistTask(Task):
         task = self.prompts.label_task(self.labels, self.protocol, "answer")
         for r in item.responses:
             for c in self.checks_of(item, r):
-                if not r.text.strip():
+                if judged_empty(r):
                     out.append(EMPTY_RESPONSE)
                     continue
-                user = self.prompts.render_check(item.question, r.text, item.context, item.reference, c.text, task, g)
+                user = self.prompts.render_check(item.question, r.text, item.context, item.reference, c.text, task, g,
+                                                 pictures(item, r))
                 out.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, ANSWER_MARKER)),
                                     self.labels.labels, ANSWER_MARKER))
         return out
@@ -174,7 +177,7 @@ class ChecklistTask(Task):
                 ruled: bool = False) -> ChecklistRecord:
         left_out = [res.id for res in results if res.unscored is not None]
         use = [res for res in results if res.unscored is None]
-        unscored = EMPTY_RESPONSE if not r.text.strip() and not ruled else (
+        unscored = EMPTY_RESPONSE if judged_empty(r) and not ruled else (
             PARTIAL if left_out and (not self.reweight or not use) else None)
         satisfaction = p_all = expected = None
         passed = None

@@ -22,6 +22,8 @@ from ._base import (
     _prefix,
     by_pairs,
     grounding,
+    judged_empty,
+    pictures,
     shared_bytes,
 )
 from ._prompts import (
@@ -75,14 +77,14 @@ class CompareTask(Task):
         return by_pairs(item, size, 2)
 
     def pair_questions(self, item: Item, pair: Pair, fmt: Format) -> tuple[Question | str, Question | str]:
-        a, b = item.response(pair.first).text, item.response(pair.second).text
-        if not a.strip() or not b.strip():
+        ra, rb = item.response(pair.first), item.response(pair.second)
+        if judged_empty(ra) or judged_empty(rb):
             return EMPTY_RESPONSE, EMPTY_RESPONSE
         qs = []
-        for x, y in ((a, b), (b, a)):
+        for x, y in ((ra, rb), (rb, ra)):
             task = None if self.labels is None else self.prompts.verdict_task(self.protocol, self.labels)
-            user = self.prompts.render_pairwise(item.question, x, y, item.context, item.reference, self.protocol,
-                                                grounding(item), task)
+            user = self.prompts.render_pairwise(item.question, x.text, y.text, item.context, item.reference,
+                                                self.protocol, grounding(item), task, pictures(item, x, y))
             qs.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, VERDICT_MARKER)),
                                self.verdict_labels, VERDICT_MARKER))
         return qs[0], qs[1]

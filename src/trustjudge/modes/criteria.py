@@ -38,6 +38,8 @@ from ._base import (
     by_responses,
     criterion_text,
     grounding,
+    judged_empty,
+    pictures,
     point_mass,
     rule_label,
     rules_option,
@@ -294,13 +296,14 @@ class CriteriaTask(_audits.CriteriaHooks):
         g = grounding(item)
         for r in item.responses:  # response-major: a response's criteria share the prompt up to the criterion
             for c in criteria:
-                if not r.text.strip():
+                if judged_empty(r):
                     out.append(EMPTY_RESPONSE)
                     continue
                 sc = self.scale_of(c)
                 user = self.prompts.render_criterion(item.question, r.text, item.context, item.reference,
                                                      criterion_text(c), sc.points,
-                                                     self.prompts.score_task(sc, self.protocol), g, sc.low)
+                                                     self.prompts.score_task(sc, self.protocol), g, sc.low,
+                                                     pictures(item, r))
                 out.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, SCORE_MARKER)), sc.labels,
                                     SCORE_MARKER))
         return out
@@ -388,7 +391,7 @@ class CriteriaTask(_audits.CriteriaHooks):
 
         left_out = [res.name for res in results if res.unscored is not None]
         use = [res for res in results if res.unscored is None]
-        empty = bool(item.responses) and not r.text.strip() and not ruled  # a rule judges an empty answer too
+        empty = bool(item.responses) and judged_empty(r) and not ruled  # a rule judges an empty answer too
         unscored = EMPTY_RESPONSE if empty else (PARTIAL if left_out and (not self.reweight or not use) else None)
         aggregate: dict[str, float | None] = dict.fromkeys(S.SCORE_METHODS)
         spread = None

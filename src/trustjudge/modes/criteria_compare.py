@@ -11,6 +11,7 @@ from ..engine import _aggregates as A
 from ..engine import _scoring as S
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..errors import ConfigError
 from ..io._items import Criterion, Item, Pair
 from . import _audits
 from ._base import (
@@ -24,6 +25,8 @@ from ._base import (
     by_pairs,
     criterion_text,
     grounding,
+    judged_empty,
+    pictures,
     shared_bytes,
     text_bytes,
 )
@@ -32,6 +35,7 @@ from ._prompts import (
     GRADED_LABELS,
     VERDICT_LABELS,
     VERDICT_MARKER,
+    PairLabels,
     Prompts,
     Protocol,
 )
@@ -40,6 +44,7 @@ from ._records import (
     CriterionVerdict,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from .compare import label_probabilities
 
 POSITION = 40
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -60,6 +65,9 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
     criteria: tuple[Criterion, ...] = ()
     graded: bool = False
     reweight: bool = False
+    labels: PairLabels | None = None
+    """Verdict labels of your own with their preferences (AutoFigure's A / B / both good / both bad); ``None``:
+    A, B, C (or the graded five)."""
 
     def criteria_of(self, item: Item) -> tuple[Criterion, ...]:
         return item.criteria or self.criteria
@@ -79,30 +87,32 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
         p, k = len(pairs), len(criteria)
         quoted = 2 * (p * k * shared_bytes(item) + k * sum(pairs) + p * sum(text_bytes(criterion_text(c))
                                                                             for c in criteria))
-        return Cost(2 * p * k, quoted, 2 * p * k * len(self.labels))
+        return Cost(2 * p * k, quoted, 2 * p * k * len(self.verdict_labels))
 
     def parts(self, item: Item, size: int) -> list[Item]:
         return by_pairs(item, size, 2 * len(self.criteria_of(item)))
 
     @property
-    def labels(self) -> tuple[str, ...]:
-        return GRADED_LABELS if self.graded else VERDICT_LABELS
+    def verdict_labels(self) -> tuple[str, ...]:
+        return self.labels.labels if self.labels is not None else GRADED_LABELS if self.graded else VERDICT_LABELS
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
         out: list[Question | str] = []
         g = grounding(item)
-        task = self.prompts.graded_task(self.protocol) if self.graded else self.prompts.verdict_task(self.protocol)
+        task = self.prompts.graded_task(self.protocol) if self.graded else self.prompts.verdict_task(self.protocol,
+                                                                                                     self.labels)
         for pair in item.all_pairs():
-            a, b = item.response(pair.first).text, item.response(pair.second).text
-            for x, y in ((a, b), (b, a)):  # order-major: one order's criteria share the prompt up to the criterion
+            ra, rb = item.response(pair.first), item.response(pair.second)
+            for x, y in ((ra, rb), (rb, ra)):  # order-major: one order's criteria share the prompt up to the criterion
                 for c in self.criteria_of(item):
-                    if not a.strip() or not b.strip():
+                    if judged_empty(ra) or judged_empty(rb):
                         out.append(EMPTY_RESPONSE)
                         continue
-                    user = self.prompts.render_criterion_pair(item.question, x, y, item.context, item.reference,
-                                                              criterion_text(c), task, g)
+                    user = self.prompts.render_criterion_pair(item.question, x.text, y.text, item.context,
+                                                              item.reference, criterion_text(c), task, g,
+                                                              pictures(item, x, y))
                     out.append(Question(fmt(self.prompts.system, user, _prefix(self.protocol, VERDICT_MARKER)),
-                                        self.labels, VERDICT_MARKER))
+                                        self.verdict_labels, VERDICT_MARKER))
         return out
 
     def records(self, items: Sequence[Item], outcomes: Sequence[Outcome],
@@ -122,7 +132,7 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
         for out in (o1, o2):
             row: dict[str, Any] = {"unscored": out.unscored}
             if out.probs is not None:
-                row.update(dict(zip(self.labels, out.probs)), mass=out.mass)
+                row.update(dict(zip(self.verdict_labels, out.probs)), mass=out.mass)
             if out.critique is not None:
                 row["critique"] = out.critique
             orders.append(row)
@@ -136,14 +146,16 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
             probs = {"first": combined[0] + combined[1], "second": combined[3] + combined[4], "tie": combined[2]}
             margin = A.expected_margin(combined)
         else:
-            d1 = S.from_order(*o1.probs, swapped=False)
-            d2 = S.from_order(*o2.probs, swapped=True)
+            collapse = self.labels.collapse if self.labels is not None else tuple
+            d1 = S.from_order(*collapse(o1.probs), swapped=False)
+            d2 = S.from_order(*collapse(o2.probs), swapped=True)
             f, s, t = S.likelihood_probs(d1, d2)
             total = f + s + t
             probs = {"first": f / total, "second": s / total, "tie": t / total}
             margin = probs["first"] - probs["second"]
         verdict = S.argmax_verdict(probs["first"], probs["second"], probs["tie"])
-        return CriterionVerdict(c.name, c.weight, probs, verdict, margin, orders, None, graded)
+        own = label_probabilities(self.labels, o1.probs, o2.probs) if self.labels is not None else None
+        return CriterionVerdict(c.name, c.weight, probs, verdict, margin, orders, None, graded, own)
 
     def _record(self, item: Item, pair: Pair, verdicts: list[CriterionVerdict], judge: str) -> CriteriaCompareRecord:
         left_out = [v.name for v in verdicts if v.unscored is not None]
@@ -175,10 +187,17 @@ class CriteriaCompareOptions:
     reweight: bool = option(False, "When a criterion is unscored, aggregate over the rest with renormalised "
                                    "weights (default: the aggregate is unscored).")
     protocol: Protocol | None = option(None, PROTOCOL_HELP)
+    pair_labels: PairLabels | str | None = option(
+        None, "Verdict labels of your own per criterion, each with the preference it stands for, e.g. "
+              "'A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie' (not with --graded).",
+        parse=PairLabels.parse, flag="--labels", shown="A, B, C")
 
 
 def build_criteria_compare(j: JudgeSettings, o: CriteriaCompareOptions) -> CriteriaCompareTask:
-    return CriteriaCompareTask(j.prompts, o.protocol or j.protocol, tuple(o.criteria), o.graded, o.reweight)
+    labels = PairLabels.parse(o.pair_labels) if isinstance(o.pair_labels, str) else o.pair_labels
+    if labels is not None and o.graded:
+        raise ConfigError("criteria-compare takes --graded or --labels, not both")
+    return CriteriaCompareTask(j.prompts, o.protocol or j.protocol, tuple(o.criteria), o.graded, o.reweight, labels)
 
 
 MODE = Mode(

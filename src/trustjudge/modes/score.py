@@ -20,6 +20,8 @@ from ._base import (
     _prefix,
     by_responses,
     grounding,
+    judged_empty,
+    pictures,
     point_mass,
     rule_label,
     rules_option,
@@ -84,16 +86,17 @@ class ScoreTask(Task):
     def parts(self, item: Item, size: int) -> list[Item]:
         return by_responses(item, size, lambda r: 1)
 
-    def question(self, item: Item, text: str, fmt: Format) -> Question | str:
-        if not text.strip():
+    def question(self, item: Item, text: str, fmt: Format, response: Response | None = None) -> Question | str:
+        """The question of ``text`` (``response``: the response it is, whose images are shown with it)."""
+        if not text.strip() and (response is None or judged_empty(response)):
             return EMPTY_RESPONSE
         user = self.prompts.render_pointwise(item.question, text, item.context, item.reference, self.scale,
-                                             self.protocol, grounding(item))
+                                             self.protocol, grounding(item), pictures=pictures(item, response))
         return Question(fmt(self.prompts.system, user, _prefix(self.protocol, SCORE_MARKER)), self.scale.labels,
                         SCORE_MARKER)
 
     def questions(self, item: Item, fmt: Format) -> list[Question | str]:
-        return [self.question(item, r.text, fmt) for r in item.responses]
+        return [self.question(item, r.text, fmt, r) for r in item.responses]
 
     def records(self, items: Sequence[Item], outcomes: Sequence[Outcome], judge: str) -> Iterator[ScoreRecord]:
         scored = [i for i, o in enumerate(outcomes) if o.probs is not None and o.unscored is None]

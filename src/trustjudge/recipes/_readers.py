@@ -203,7 +203,8 @@ def _puzzleworld(file: str, data: Any) -> list[dict[str, Any]]:
         out.append({"id": str(row.get("id", line)), "question": f"The puzzle's title is {row.get('title', '')}. "
                     f"Its flavor text is {row.get('flavor_text', '')}.", "context": str(row["solution"]),
                     "reference": "\n".join(str(s).replace("\n", " ") for s in steps),
-                    "responses": _responses(row, "raw_output", file, line)})
+                    "responses": _responses(row, "raw_output", file, line),
+                    **({"images": row["images"]} if row.get("images") else {})})
     return out
 
 
@@ -293,7 +294,7 @@ def read(path: str | Path, fmt: str) -> list[Item]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", file=str(path)) from None
     rows = READERS[fmt](str(path), data)
-    return items_from_dicts(rows, source=f"{path} (read as {fmt})")
+    return items_from_dicts(rows, source=f"{path} (read as {fmt})", base=path.parent)  # image paths: beside it
 
 
 def derive_key(password: str, length: int) -> bytes:

@@ -24,10 +24,9 @@ A protocol that needs several modes (PQR: criteria and claims) gives ``[parts.NA
 options are judged once. Its own ``[metric]`` is then ``parts_mean``: per response the weighted mean of the
 parts' values (``weights = {P = 1, ...}``, default equal), unscored where a part is.
 
-The built-in recipes are the folders of this package; installed packages add recipes through the entry
-point group ``trustjudge.recipes`` (its name: the recipe's name; its value: a path to a recipe file, a
-:class:`Recipe`, or a callable returning either); any other recipe is loaded by its path. Every problem is
-an :class:`~trustjudge.errors.InputError` naming the file and field.
+The built-in recipes are the folders of this package; packages add recipes through the entry point group
+``trustjudge.recipes`` (name: the recipe's; value: a recipe file's path, a :class:`Recipe` or a callable returning
+either); any other recipe is loaded by its path. Every problem is an InputError naming the file and field.
 """
 
 from __future__ import annotations
@@ -404,7 +403,7 @@ def _benchmark_prompt(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
     return parse_benchmark_prompt(_table(data, "benchmark_prompt", str(path)), path)
 
 
-INPUT_FIELDS = {"format", "checklist_from", "split"}
+INPUT_FIELDS = {"format", "checklist_from", "split", "execute"}
 
 
 def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
@@ -415,8 +414,9 @@ def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
                              field=f"input.{key}")
         if not isinstance(value, str) or not value:
             raise InputError("must be a non-empty string", file=file, field=f"input.{key}")
-    if raw.get("split", "lines") not in ("lines", "numbered"):
-        raise InputError("must be lines or numbered", file=file, field="input.split")
+    for key, allowed in (("split", ("lines", "numbered")), ("execute", ("response",))):  # execute: its code runs
+        if key in raw and raw[key] not in allowed:
+            raise InputError(f"must be {' or '.join(allowed)}", file=file, field=f"input.{key}")
     if "checklist_from" in raw and raw["checklist_from"] != "reference":
         raise InputError("must be reference (one check per step of the item's reference)", file=file,
                          field="input.checklist_from")

@@ -15,6 +15,7 @@ from ..io._items import Check, Item
 from ..modes._base import AuditContext, Split, split_steps
 from ..modes._prompts import CHECK_FIELDS, CRITERION_FIELDS, POINTWISE_FIELDS, read_template
 from ..modes._registry import get_mode
+from ._execute import best_of_attempts, execute_items
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
@@ -37,6 +38,8 @@ class RecipeRun:
 
     part_readings: dict[str, dict[str, MetricResult]] = field(default_factory=dict)
     """A recipe with parts: each part's readings (hard and soft, its published one first)."""
+    execution: dict[str, Any] = field(default_factory=dict)
+    """``[input] execute``: the attempts run, how many executed, the pass rates and the failures by kind."""
 
     def to_dict(self) -> dict[str, Any]:
         published = next(iter(self.readings), "")
@@ -45,6 +48,7 @@ class RecipeRun:
                                  for name, r in self.readings.items()}} if self.readings else {}),
                 **({"parts": {name: {**r.to_dict(), **_readings_dict(self.part_readings.get(name, {}))}
                              for name, r in self.parts.items()}} if self.parts else {}),
+                **({"execution": self.execution} if self.execution else {}),
                 **({"audit": self.audit} if self.audit else {})}
 
 
@@ -113,6 +117,9 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
     items = prepare_items(recipe, items)
     if recipe.parts:
         return _run_parts(recipe, items, judge, bootstrap=bootstrap, seed=seed, progress=progress)
+    executed: dict[str, Any] = {}
+    if recipe.input.get("execute") == "response":
+        items, executed = execute_items(items, judge.store)
     task = judge.task(recipe.mode, **recipe.options)
     prompt = recipe.prompt_used()
     records: list[dict[str, Any]] = []
@@ -125,11 +132,18 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
             records += [{**r.to_dict(), "prompt": used}
                         for r in ruled.run(ruled.task(recipe.mode, **recipe.options), group, progress=progress)]
     by_id = {item.id: item for item in items}
-    result = compute(get_metric(recipe.metric), records, recipe.metric_params, bootstrap=bootstrap, seed=seed,
+    scored = records
+    if executed:
+        kinds = executed["kinds"]
+        records = [{**r, "execution": kinds.get((str(r.get("item_id")), str(r.get("response_id"))))}
+                   for r in records]
+        scored = best_of_attempts(records, kinds)  # the metric reads the best attempt of each task
+    result = compute(get_metric(recipe.metric), scored, recipe.metric_params, bootstrap=bootstrap, seed=seed,
                      items=by_id, by=recipe.by)
     run = RecipeRun(recipe, records, result,
-                    readings=readings(recipe.metric, recipe.metric_params, records, result, by_id, recipe.by,
-                                      bootstrap=bootstrap, seed=seed))
+                    readings=readings(recipe.metric, recipe.metric_params, scored, result, by_id, recipe.by,
+                                      bootstrap=bootstrap, seed=seed),
+                    execution=executed.get("summary", {}))
     if audit:
         run.audit = audit_recipe(recipe, items, judge, records, bootstrap=bootstrap, seed=seed)
     return run

@@ -396,7 +396,7 @@ def mode_bodies(mode: Mode) -> ModeBodies:
         hints = typing.get_type_hints(mode.options, include_extras=True)
     except (NameError, TypeError) as exc:
         raise ConfigError(f"mode {mode.name!r}: the types of its options cannot be read ({exc})") from None
-    calibrated = mode.name in CALIBRATION_MODES
+    calibrated = mode.name in CALIBRATION_MODES or mode.calibration is not None
     items_doc = ITEMS_DOC + (f" Each needs {mode.min_responses} or more responses." if mode.min_responses > 1
                              else "")
     fields: dict[str, Any] = {"items": (Items, Field(description=items_doc))}

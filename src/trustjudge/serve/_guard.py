@@ -328,7 +328,7 @@ def validate_items(raw: Any, max_items: int, min_responses: int = 1) -> list[Ite
         raise HTTPException(413, f"{len(raw):,} items is over the limit of {max_items:,} per request")
     if not raw:
         raise InputError("items must hold at least one item")
-    items = items_from_dicts(raw, source="request")
+    items = items_from_dicts(raw, source="request", sources="data")  # no server-side paths or URLs
     seen: set[str] = set()
     for index, item in enumerate(items, start=1):
         if len(item.responses) < min_responses:

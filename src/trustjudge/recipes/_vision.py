@@ -1,0 +1,88 @@
+"""The metrics of the recipes that judge images: VisPlotBench's (executed code, its plot scored 0-100, the best of k
+attempts) and AutoFigure's pairwise one (two figures per dimension: A, B, both good, both bad)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..audit._stats import finite
+from ._metrics import Metric, Record, register_metric
+
+__all__ = ["FIGURE_LABELS", "VISPLOT_VALUES"]
+
+
+# -- VisPlotBench (recipe visplotbench): executed code, its plot scored 0-100, the best of k attempts ---------
+
+VISPLOT_VALUES = ("pass_rate", "plot_score", "good", "bad")
+
+
+def _visplot(r: Record, p: Mapping[str, Any]) -> float | None:
+    """A task's row (the best of its attempts, ``recipes._execute.best_of_attempts``): ``pass_rate`` 1 where an
+    attempt executed and drew; ``plot_score`` the best attempt's expected 0-100 score (0 where none drew); ``good``
+    P(score >= good_at) under its label distribution, ``bad`` P(score <= bad_at) (a task none of whose attempts
+    drew: 0 and 1, its score being 0). ``hard``: the argmax score in place of the distribution."""
+    if "executed" not in r:
+        return None
+    if p["value"] == "pass_rate":
+        return 1.0 if r["executed"] else 0.0
+    if not r["executed"]:
+        return 1.0 if p["value"] == "bad" else 0.0
+    scores = r.get("scores") or {}
+    if p["value"] == "plot_score":
+        return finite(scores.get("discrete" if p["hard"] else "expected"))
+    dist = {float(k): float(v) for k, v in (r.get("distribution") or {}).items()}
+    if p["hard"] or not dist:
+        top = finite(scores.get("discrete"))
+        if top is None:
+            return None
+        dist = {top: 1.0}
+    total = sum(dist.values())
+    if not total > 0:
+        return None
+    if p["value"] == "good":
+        return sum(q for v, q in dist.items() if v >= p["good_at"]) / total
+    return sum(q for v, q in dist.items() if v <= p["bad_at"]) / total
+
+
+register_metric(Metric(
+    "visplot", ("score",), _visplot, {"value": "pass_rate", "hard": False, "good_at": 75.0, "bad_at": 25.0},
+    "VisPlotBench, per task over its attempts (the best of k): `value` pass_rate (an attempt's code executed and "
+    "wrote a PNG), plot_score (the best attempt's 0-100 score; 0 where no attempt drew), good (P(score >= good_at)) or "
+    "bad (P(score <= bad_at)) from the judge's label distribution (keep_distribution), or from its argmax with "
+    "`hard`.", choices={"value": VISPLOT_VALUES},
+    readings={v: {"value": v} for v in VISPLOT_VALUES}))
+
+
+# -- FigureBench / AutoFigure (recipe autofigure-pairwise): two figures per dimension, four labels -------------
+
+FIGURE_LABELS = {"first": "A", "second": "B", "both_good": "BOTH_GOOD", "both_bad": "BOTH_BAD"}
+
+
+def _figure_pair(r: Record, p: Mapping[str, Any]) -> float | None:
+    """A pair's probability of the label ``value`` stands for (both orders, mirrored: ``label_probabilities``),
+    averaged over its dimensions (``criterion``: one dimension only); with ``hard``, the share of dimensions whose
+    most probable label it is."""
+    label = FIGURE_LABELS[p["value"]]
+    values = []
+    for c in r.get("criteria") or []:
+        if p["criterion"] and c.get("name") != p["criterion"]:
+            continue
+        probs = c.get("label_probabilities")
+        if c.get("unscored") is not None or not isinstance(probs, dict) or label not in probs:
+            continue
+        q = finite(probs[label])
+        if q is None:
+            continue
+        values.append((1.0 if max(probs, key=lambda k: probs[k]) == label else 0.0) if p["hard"] else q)
+    return sum(values) / len(values) if values else None
+
+
+register_metric(Metric(
+    "figure_pairwise", ("criteria-compare",), _figure_pair,
+    {"value": "first", "criterion": "", "hard": False},
+    "AutoFigure pairwise, per pair of figures: the probability of A (the first figure better), B, both good or both "
+    "bad (`value`: first, second, both_good, both_bad), both orders combined with the second mirrored, averaged "
+    "over the dimensions (`criterion`: one); `hard`: the share of dimensions whose argmax label it is. Needs "
+    "criteria-compare with labels A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie.",
+    choices={"value": tuple(FIGURE_LABELS)}, readings={v: {"value": v} for v in FIGURE_LABELS}))
