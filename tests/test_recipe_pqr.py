@@ -179,8 +179,9 @@ def test_pqr_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
         assert judge.stats.generate_calls == 2  # P's and Q's criteria, one generation each
     finally:
         judge.close()
-    for name in ("FA", "CC"):
+    for name in ("FA", "CV", "CC"):
         assert run.parts[name].overall.n == 1 and 0.0 <= run.parts[name].value <= 1.0
+    assert run.parts["CV"].value == 1.0  # the one claim cites s1
     for name in ("P", "Q"):
         part = run.parts[name]
         assert (part.overall.n == 1 and 0.0 <= part.value <= 1.0) or part.overall.unscored == 1
