@@ -62,6 +62,7 @@ def test_recipes_lists_each_recipes_template_files() -> None:
     result = CliRunner().invoke(cli, ["recipes"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert "check=equivalence.txt" in result.output and "match=match.txt" in result.output
+    assert "P.generation=generate_two_level.txt" in result.output  # pqr's criteria generation prompt
     assert "(package defaults)" in result.output  # trustjudge-study reads no file of its own
 
 

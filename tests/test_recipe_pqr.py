@@ -197,3 +197,64 @@ def test_pqr_end_to_end_on_the_bundled_judge(tmp_path: Path) -> None:
         assert again.stats.model_calls == 0 and rerun.to_dict() == run.to_dict()
     finally:
         again.close()
+
+
+# -- two levels of weights: dimensions, each over its own sub-criteria (pqr 2.0) -----------------------------
+
+P_TWO = ("- Goal alignment | 3 | Serves the user's goals.\n- Goal alignment / Plan | 1 | Gives a plan.\n"
+         "- goal alignment / Time | 1 | Fits the user's time.\n- Presentation fit | 1 | Suits the user.\n"
+         "- Presentation fit / Tone | 1 | The user's tone.\nEND")
+TWO_SCORES = {"Goal alignment": 2, "Goal alignment / Plan": 8, "goal alignment / Time": 4, "Presentation fit": 2,
+              "Presentation fit / Tone": 10, "Depth": 6, "Clarity": 10}
+
+
+def test_pqr_p_is_dimensions_weighted_over_their_own_sub_criteria(tmp_path: Path) -> None:
+    def labels(req: LabelRequest) -> list[float]:
+        if "<claim>" in req.prompt:
+            return [0.5 if lab.startswith(("SUPPORTED", "UNSUPPORTED")) else 0.0 for lab in req.labels]
+        score = TWO_SCORES[_between(req.prompt, "criterion").split(":", 1)[0]]
+        return [1.0 if lab.rstrip("]").strip() == str(score) else 0.0 for lab in req.labels]
+
+    def generate(req: GenerateRequest) -> Generation:
+        assert "DIMENSION / SUB-CRITERION" in req.prompt  # the recipe's two-level generation prompt
+        return Generation(P_TWO if "personalization alignment" in req.prompt else Q_GEN, (-0.1,) * 5, "stop", 10)
+
+    recipe = get_recipe("pqr")
+    rows = [dict(ROWS[1], responses=[{"id": "a", "text": "Report", "claims": [{"text": "X.", "source": "s1"}]}])]
+    judge = recipe_judge(recipe, MockBackend("two", labels, generate), store=tmp_path / "s.sqlite")
+    run = run_recipe(recipe, items_from_dicts(rows), judge, bootstrap=0)
+    judge.close()
+    # Goal alignment: (8 + 4) / 2 = 6 over its two sub-criteria (their dimension line's own 2 is not used);
+    # Presentation fit: 10; P = (3 x 6 + 1 x 10) / 4 = 7 on 0-10
+    assert run.parts["P"].value == pytest.approx(0.7)
+    flat = next(r for r in run.records if r["part"] == "P")["aggregate"]["expected"]
+    assert flat == pytest.approx((3 * 2 + 8 + 4 + 2 + 10) / 7)  # the flat weighted mean it replaces: 4.29
+    assert run.parts["Q"].value == pytest.approx((6 + 10) / 20)  # no sub-criteria: each line its own dimension
+
+
+def test_two_level_by_hand_and_what_leaves_it_unscored() -> None:
+    from trustjudge.recipes import get_metric
+
+    metric = get_metric("two_level")
+    params = metric.checked({}, "metric")
+
+    def record(*crits: tuple[str, float, float | None]) -> dict[str, Any]:
+        return {"criteria": [{"name": n, "weight": w, "scores": {"expected": s}, "unscored": None if s is not None
+                              else "no_label_mass"} for n, w, s in crits]}
+
+    r = record(("A", 0.5, 1.0), ("A / x", 0.1, 4.0), ("A / y", 0.3, 8.0), ("B", 0.1, 2.0))
+    assert metric.value(r, params) == pytest.approx((0.5 * (0.1 * 4 + 0.3 * 8) / 0.4 + 0.1 * 2.0) / 0.6)
+    assert metric.value(record(("A / x", 1.0, 4.0)), params) is None  # a sub-criterion without its dimension
+    assert metric.value(record(("A", 1.0, 4.0), ("A / x", 1.0, None)), params) is None  # an unscored one
+    assert metric.value(record(("A", 1.0, None), ("A / x", 1.0, 3.0)), params) == pytest.approx(3.0)
+
+
+def test_a_generation_template_must_stay_in_the_recipe_folder(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "out.txt").write_text("${question} ${n}")
+    path = tmp_path / "r" / "recipe.toml"
+    path.write_text('name = "x"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "criteria"\n[options]\n'
+                    'generate_criteria = 2\ngeneration_template = "../out.txt"\n[metric]\nname = "two_level"\n')
+    with pytest.raises(InputError, match="outside the recipe's folder") as info:
+        load_recipe(path)
+    assert info.value.field == "options.generation_template"
