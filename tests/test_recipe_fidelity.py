@@ -62,6 +62,7 @@ def test_recipes_lists_each_recipes_template_files() -> None:
     result = CliRunner().invoke(cli, ["recipes"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert "check=equivalence.txt" in result.output and "match=match.txt" in result.output
+    assert "P.generation=generate_two_level.txt" in result.output  # pqr's criteria generation prompt
     assert "(package defaults)" in result.output  # trustjudge-study reads no file of its own
 
 
@@ -335,12 +336,16 @@ def test_omnispatial_data_json_is_read_and_detected(tmp_path: Path) -> None:
 
 def test_sc_arena_scienceqa_file_is_read(tmp_path: Path) -> None:
     papers = [{"PMID": "p1", "title": "T", "abstract": "Abs.", "response": [
-        {"type": "Pathway Logic", "question": "Why?", "answer": "Because.", "model_answer": "[Answer: Because]"}]}]
+        {"type": "Pathway Logic", "question": "Why?", "answer": "Because.", "relevant_passage": "Fig. 2 shows it.",
+         "model_answer": "I reason at length. [Answer: Because] Done."}]}]
     path = tmp_path / "ScientificQA_final.json"
     path.write_text(json.dumps(papers))
     assert detect(path, "sc-arena-scienceqa")
     item = read(path, "sc-arena-scienceqa")[0]
-    assert item.reference == "Because." and item.context == "T\n\nAbs." and item.fields["subset"] == "Pathway Logic"
+    assert item.reference == "Because." and item.fields["subset"] == "Pathway Logic"
+    assert item.context == ("Question type: Pathway Logic\n\nReference paper title: T\n\nReference paper abstract: "
+                            "Abs.\n\nRelevant passage: Fig. 2 shows it.")
+    assert item.responses[0].text == "Because"  # the benchmark judges the [Answer: ...] where there is one
 
 
 def test_livedrbench_rows_and_predictions_are_read(tmp_path: Path) -> None:

@@ -8,6 +8,9 @@ the prompt and the sha256 of that file as the recipe was written for it::
     file = "system_prompts.py"           # inside the checkout (--benchmark-dir)
     constant = "LLM_JUDGE_PROMPT"        # optional: a string constant of that Python file (read, never run);
                                          # NAME.KEY: the string under KEY of the dict literal NAME
+    function = "Grader.prompt"           # or: the (f-)string a function or method returns, or assigns to
+    variable = "message"                 # ... this name; its {expressions} are the placeholders
+    values = { "self.tolerance * 100" = "1.0" }   # an expression's fixed value (the code's default)
     sha256 = "a67f..."                   # the file's, at the commit below
     commit = "208bac..."
     placeholders = { puzzle_solution = "reference" }   # the text's own {name} -> this package's field
@@ -15,7 +18,9 @@ the prompt and the sha256 of that file as the recipe was written for it::
 
 :func:`load_benchmark_prompt` reads the file (inside the checkout, links followed), checks its hash (a changed
 file is refused unless ``allow_changed``, then said in the record) and builds the template text: the
-benchmark's text with its ``{name}`` placeholders mapped (``$`` escaped), put into ``layout``.
+benchmark's text with its ``{name}`` placeholders mapped (``$`` escaped), put into ``layout``. An f-string
+inside a function (``function``) is read from its parts: every ``{expression}`` must be mapped to a field
+(``placeholders``) or given a value (``values``), else the file is refused naming the expressions left.
 :func:`~trustjudge.recipes._recipe.with_benchmark_prompt` gives the recipe judging with it; the records
 say which prompt judged.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +40,8 @@ from ..errors import InputError
 
 __all__ = ["BenchmarkPrompt", "load_benchmark_prompt", "parse_benchmark_prompt"]
 
-FIELDS = {"kind", "file", "constant", "sha256", "commit", "placeholders", "layout", "note"}
+FIELDS = {"kind", "file", "constant", "function", "variable", "values", "sha256", "commit", "placeholders", "layout",
+          "note"}
 KINDS = ("pointwise", "pairwise", "criterion", "check", "criterion_pair", "match", "verify", "extract")
 STAGES = ("match", "verify", "extract")
 TARGETS = {"question", "response", "reference", "context", "check", "criterion", "gold", "claim", "response_a",
@@ -70,9 +77,19 @@ def parse_benchmark_prompt(raw: Mapping[str, Any], path: Path) -> dict[str, Any]
                                                      for v in placeholders.values()):
         raise InputError(f"must map the text's {{name}} placeholders to fields among {', '.join(sorted(TARGETS))}",
                          file=file, field="benchmark_prompt.placeholders")
-    for key in ("constant", "commit", "note"):
+    for key in ("constant", "function", "variable", "commit", "note"):
         if key in raw and not isinstance(raw[key], str):
             raise InputError("must be a string", file=file, field=f"benchmark_prompt.{key}")
+    if "constant" in raw and "function" in raw:
+        raise InputError("and benchmark_prompt.function exclude each other: the text is a constant or a "
+                         "function's string", file=file, field="benchmark_prompt.constant")
+    if "variable" in raw and "function" not in raw:
+        raise InputError("needs benchmark_prompt.function (the function that assigns it)", file=file,
+                         field="benchmark_prompt.variable")
+    values = raw.get("values", {})
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise InputError("must map expressions of the text to their fixed values (strings)", file=file,
+                         field="benchmark_prompt.values")
     return dict(raw)
 
 
@@ -123,6 +140,57 @@ def _constant(source: str, name: str, file: str) -> str:
     raise InputError(f"has no top-level string constant {name}", file=file)
 
 
+def _function_string(source: str, name: str, variable: str | None, file: str) -> ast.expr:
+    """The string (or f-string) node that function ``name`` (``Class.method`` for a method) returns, or
+    assigns to ``variable``: read with ``ast``, nothing runs."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise InputError(f"is not Python that can be read for the function {name}: {exc.msg}", file=file,
+                         line=exc.lineno) from None
+    scope: list[ast.stmt] = tree.body
+    node: ast.AST | None = None
+    for part in name.split("."):
+        node = next((n for n in scope if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.name == part), None)
+        if node is None:
+            raise InputError(f"has no function {name} (no {part!r})", file=file)
+        scope = node.body
+    want = "returns" if variable is None else f"assigns to {variable}"
+    for n in ast.walk(node) if node is not None else ():
+        returned = variable is None and isinstance(n, ast.Return)
+        assigned = variable is not None and isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == variable for t in n.targets)
+        value = getattr(n, "value", None) if returned or assigned else None
+        if isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+            return value
+    raise InputError(f"function {name} {want} no string or f-string", file=file)
+
+
+def _fstring_text(node: ast.expr, placeholders: Mapping[str, str], values: Mapping[str, str], file: str) -> str:
+    """An f-string's text as template text: its literal parts dedented with ``$`` escaped, each
+    ``{expression}`` (as ``ast.unparse`` writes it) a ``${field}`` or its fixed value."""
+    parts = node.values if isinstance(node, ast.JoinedStr) else [node]
+    exprs: list[str] = []
+    raw = []
+    for p in parts:
+        if isinstance(p, ast.Constant) and isinstance(p.value, str):
+            raw.append(p.value)
+        elif isinstance(p, ast.FormattedValue):
+            raw.append(f"\x00{len(exprs)}\x00")
+            exprs.append(ast.unparse(p.value))
+    unmapped = sorted({e for e in exprs if e not in placeholders and e not in values})
+    if unmapped:
+        raise InputError("the text's expression(s) " + ", ".join("{" + e + "}" for e in unmapped) + " are neither "
+                         "mapped (benchmark_prompt.placeholders) nor given a value (benchmark_prompt.values)",
+                         file=file, line=node.lineno)
+    out = inspect.cleandoc("".join(raw)).replace("$", "$$")
+    for i, e in enumerate(exprs):
+        out = out.replace(f"\x00{i}\x00", "${" + placeholders[e] + "}" if e in placeholders
+                          else values[e].replace("$", "$$"))
+    return out
+
+
 def _mapped(text: str, placeholders: Mapping[str, str]) -> str:
     """The benchmark's text as template text: ``$`` escaped, each mapped ``{name}`` (``str.format`` style)
     replaced by ``${field}``; ``{{``/``}}`` unescaped where the text was a format string."""
@@ -165,6 +233,14 @@ def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_chang
         source = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"invalid UTF-8 at byte {exc.start}", file=str(path)) from None
-    text = _constant(source, spec["constant"], str(path)) if spec.get("constant") else source
-    template = spec["layout"].replace("${benchmark_prompt}", _mapped(text.strip(), spec.get("placeholders") or {}))
+    placeholders, values = spec.get("placeholders") or {}, spec.get("values") or {}
+    if spec.get("function"):
+        node = _function_string(source, spec["function"], spec.get("variable"), str(path))
+        body = _fstring_text(node, placeholders, values, str(path))
+    else:
+        text = _constant(source, spec["constant"], str(path)) if spec.get("constant") else source
+        body = _mapped(text.strip(), placeholders)
+        for expr, value in values.items():
+            body = body.replace("{" + expr + "}", value.replace("$", "$$"))
+    template = spec["layout"].replace("${benchmark_prompt}", body)
     return BenchmarkPrompt(spec["kind"], template, path, digest, spec["sha256"], spec.get("commit", ""))

@@ -10,7 +10,9 @@ line (the row's position, 1-based) and field.
   ``response`` (or ``responses``: ``{model: answer}``). The reference is ``"<letter>. <option>"``.
 - ``sc-arena-scienceqa``: SC-Arena's ``ScientificQA_final.json`` (an array of papers, each with ``title``,
   ``abstract`` and ``response``: a list of ``{type, question, answer}``), each question with the model's answer
-  added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type.
+  added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type; the
+  context gives the question type, the paper's title and abstract and the question's ``relevant_passage``, and
+  an answer's ``[Answer: ...]`` is what is judged where it has one (as the benchmark's evaluator does).
 - ``livedrbench``: LiveDRBench's predictions file (``[{key, preds}]``) beside the dataset's rows as released
   (``[{key, category, question, ground_truths, misc, canary}]``, the two fields decrypted here with the row's
   canary; rows already decoded are taken as they are), read from one JSON object ``{"rows": [...], "preds":
@@ -31,6 +33,7 @@ import base64
 import csv
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,7 +65,11 @@ def _need(row: Any, keys: tuple[str, ...], file: str, line: int) -> dict[str, An
 
 
 def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
-    out = []
+    """One item per question (``task_type`` and ``id``, as the benchmark's uid: ids repeat across task types);
+    its repeated answers (``api_eval.py --repeat``, 5 by default: rows with a ``repeat``, or ``response`` as a
+    list) are responses of the same system, so the pooled accuracy is the benchmark's and the bootstrap keeps a
+    question's repeats together."""
+    out: dict[str, dict[str, Any]] = {}
     for line, raw in enumerate(_array(data, file), 1):
         row = _need(raw, ("id", "question", "options", "answer"), file, line)
         options, answer = row["options"], row["answer"]
@@ -70,11 +77,25 @@ def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
                 or not 0 <= answer < len(options):
             raise InputError("must be the index of one of the options", file=file, line=line, field="answer")
         letters = "\n".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(options))
-        out.append({"id": f"{row['id']}_{row.get('repeat', 0)}" if "repeat" in row else str(row["id"]),
-                    "question": f"{row['question']}\n{letters}", "reference": f"{chr(65 + answer)}. {options[answer]}",
-                    "subset": str(row.get("task_type", "")), "sub_task_type": str(row.get("sub_task_type", "")),
-                    "responses": _responses(row, "response", file, line)})
-    return out
+        task = str(row.get("task_type", ""))
+        key = f"{task}_{row['id']}" if task else str(row["id"])
+        if isinstance(row.get("response"), list):  # the repeats of one model's answer
+            responses = [{"id": f"model#{k}", "system": "model", "text": str(t)} for k, t in enumerate(row["response"])]
+        else:
+            responses = _responses(row, "response", file, line)
+            if "repeat" in row:
+                responses = [{**r, "id": f"{r['id']}#{row['repeat']}", "system": r.get("system", r["id"])}
+                             for r in responses]
+        item = out.setdefault(key, {"id": key, "question": f"{row['question']}\n{letters}",
+                                    "reference": f"{chr(65 + answer)}. {options[answer]}", "subset": task,
+                                    "sub_task_type": str(row.get("sub_task_type", "")), "responses": []})
+        taken = {r["id"] for r in item["responses"]}
+        clash = [r["id"] for r in responses if r["id"] in taken]
+        if clash:
+            raise InputError(f"repeats question {key}'s answer {clash[0]!r}: give each repeat its 'repeat' number",
+                             file=file, line=line, field="repeat")
+        item["responses"].extend(responses)
+    return list(out.values())
 
 
 def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
@@ -83,11 +104,24 @@ def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
         paper = _need(raw, ("response",), file, line)
         for k, q in enumerate(paper["response"] or []):
             q = _need(q, ("question", "answer"), file, line)
+            given = [(label, str(v)) for label, v in (("Question type", q.get("type")),
+                                                      ("Reference paper title", paper.get("title")),
+                                                      ("Reference paper abstract", paper.get("abstract")),
+                                                      ("Relevant passage", q.get("relevant_passage"))) if v]
+            responses = [{**r, "text": _bracketed_answer(r["text"])} for r in _responses(q, "model_answer", file, line)]
             out.append({"id": f"{line}-{k}", "question": q["question"], "reference": q["answer"],
-                        "context": f"{paper.get('title', '')}\n\n{paper.get('abstract', '')}".strip() or None,
-                        "task": "scienceqa", "subset": str(q.get("type", "")),
-                        "responses": _responses(q, "model_answer", file, line)})
+                        "context": "\n\n".join(f"{label}: {v}" for label, v in given) or None,
+                        "task": "scienceqa", "subset": str(q.get("type", "")), "responses": responses})
     return out
+
+
+_ANSWER = re.compile(r"\[Answer:\s*([^\]]+?)\]")
+
+
+def _bracketed_answer(text: str) -> str:
+    """What SC-Arena's scienceqa evaluator judges of a model's output: the first ``[Answer: ...]``, else all."""
+    found = _ANSWER.search(text)
+    return found.group(1).strip() if found else text
 
 
 def _claims_of(value: Any) -> list[str]:

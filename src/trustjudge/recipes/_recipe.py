@@ -7,17 +7,13 @@
     benchmark = "DIT: ..."            # what it reproduces
     source = "https://..."            # where the protocol was read
     mode = "score"                    # a registered mode
-    audit = ["consistency"]           # optional: the checks `--audit` adds (consistency, mode)
 
-    [judge]                           # optional: the judge's settings (protocol, scale, max_new_tokens)
-    scale = 5
     [templates]                       # optional: the prompts, relative to this file
     pointwise = "pointwise.txt"       # pointwise, pairwise, criterion, check, criterion_pair
-    [options]                         # optional: the mode's options (`trustjudge.get_mode(mode).options`)
+    [options]                         # optional: the mode's options; [judge], audit, ...: docs/benchmarks.md
     labels = "TRUE=1,FALSE=0"
     [metric]                          # the benchmark's number (trustjudge.recipes.METRICS)
     name = "accuracy"
-    by = "subset"                     # optional: also per value of this item field
 
 A protocol that needs several modes (PQR: criteria and claims) gives ``[parts.NAME]`` tables instead of
 ``mode`` and ``[options]``, each with its ``mode``, ``options`` and ``metric``; parts with the same mode and
@@ -142,6 +138,8 @@ class Recipe:
             for stage, path in (options.get("templates") or {}).items():
                 if isinstance(path, Path) or "\n" not in str(path):
                     out[f"{prefix}{stage}"] = Path(path)
+            if isinstance(options.get("generation_template"), str) and "\n" not in options["generation_template"]:
+                out[f"{prefix}generation"] = Path(options["generation_template"])
         return out
 
     def check_items(self, items: Sequence[Item], file: str | None = None) -> None:
@@ -237,6 +235,8 @@ def _options(mode: str, raw: Mapping[str, Any], file: str, prefix: str = "") -> 
             out[key] = parse_rules(value, file, None, f"{prefix}options.")
         elif key == "templates" and mode == "claims":
             out[key] = _stage_templates(value, file, where)
+        elif key == "generation_template" and isinstance(value, str):  # a file beside the recipe, as templates are
+            out[key] = str(_inside(Path(file), value, where))
         elif key == "labels":
             if not isinstance(value, str):
                 raise InputError('must be a label set such as "YES=1,NO=0"', file=file, field=where)
