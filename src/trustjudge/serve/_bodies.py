@@ -93,6 +93,8 @@ class ResponseIn(BaseModel):
         None, description="Human label per check id: true/false, a number in [0, 1], or a label name.")
     claims: list[ClaimIn | str] | None = Field(
         None, description="The response's claims (/v1/claims), verified as given; default: extracted by the judge.")
+    images: list[str] | str | None = Field(
+        None, description="Images of the response (what the model drew), as data: URIs (one or a list, up to 64).")
 
 
 class PairIn(BaseModel):
@@ -131,6 +133,12 @@ class ItemIn(BaseModel):
                                                             "match); default: claims extracted from the reference.")
     sources: dict[str, str] | None = Field(None, description="Cited sources by id (/v1/claims): a claim citing one "
                                                              "is verified against its text.")
+    images: list[str] | str | None = Field(None, description="The task's images, as data: URIs (one or a list, "
+                                                             "up to 64); a vision judge sees them.")
+    reference_images: list[str] | str | None = Field(None, description="Reference images (a ground-truth figure), "
+                                                                       "as data: URIs.")
+    images_a: list[str] | str | None = Field(None, description="Flat pairwise form: the first response's images.")
+    images_b: list[str] | str | None = Field(None, description="Flat pairwise form: the second response's images.")
 
 
 Items = SkipValidation[list[ItemIn]]
