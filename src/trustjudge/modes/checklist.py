@@ -46,6 +46,7 @@ from ._records import (
 )
 from ._registry import PROTOCOL_HELP, RULES_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
+from ._summaries import CHECKLIST_SUMMARY
 
 POSITION = 50
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -243,4 +244,4 @@ MODE = Mode(
     "checklist", ChecklistTask, ChecklistRecord, ChecklistOptions, build_checklist,
     templates={"check": TemplateSpec("check.txt", frozenset(CHECK_FIELDS))},
     min_responses=1, summary="Each response asked each check of its checklist.",
-    command="checklist", route="/v1/checklist", cascade=CASCADE)
+    command="checklist", route="/v1/checklist", cascade=CASCADE, summary_metrics=CHECKLIST_SUMMARY)

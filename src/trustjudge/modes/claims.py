@@ -6,19 +6,18 @@
 2. **Verify** each claim against the item's evidence (passages, knowledge, else the reference): the
    distribution over SUPPORTED / PARTIAL / UNSUPPORTED (and UNKNOWN, when asked), one prompt per claim
    with the evidence first and the claim last, so a response's claims share the prompt's prefix.
-3. **Match** predicted claims with gold claims (the item's ``gold_claims``, else claims extracted from its
-   reference): P(match) per pair from YES/NO; coverage of a gold claim is the noisy-OR over predictions,
-   1 - prod(1 - p) (``coverage="noisy_or"``), or its best single match, max p (``coverage="max"``); the
-   one-to-one assignment maximising total P(match) (Hungarian) gives the expected true
-   positives, so its expected F1 = 2 E[TP] / (predicted + gold) is exact (the denominator is fixed).
-   LiveDRBench's greedy rule (each prediction in order takes the first unmatched gold claim with
-   P >= 0.5) is reported next to it, in the given and the reversed order, to show its order dependence.
+3. **Match** predicted claims with gold claims (the item's ``gold_claims``, else claims extracted from its reference):
+   P(match) per pair from YES/NO; coverage of a gold claim is the noisy-OR over predictions, 1 - prod(1 - p)
+   (``coverage="noisy_or"``), or its best single match, max p (``coverage="max"``); the one-to-one assignment
+   maximising total P(match) (Hungarian) gives the expected true positives, so its expected F1 = 2 E[TP] /
+   (predicted + gold) is exact (the denominator is fixed). LiveDRBench's greedy rule (each prediction in order takes
+   the first unmatched gold claim with P >= 0.5) is reported beside it, in the given and the reversed order.
 
 Each stage's prompt can be replaced by name (``templates={"extract": ..., "verify": ..., "match": ...}``); the
-prompt is part of every stored judgment's key, so another template is another judgment. With ``verify=False``
-only extraction (or the given claims) and matching run: a match-only protocol needs no evidence. A given claim
-may cite one of the item's ``sources`` (``{"text": ..., "source": "s1"}``): it is verified against that source's
-text alone, and the record gives the expected share of cited claims their sources support.
+prompt is part of every stored judgment's key, so another template is another judgment. With ``verify=False`` only
+extraction (or the given claims) and matching run: a match-only protocol needs no evidence. A given claim may cite
+one of the item's ``sources`` (``{"text": ..., "source": "s1"}``): it is verified against that source's text alone,
+and the record gives the expected share of cited claims their sources support.
 
 Independence: the count distributions treat claims as independent given the response (stated in records).
 """
@@ -63,6 +62,7 @@ from ._prompts import (
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
+from ._summaries import CLAIMS_SUMMARY
 
 UNPARSEABLE = "unparseable_extraction"
 NOT_EXTRACTED = "not_extracted"
@@ -596,5 +596,5 @@ MODE = Mode(
                "verify": TemplateSpec("verify.txt", frozenset(VERIFY_FIELDS)),
                "match": TemplateSpec("match.txt", frozenset(MATCH_FIELDS))},
     min_responses=1, summary="Claims extracted (or given), verified against the evidence, matched against gold claims.",
-    command="claims", route="/v1/claims", cascade=CASCADE)
+    command="claims", route="/v1/claims", cascade=CASCADE, summary_metrics=CLAIMS_SUMMARY)
 

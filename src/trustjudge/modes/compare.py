@@ -40,6 +40,7 @@ from ._records import (
     CompareRecord,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._summaries import COMPARE_SUMMARY
 
 POSITION = 20
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -229,4 +230,4 @@ MODE = Mode(
     "compare", CompareTask, CompareRecord, CompareOptions, build_compare,
     templates={"pairwise": TemplateSpec("pairwise.txt", frozenset(PAIRWISE_FIELDS))},
     min_responses=2, summary="Every pair judged in both presentation orders.",
-    command="compare", route="/v1/compare", cascade=ByPair())
+    command="compare", route="/v1/compare", cascade=ByPair(), summary_metrics=COMPARE_SUMMARY)

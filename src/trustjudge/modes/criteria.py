@@ -76,6 +76,7 @@ from ._registry import (
     keep_distribution,
     option,
 )
+from ._summaries import CRITERIA_SUMMARY
 
 POSITION = 30
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -469,4 +470,4 @@ MODE = Mode(
     templates={"criterion": TemplateSpec("criterion.txt", frozenset(CRITERION_FIELDS)),
                "generate_criteria": TemplateSpec("generate_criteria.txt", GENERATE_FIELDS)},
     min_responses=1, summary="Each response judged on each named criterion, with a weighted aggregate.",
-    command="criteria", route="/v1/criteria")
+    command="criteria", route="/v1/criteria", summary_metrics=CRITERIA_SUMMARY)

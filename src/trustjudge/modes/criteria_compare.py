@@ -44,6 +44,7 @@ from ._records import (
     CriterionVerdict,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._summaries import CRITERIA_COMPARE_SUMMARY
 from .compare import label_probabilities
 
 POSITION = 40
@@ -204,4 +205,5 @@ MODE = Mode(
     "criteria-compare", CriteriaCompareTask, CriteriaCompareRecord, CriteriaCompareOptions, build_criteria_compare,
     templates={"criterion_pair": TemplateSpec("criterion_pair.txt", frozenset(CRITERION_PAIR_FIELDS))},
     min_responses=2, summary="Every pair judged on each criterion in both orders.",
-    command="criteria --pairwise", route="/v1/criteria/compare")
+    command="criteria --pairwise", route="/v1/criteria/compare",
+    summary_metrics=CRITERIA_COMPARE_SUMMARY)

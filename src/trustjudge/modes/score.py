@@ -51,6 +51,7 @@ from ._registry import (
     keep_distribution,
     option,
 )
+from ._summaries import SCORE_SUMMARY
 
 POSITION = 10
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -173,4 +174,4 @@ MODE = Mode(
     "score", ScoreTask, ScoreRecord, ScoreOptions, build_score,
     templates={"pointwise": TemplateSpec("pointwise.txt", frozenset(POINTWISE_FIELDS))},
     min_responses=1, summary="One holistic score per response on an integer scale.",
-    command="score", route="/v1/score")
+    command="score", route="/v1/score", summary_metrics=SCORE_SUMMARY)
