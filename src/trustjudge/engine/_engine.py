@@ -496,7 +496,7 @@ class Engine:
             if reason:
                 self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
             outcomes[i] = Outcome(probs, reason, prompt_tokens=answers[0].prompt_tokens,  # type: ignore[union-attr]
-                                  method=SAMPLED, samples=self.samples)
+                                  method=SAMPLED, samples=self.samples, api=getattr(self.backend, "api", None))
         if progress is not None:
             progress(len(jobs))
         return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]

@@ -199,7 +199,7 @@ class ScoreRecord(ResponseHeader):
     rule: str | None = optional(kw_only=True)
     """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
     label); absent where the judge was asked."""
-    samples: int | None = optional(kw_only=True)
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
     """``label_method: sampled`` (a judge named with ``labels=sampled&samples=N``): the N answers the distribution
     was estimated from; absent otherwise."""
     score_se: float | None = optional(kw_only=True)
@@ -222,6 +222,12 @@ class CompareRecord(PairHeader):
     ``None`` when neither was read."""
     api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
     """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each order's verdict was estimated from; absent otherwise."""
+    probabilities_se: dict[str, float] | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the Monte-Carlo standard error of each of :attr:`probabilities` (first,
+    second, tie), the labelled answers of each order taken as given; each order's ``se`` is that of its own
+    shares (``A``, ``B``, ``C``). Absent otherwise."""
     unscored: str | None
     ppl_source: str
     human: str | None = None
@@ -293,6 +299,13 @@ class CriteriaRecord(ResponseHeader):
     scale: list[float]
     """The aggregate's range: the criteria's common scale [low, top] ([1, N] on 1-based scales), or [0, 1] when
     their scales differ (each criterion's scores mapped onto it, low to 0 and top to 1)."""
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     """Why there is no aggregate: the response is empty, or a criterion is unscored (without reweighting)."""
     reweighted: list[str] = field(default_factory=list)
@@ -350,6 +363,13 @@ class ChecklistRecord(ResponseHeader):
     """Distribution of the number of passed checks (entry k: P(k pass)), exact Poisson-binomial under the
     same independence assumption."""
     expected_passed: float | None
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     reweighted: list[str] = field(default_factory=list)
     """Checks left out (unscored) when reweighting was asked."""
@@ -394,6 +414,13 @@ class CriteriaCompareRecord(PairHeader):
     margin: float | None
     """Weighted mean of the criteria's margins."""
     verdict: str | None
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     reweighted: list[str] = field(default_factory=list)
     human: str | None = None
@@ -442,6 +469,13 @@ class ClaimsRecord(ResponseHeader):
     """Against gold claims: P(match) per pair, coverage per gold claim (``coverage_rule``: noisy-OR or max),
     expected recall and precision, the one-to-one assignment's expected F1, and the greedy prediction-order
     rule for comparison."""
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     extraction: str | None = optional()
     """The judge's raw extraction text (when the claims were extracted)."""

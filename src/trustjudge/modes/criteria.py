@@ -60,6 +60,7 @@ from ._prompts import (
     tag_pattern,
 )
 from ._prompts import scale as make_scale
+from ._provenance import stamp
 from ._records import (
     CriteriaRecord,
     CriterionResult,
@@ -356,8 +357,9 @@ class CriteriaTask(_audits.CriteriaHooks):
                                      dict.fromkeys(S.SCORE_METHODS), None, [float(low), float(top)], criteria, [],
                                      None, r.human_score, generation=raw)
                 continue
-            results = [self._result(c, next(outcomes), r) for c in criteria]
-            record = self._record(item, r, criteria, results, judge)
+            outs = [next(outcomes) for _ in criteria]
+            record = stamp(self._record(item, r, criteria, [self._result(c, o, r) for c, o in zip(criteria, outs)],
+                                        judge), outs)
             if generated:
                 record.generated_criteria = [GeneratedCriterion(c.name, c.weight, c.description) for c in criteria]
                 record.generation = raw

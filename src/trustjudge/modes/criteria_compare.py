@@ -39,6 +39,7 @@ from ._prompts import (
     Prompts,
     Protocol,
 )
+from ._provenance import stamp
 from ._records import (
     CriteriaCompareRecord,
     CriterionVerdict,
@@ -125,7 +126,7 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
                 first, second = outcomes[k:k + n], outcomes[k + n:k + 2 * n]
                 k += 2 * n
                 verdicts = [self._verdict(c, o1, o2) for c, o1, o2 in zip(criteria, first, second)]
-                yield self._record(item, pair, verdicts, judge)
+                yield stamp(self._record(item, pair, verdicts, judge), [*first, *second])
 
     def _verdict(self, c: Criterion, o1: Outcome, o2: Outcome) -> CriterionVerdict:
         orders = []
