@@ -184,3 +184,30 @@ def test_cot_with_a_sampled_judge_critiques_in_every_sample(tmp_path: Path) -> N
             (rerun,) = list(again.score(item))
             assert again.stats.model_calls == 0
         assert len(server.answers) == answered and rerun.to_dict() == rec.to_dict()
+
+
+def _critiqued(request: GenerateRequest) -> Generation:
+    """A scripted judge's sampled cot answer: a critique naming its seed, then the marker and a label."""
+    label = ["3", "4", "2", "3"][request.seed % 4]
+    return Generation(f"Take {request.seed % 5}: fine. Score: [{label}", (), "stop", 10)
+
+
+def test_cot_with_a_sampled_judge_asks_one_generation_per_sample_with_room_for_the_critique(tmp_path: Path) -> None:
+    backend = MockBackend("cot", script=_no_logprobs, generate_script=_critiqued)
+    register_mock("cot", backend)
+    try:
+        judge = Judge("mock/cot?labels=sampled&samples=5", store=tmp_path / "s.sqlite", scale=5, protocol="cot",
+                      max_new_tokens=64)
+        items = items_from_dicts(PAIRS)
+        planned = judge.plan(items, "score")
+        assert (planned.model_calls, planned.stored) == (4 * 5, 0) and "sampled x5" in planned.protocol
+        records = list(judge.score(items))
+        sent = [r for r in backend.history if isinstance(r, GenerateRequest)]
+        assert len(sent) == 4 * 5 and all(r.max_new_tokens > 64 and r.temperature == 1.0 for r in sent)
+        assert all(r.stop == ("]",) and not r.prompt.endswith("Score: [") for r in sent)
+        for rec in records:
+            assert rec.label_method == "sampled" and rec.unscored is None
+            assert rec.critique is not None and rec.critique.startswith("Take ") and "Score: [" not in rec.critique
+        assert judge.plan(items, "score").model_calls == 0
+    finally:
+        register_mock("cot", None)
