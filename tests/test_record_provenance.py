@@ -211,3 +211,35 @@ def test_cot_with_a_sampled_judge_asks_one_generation_per_sample_with_room_for_t
         assert judge.plan(items, "score").model_calls == 0
     finally:
         register_mock("cot", None)
+
+
+def test_a_sampled_criterion_carries_the_standard_error_of_its_score(tmp_path: Path) -> None:
+    def answer(request: GenerateRequest) -> Generation:
+        return Generation(["1", "2", "4", "5", "no idea", "4"][(request.seed + len(request.prompt)) % 6], (), "stop", 5)
+
+    backend = MockBackend("crit", script=_no_logprobs, generate_script=answer)
+    register_mock("crit", backend)
+    n = 12
+    item = {"id": "tea", "question": "How do I brew green tea?",
+            "criteria": [{"name": "accuracy", "description": "Right?"}, {"name": "clarity", "description": "Clear?"}],
+            "responses": [{"id": "a", "text": "Use 80 C water."}, {"id": "b", "text": "Boil it."}]}
+    try:
+        judge = Judge(f"mock/crit?labels=sampled&samples={n}", store=tmp_path / "s.sqlite", keep_distribution=True)
+        records = list(judge.criteria(items_from_dicts([item])))
+    finally:
+        register_mock("crit", None)
+    seen = 0
+    for rec in records:
+        assert (rec.label_method, rec.samples) == ("sampled", n)
+        for res in rec.criteria:
+            assert res.distribution is not None and res.label_mass is not None
+            p = [res.distribution[str(v)] for v in range(1, 6)]
+            m = sum(p)
+            mean = sum(q * v for q, v in zip(p, range(1, 6))) / m
+            var = sum(q * (v - mean) ** 2 for q, v in zip(p, range(1, 6))) / m
+            assert res.score_se == pytest.approx(math.sqrt(var / round(m * n)))
+            seen += res.score_se > 0
+    assert seen > 0
+    exact = list(Judge("mock/hash", store=tmp_path / "e.sqlite").criteria(items_from_dicts([item])))
+    assert all(res.score_se is None for rec in exact for res in rec.criteria)
+    assert all("score_se" not in res for rec in exact for res in rec.to_dict()["criteria"])

@@ -272,6 +272,9 @@ class CriterionResult:
     """The bottom of the criterion's scale when it is not 1 (levels from 0, a 0-3 scale); else absent."""
     labels: dict[str, int] | None = optional()
     """A labelled scale's labels (what the judge answered) and the value each stands for; else absent."""
+    score_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of the expected score, as
+    :attr:`ScoreRecord.score_se`; absent otherwise."""
 
 
 @dataclass

@@ -60,7 +60,7 @@ from ._prompts import (
     tag_pattern,
 )
 from ._prompts import scale as make_scale
-from ._provenance import stamp
+from ._provenance import score_se, stamp
 from ._records import (
     CriteriaRecord,
     CriterionResult,
@@ -377,8 +377,9 @@ class CriteriaTask(_audits.CriteriaHooks):
         _mean, var = A.distribution_moments(sc.values, out.probs)
         dist = dict(zip(sc.labels, out.probs)) if self.keep_distribution else None
         scores: dict[str, float | None] = dict(S.score_all(sc.values, out.probs))
-        return CriterionResult(c.name, c.weight, sc.points, scores, math.sqrt(var),
-                               S.entropy_bits(out.probs), out.mass, None, human, out.critique, dist, low, labels)
+        return CriterionResult(c.name, c.weight, sc.points, scores, math.sqrt(var), S.entropy_bits(out.probs),
+                               out.mass, None, human, out.critique, dist, low, labels,
+                               score_se([float(v) for v in sc.values], out))
 
     def _record(self, item: Item, r: Response, criteria: tuple[Criterion, ...], results: list[CriterionResult],
                 judge: str, *, ruled: bool = False) -> CriteriaRecord:
