@@ -243,3 +243,35 @@ def test_a_sampled_criterion_carries_the_standard_error_of_its_score(tmp_path: P
     exact = list(Judge("mock/hash", store=tmp_path / "e.sqlite").criteria(items_from_dicts([item])))
     assert all(res.score_se is None for rec in exact for res in rec.criteria)
     assert all("score_se" not in res for rec in exact for res in rec.to_dict()["criteria"])
+
+
+@pytest.mark.parametrize(("mode", "parts", "p", "se"), [("checklist", "checks", "p_pass", "p_pass_se"),
+                                                        ("steps", "steps", "p_correct", "p_correct_se"),
+                                                        ("claims", "claims", "p_supported", "p_supported_se")])
+def test_a_sampled_check_step_or_claim_carries_the_standard_error_of_its_probability(
+        tmp_path: Path, mode: str, parts: str, p: str, se: str) -> None:
+    def answer(request: GenerateRequest) -> Generation:
+        labels = ["YES", "NO", "SUPPORTED", "UNSUPPORTED", "PARTIAL", "YES", "SUPPORTED", "no idea"]
+        return Generation(labels[(request.seed + len(request.prompt)) % len(labels)], (), "stop", 5)
+
+    backend = MockBackend("parts", script=_no_logprobs, generate_script=answer)
+    register_mock("parts", backend)
+    n = 16
+    try:
+        with Judge(f"mock/parts?labels=sampled&samples={n}", store=tmp_path / "s.sqlite") as judge:
+            records = [r.to_dict() for r in judge.run(judge.task(mode), items_from_dicts([CLAIMED]))]
+    finally:
+        register_mock("parts", None)
+    results = [res for rec in records for res in rec[parts]]
+    assert results and all(rec["label_method"] == "sampled" and rec["samples"] == n for rec in records)
+    seen = 0
+    for res in results:
+        if res["unscored"] is not None:
+            continue
+        labelled = round(res["label_mass"] * n)
+        assert res[se] == pytest.approx(math.sqrt(res[p] * (1 - res[p]) / labelled))
+        seen += res[se] > 0
+    assert seen > 0
+    with Judge("mock/hash", store=tmp_path / "e.sqlite") as exact:
+        plain = [r.to_dict() for r in exact.run(exact.task(mode), items_from_dicts([CLAIMED]))]
+    assert all(se not in res for rec in plain for res in rec[parts])

@@ -66,6 +66,16 @@ def score_se(values: Sequence[float], out: Outcome) -> float | None:
     return math.sqrt(variance / n)
 
 
+def share_se(q: float, out: Outcome, of: float = 1.0) -> float | None:
+    """The standard error of a probability ``q`` renormalised over the answers that wrote a label (a fraction
+    ``of`` of them: those not UNKNOWN, say), taken as given as :func:`score_se` takes them: sqrt(q (1 - q) / n).
+    ``None`` unless sampled with n >= 2."""
+    n = labelled_answers(out) * of
+    if out.probs is None or out.samples is None or n < 2:
+        return None
+    return math.sqrt(max(0.0, q * (1 - q)) / n)
+
+
 def order_se(shares: Sequence[float], out: Outcome) -> list[float] | None:
     """The standard error of each share one sampled order reports (``A``, ``B``, ``C``: the share of its N
     answers that wrote it): binomial, sqrt(p (1 - p) / N). ``None`` unless sampled with N >= 2."""
@@ -101,4 +111,4 @@ def pair_se(orders: Sequence[tuple[Sequence[float], Outcome]]) -> list[float] | 
     return out_se
 
 
-__all__ = ["Labelled", "label_source", "order_se", "pair_se", "score_se", "stamp"]
+__all__ = ["Labelled", "label_source", "order_se", "pair_se", "score_se", "share_se", "stamp"]

@@ -349,6 +349,9 @@ class CheckResult:
     human: float | None = None
     """The human label's value, where given."""
     critique: str | None = optional()
+    p_pass_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of :attr:`p_pass`, sqrt(p (1 - p) / n) over the
+    n answers that wrote a label; absent otherwise."""
 
 
 @dataclass
@@ -449,6 +452,9 @@ class ClaimResult:
     human: str | None = optional()
     source: str | None = optional()
     """The id of the item's source the claim cites: it was verified against that source's text alone."""
+    p_supported_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of :attr:`p_supported`, sqrt(p (1 - p) / n) over
+    the n answers that wrote a label other than UNKNOWN; absent otherwise."""
 
 
 @dataclass

@@ -40,7 +40,7 @@ from ._prompts import (
     Prompts,
     Protocol,
 )
-from ._provenance import stamp
+from ._provenance import share_se, stamp
 from ._records import (
     ChecklistRecord,
     CheckResult,
@@ -156,9 +156,9 @@ class ChecklistTask(Task):
                     total = sum(out.probs)
                     probs = {lab: p / total for lab, p in zip(self.labels.labels, out.probs)}
                     value = sum(p * v for p, v in zip(probs.values(), values))
-                    results.append(CheckResult(c.id, c.text, c.weight, probs, value,
-                                               probs[self.labels.labels[passing]], out.mass, None, human,
-                                               out.critique))
+                    p = probs[self.labels.labels[passing]]
+                    results.append(CheckResult(c.id, c.text, c.weight, probs, value, p, out.mass, None, human,
+                                               out.critique, share_se(p, out)))
                 yield stamp(self._record(item, r, results, judge), outs)
 
     def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> ChecklistRecord:

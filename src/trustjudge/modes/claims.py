@@ -60,7 +60,7 @@ from ._prompts import (
     read_template,
     tag_pattern,
 )
-from ._provenance import stamp
+from ._provenance import share_se, stamp
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
@@ -409,12 +409,12 @@ class ClaimsTask(Task):
                 results.append(ClaimResult(text, None, None, None, out.mass if out.probs else None,
                                            out.unscored or "no_label_mass", human, cites))
                 continue
-            total = sum(out.probs)
-            probs = {lab: p / total for lab, p in zip(labels, out.probs)}
+            probs = {lab: p / sum(out.probs) for lab, p in zip(labels, out.probs)}
             unknown = probs.get("UNKNOWN") if self.unknown else None
             decided = 1.0 - (unknown or 0.0)
             p_sup = probs["SUPPORTED"] / decided if decided > 0 else 0.0
-            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human, cites))
+            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human, cites,
+                                       share_se(p_sup, out, decided)))
         scored = [c for c in results if c.unscored is None]
         unscored = "unscored_claims" if self.verify and len(scored) < len(results) else None
         precision = dist = expected = f1 = unknown_mass = None

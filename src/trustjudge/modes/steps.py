@@ -40,7 +40,7 @@ from ._prompts import (
     quote,
     tag_pattern,
 )
-from ._provenance import stamp
+from ._provenance import share_se, stamp
 from ._records import _OMIT, ResponseHeader, optional
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 
@@ -81,6 +81,9 @@ class StepResult:
     label_mass: float | None
     unscored: str | None
     critique: str | None = optional()
+    p_correct_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of :attr:`p_correct` (sqrt(p (1 - p) / n) over the
+    n answers that wrote a label); absent otherwise."""
 
 
 @dataclass
@@ -178,8 +181,8 @@ class StepsTask(Task):
                         results.append(StepResult(k, text, None, out.mass if out.probs is not None else None,
                                                   out.unscored or "unscored", out.critique))
                     else:
-                        results.append(StepResult(k, text, out.probs[yes] / sum(out.probs), out.mass, None,
-                                                  out.critique))
+                        p = out.probs[yes] / sum(out.probs)
+                        results.append(StepResult(k, text, p, out.mass, None, out.critique, share_se(p, out)))
                 yield stamp(self._record(item, r.id, r.system, results, judge), outs)
 
     def _record(self, item: Item, rid: str, system: str | None, results: list[StepResult],
