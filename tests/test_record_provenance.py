@@ -275,3 +275,25 @@ def test_a_sampled_check_step_or_claim_carries_the_standard_error_of_its_probabi
     with Judge("mock/hash", store=tmp_path / "e.sqlite") as exact:
         plain = [r.to_dict() for r in exact.run(exact.task(mode), items_from_dicts([CLAIMED]))]
     assert all(se not in res for rec in plain for res in rec[parts])
+
+
+def test_the_standard_error_of_sampled_criterion_verdicts_by_hand(tmp_path: Path, scripted: MockBackend) -> None:
+    n = 10
+    criteria = [{"name": "accuracy", "description": "Right?"}, {"name": "clarity", "description": "Clear?"}]
+    items = items_from_dicts([{**item, "criteria": criteria} for item in PAIRS])
+    with Judge(f"mock/pairs?labels=sampled&samples={n}", store=tmp_path / "s.sqlite") as judge:
+        task = judge.task("criteria-compare")
+        records = list(judge.run(task, items))
+        for item, rec in zip(items, records):
+            questions = task.questions(item, judge.backend.format_prompt)
+            assert len(questions) == 2 * len(criteria)
+            for k, verdict in enumerate(rec.criteria):  # type: ignore[attr-defined]
+                q1, q2 = questions[k], questions[len(criteria) + k]
+                counts = [Counter(_verdict(q.prompt, sample_seed(q.prompt, j)) for j in range(n))  # type: ignore[union-attr]
+                          for q in (q1, q2)]
+                probs, se = _expected_se(counts[0], counts[1], n)
+                assert verdict.probabilities == pytest.approx(probs)
+                assert verdict.probabilities_se == pytest.approx(se)
+    assert all(r.label_method == "sampled" for r in records)
+    exact = list(Judge("mock/hash", store=tmp_path / "e.sqlite").compare_criteria(items))
+    assert all(v.probabilities_se is None for r in exact for v in r.criteria)

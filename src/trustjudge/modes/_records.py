@@ -407,6 +407,9 @@ class CriterionVerdict:
     label_probabilities: dict[str, float] | None = optional()
     """Pairwise labels of your own (``labels``): each label's probability over both orders (the second's mirrored,
     as first's view), so that AutoFigure's both good and both bad stay apart."""
+    probabilities_se: dict[str, float] | None = optional()
+    """``label_method: sampled`` (not graded): the Monte-Carlo standard error of each of :attr:`probabilities`, as
+    :attr:`CompareRecord.probabilities_se`; absent otherwise."""
 
 
 @dataclass
