@@ -297,3 +297,13 @@ def test_the_standard_error_of_sampled_criterion_verdicts_by_hand(tmp_path: Path
     assert all(r.label_method == "sampled" for r in records)
     exact = list(Judge("mock/hash", store=tmp_path / "e.sqlite").compare_criteria(items))
     assert all(v.probabilities_se is None for r in exact for v in r.criteria)
+
+
+@pytest.mark.slow
+def test_cot_on_a_chat_api_without_log_probabilities_is_refused_naming_the_option(tmp_path: Path) -> None:
+    from trustjudge.errors import BackendUnavailable
+
+    with chat_only_server(logprobs=False) as server, \
+            Judge(f"http/fake@{server.url}", store=tmp_path / "s.sqlite", scale=5, protocol="cot") as judge, \
+            pytest.raises(BackendUnavailable, match=r"http/fake returned no log-probabilities.*labels=sampled"):
+        list(judge.score(items_from_dicts([ITEM])))
