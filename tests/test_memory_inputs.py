@@ -181,3 +181,20 @@ def test_audit_rank_calibrate_and_plan_refuse_anything_else_naming_what_is_accep
     with pytest.raises(TypeError, match=r"DataFrame.*datasets\.Dataset"):
         call()
     assert judge.stats.model_calls == 0
+
+
+def test_select_and_cascade_take_a_table_with_a_mapping(tmp_path: Path) -> None:
+    judge = Judge("mock/hash", store=tmp_path / "s.sqlite")
+    rows = [{"q": f"Question {i}?", "a": f"answer {i}", "b": f"other {7 * i}"} for i in range(40)]
+    pairs = "question=q,response_a=a,response_b=b"
+    for row, rec in zip(rows, judge.compare(rows, mapping=pairs)):  # human labels the judge agrees with
+        row["label"] = {"first": "A", "second": "B", "tie": "tie"}[str(rec.verdicts["likelihood"])]
+    mapping = pairs + ",label=label"
+    items = read_items(rows, mapping=mapping)
+    calibration = judge.calibrate(rows, "compare", mapping=mapping)
+    selected, _ = judge.select(rows, calibration, mapping=mapping)
+    assert len(selected) == 40 and selected == judge.select(items, calibration)[0]
+    cascaded, _ = judge.cascade(rows, [(judge, calibration)], target=0.8, mapping=mapping)
+    assert cascaded == judge.cascade(items, [(judge, calibration)], target=0.8)[0]
+    with pytest.raises(TypeError, match=r"DataFrame.*datasets\.Dataset"):
+        judge.cascade(5, [(judge, calibration)], target=0.8)

@@ -324,13 +324,12 @@ class Judge:
     def audit(self, items: ItemSource, *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
               ks: Sequence[int] = (3, 4, 5), bootstrap: int = 1000, seed: int = 0, progress: ProgressArg = None,
               injection: bool = False, protocol: Protocol | None = None, mapping: Mapped = None) -> AuditRun:
-        """Judge what the store lacks (pointwise on each scale, pairwise in both orders), then audit (``items``
-        and ``mapping`` as :meth:`run`'s).
+        """Judge what the store lacks (pointwise on each scale, pairwise in both orders), then audit.
 
-        Items with one response are scored but not compared. Everything already stored is reused, so
-        re-running with another delta, k or method makes no model call. With ``injection``, every
-        response is also scored with :data:`~trustjudge.audit._injection.INJECTION` appended (an instruction to
-        give the top label), and the report says how far the judge moved.
+        ``items`` and ``mapping`` as :meth:`run`'s. Items with one response are scored but not compared. All
+        that is stored is reused, so re-running with another delta, k or method makes no model call. With
+        ``injection``, every response is also scored with :data:`~trustjudge.audit._injection.INJECTION` appended
+        (an instruction to give the top label), and the report says how far the judge moved.
         """
         items = item_list(items, mapping)
         by_scale: dict[int, list[dict[str, Any]]] = {}
@@ -503,8 +502,8 @@ class Judge:
         annotated = annotate(checked.mode, rows, checked, selection)
         return annotated, trust_summary(checked.mode, annotated, checked, selection)
 
-    def select(self, items: Iterable[Item], calibration: Calibration, *, target: float | None = None,
-               delta: float = 0.1, override: bool = False,
+    def select(self, items: ItemSource, calibration: Calibration, *, target: float | None = None,
+               delta: float = 0.1, override: bool = False, mapping: Mapped = None,
                progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Judge ``items`` in the calibration's mode and add calibrated probabilities to every verdict; with
         ``target``, keep only verdicts confident enough for agreement >= ``target`` with probability >= 1 - delta.
@@ -514,7 +513,7 @@ class Judge:
         calibration = self.check_calibration(calibration, override=override)
         selection: Selection | None = calibration.selection(target, delta) if target is not None else None
         task = self.calibration_task(calibration.mode)
-        records = [r.to_dict() for r in self.run(task, items, progress=progress)]
+        records = [r.to_dict() for r in self.run(task, items, progress=progress, mapping=mapping)]
         annotated = annotate(calibration.mode, records, calibration, selection)
         return annotated, trust_summary(calibration.mode, annotated, calibration, selection)
 
@@ -543,8 +542,8 @@ class Judge:
         if self._backend is not None:
             self._backend.close()
 
-    def cascade(self, items: Iterable[Item], tiers: Sequence[tuple[Judge | str | Backend, Calibration | None]], *,
-                target: float, delta: float = 0.1, override: bool = False,
+    def cascade(self, items: ItemSource, tiers: Sequence[tuple[Judge | str | Backend, Calibration | None]], *,
+                target: float, delta: float = 0.1, override: bool = False, mapping: Mapped = None,
                 progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Judge through a cascade of judges: tier k judges only the verdicts the tiers before it abstained on.
 
@@ -576,7 +575,8 @@ class Judge:
                     tier = self.sibling(judge)
                     built.append(tier)
                 steps.append(_cascade.Tier(tier, calibration))
-            return _cascade.run(items, steps, target=target, delta=delta, override=override, progress=progress)
+            return _cascade.run(item_list(items, mapping), steps, target=target, delta=delta, override=override,
+                                progress=progress)
         finally:
             for tier in built:
                 tier.close()
