@@ -209,6 +209,10 @@ def test_cot_with_a_sampled_judge_asks_one_generation_per_sample_with_room_for_t
             assert rec.label_method == "sampled" and rec.unscored is None
             assert rec.critique is not None and rec.critique.startswith("Take ") and "Score: [" not in rec.critique
         assert judge.plan(items, "score").model_calls == 0
+        more = Judge("mock/cot?labels=sampled&samples=7", store=tmp_path / "s.sqlite", scale=5, protocol="cot",
+                     max_new_tokens=64)
+        assert all(r.samples == 7 for r in more.score(items))
+        assert more.stats.generate_calls == 4 * 2  # raising N asks only the samples the store lacks
     finally:
         register_mock("cot", None)
 
