@@ -59,6 +59,7 @@ from ._prompts import (
     read_template,
     tag_pattern,
 )
+from ._provenance import share_se, stamp
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
@@ -408,12 +409,12 @@ class ClaimsTask(Task):
                 results.append(ClaimResult(text, None, None, None, out.mass if out.probs else None,
                                            out.unscored or "no_label_mass", human, cites))
                 continue
-            total = sum(out.probs)
-            probs = {lab: p / total for lab, p in zip(labels, out.probs)}
+            probs = {lab: p / sum(out.probs) for lab, p in zip(labels, out.probs)}
             unknown = probs.get("UNKNOWN") if self.unknown else None
             decided = 1.0 - (unknown or 0.0)
             p_sup = probs["SUPPORTED"] / decided if decided > 0 else 0.0
-            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human, cites))
+            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human, cites,
+                                       share_se(p_sup, out, decided)))
         scored = [c for c in results if c.unscored is None]
         unscored = "unscored_claims" if self.verify and len(scored) < len(results) else None
         precision = dist = expected = f1 = unknown_mass = None
@@ -437,9 +438,9 @@ class ClaimsTask(Task):
                                  self.min_overlap, self.coverage)
         elif self.match and unscored is None:
             unscored = NOT_EXTRACTED if gold == NOT_EXTRACTED else "unparseable_gold_extraction"
-        return ClaimsRecord(item.id, r.id, r.system, judge, source, results, precision, dist, expected, f1,
-                            unknown_mass, matching, unscored, raw, skipped, cited, accuracy)
-
+        asked = outcomes[start:match_start + (len(gold) * len(claims) if isinstance(gold, list) else 0)]
+        return stamp(ClaimsRecord(item.id, r.id, r.system, judge, source, results, precision, dist, expected, f1,
+                                  unknown_mass, matching, unscored, raw, skipped, cited, accuracy), asked)
 
     # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
     audit_options: ClassVar[Mapping[str, str]] = _audits.SENSITIVITY_OPTION
@@ -519,7 +520,6 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
             "expected_precision": sum(support) / m if m else None, "hungarian": hungarian,
             "greedy_in_order": greedy(list(range(m))), "greedy_reversed": greedy(list(range(m))[::-1]),
             "prefilter": {"min_overlap": min_overlap, "judged": judged, "skipped": skipped, "failed": failed}}
-
 
 
 __all__ = ["COVERAGE_RULES", "STAGES", "ClaimsOptions", "ClaimsTask", "parse_claims", "stage_templates"]
