@@ -233,3 +233,28 @@ def test_trustjudge_run_visplotbench_reads_the_results_file_and_prints_both(mock
     data = json.loads(out.read_text())
     assert data["readings"]["score (benchmark)"]["value"] == pytest.approx(25)
     assert data["execution"]["failures"] == {"error": 2, "no_image": 2}
+
+
+def test_the_ground_truth_setting_shows_the_rendered_plot_then_the_ground_truth(tmp_path: Path) -> None:
+    shown: list[list[tuple[int, int, int]]] = []
+
+    def colours(req: LabelRequest) -> list[float]:
+        shown.append([p.pil().convert("RGB").getpixel((0, 0)) for p in split(req.prompt) if isinstance(p, Image)])
+        return by_colour(req)
+
+    register_mock("visplot-vis", MockBackend("visplot-vis", script=colours))
+    try:
+        recipe = get_recipe("visplotbench-vis")
+        assert recipe.input["format"] == "visplotbench-vis" and recipe.benchmark_prompt["key"] == \
+            "python.judge_instruct_vis"
+        _instructs(tmp_path, "Compare the two figures.")
+        used = with_benchmark_prompt(recipe, load_benchmark_prompt(recipe, tmp_path, allow_changed=True))
+        rows = [{"id": 1, **attempt(plots=[png("red"), png("blue")])}]
+        for r in (recipe, used):
+            shown.clear()
+            with Judge("mock/visplot-vis", store=tmp_path / f"{id(r)}.sqlite", **r.judge_kwargs()) as j:
+                run = run_recipe(r, read(results_file(tmp_path / "r.json", rows), "visplotbench-vis"), j, bootstrap=0)
+            assert shown == [[(255, 0, 0), (255, 255, 255)]]  # the first plot only, then the ground truth
+            assert run.readings["score (benchmark)"].value == pytest.approx(90)
+    finally:
+        register_mock("visplot-vis", None)

@@ -1,5 +1,5 @@
-"""The metrics of the recipes that judge images: VisPlotBench's (executed code, its plot scored 0-100, the best of k
-attempts) and AutoFigure's pairwise one (two figures per dimension: A, B, both good, both bad)."""
+"""The metrics of the recipes that judge images: VisPlotBench's (executed code, its plot scored 0-100, the first
+attempt that drew) and AutoFigure's pairwise one (two figures per dimension: A, B, both good, both bad)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ._metrics import UNPARSED, Metric, Record, register_metric
 __all__ = ["FIGURE_LABELS", "VISPLOT_READINGS", "VISPLOT_VALUES"]
 
 
-# -- VisPlotBench (recipe visplotbench): executed code, its plot scored 0-100, the best of k attempts ---------
+# -- VisPlotBench (recipe visplotbench): executed code, its plot scored 0-100, the first attempt that drew ------
 
 VISPLOT_VALUES = ("pass_rate", "plot_score", "good", "bad")
 
