@@ -258,3 +258,18 @@ def test_the_ground_truth_setting_shows_the_rendered_plot_then_the_ground_truth(
             assert run.readings["score (benchmark)"].value == pytest.approx(90)
     finally:
         register_mock("visplot-vis", None)
+
+
+def test_a_benchmark_prompt_names_one_source_of_its_text(tmp_path: Path) -> None:
+    from trustjudge.recipes import load_recipe
+
+    (tmp_path / "p.txt").write_text("Rate.\n${question}\n${response}\n${task}\n")
+    path = tmp_path / "recipe.toml"
+    path.write_text('name = "r"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "score"\n'
+                    '[templates]\npointwise = "p.txt"\n[metric]\nname = "mean_score"\n'
+                    '[benchmark_prompt]\nkind = "pointwise"\nfile = "i.json"\n'
+                    f'constant = "A"\nkey = "python.x"\nsha256 = "{"0" * 64}"\n'
+                    'layout = "${benchmark_prompt}\\n${question}\\n${response}\\n${task}"\n')
+    with pytest.raises(InputError, match="exclude each other") as caught:
+        load_recipe(path)
+    assert caught.value.field == "benchmark_prompt.constant" and caught.value.file == str(path)
