@@ -273,3 +273,14 @@ def test_a_benchmark_prompt_names_one_source_of_its_text(tmp_path: Path) -> None
     with pytest.raises(InputError, match="exclude each other") as caught:
         load_recipe(path)
     assert caught.value.field == "benchmark_prompt.constant" and caught.value.file == str(path)
+
+
+def test_execution_kinds_given_by_hand_are_checked_naming_file_line_and_field(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "t", "question": "A bar chart.", "execution": "ok,fine",
+                                 "responses": [{"id": "a", "text": ""}, {"id": "b", "text": ""}]}) + "\n")
+    result = CliRunner().invoke(cli, ["run", "visplotbench", str(items), "--judge", "mock/hash", "--store",
+                                      str(tmp_path / "s.sqlite")])
+    error = result.exception
+    assert result.exit_code != 0 and isinstance(error, InputError) and "one kind (ok, error, no_image)" in str(error)
+    assert error.file == str(items) and error.line == 1 and error.field == "execution"

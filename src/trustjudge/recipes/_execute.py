@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..execute import ExecutionResult, LocalExecutor, StoredExecutor
 from ..io._items import Item
 
-__all__ = ["KINDS_FIELD", "NO_IMAGE", "attempt_rows", "code_of", "execute_items"]
+__all__ = ["KINDS_FIELD", "NO_IMAGE", "attempt_rows", "code_of", "execute_items", "given_kinds"]
 
 NO_IMAGE = "no_image"
 """The failure kind of an attempt that ran but wrote no PNG (beside the executor's ``STATUSES``)."""
@@ -54,7 +54,7 @@ def _kind(result: ExecutionResult) -> tuple[str, Image | None]:
         return NO_IMAGE, None  # what it wrote is not an image Pillow reads
 
 
-def _given_kinds(item: Item) -> list[str] | None:
+def given_kinds(item: Item, file: str | None = None) -> list[str] | None:
     """The attempts' kinds the item carries (the benchmark executed them), checked; ``None``: none given."""
     given = item.fields.get(KINDS_FIELD)
     if given is None:
@@ -62,7 +62,7 @@ def _given_kinds(item: Item) -> list[str] | None:
     kinds = [k.strip() for k in str(given).split(",")]
     if len(kinds) != len(item.responses) or any(k not in KNOWN_KINDS for k in kinds):
         raise InputError(f"must list one kind ({', '.join(KNOWN_KINDS)}) per response, in order: {len(item.responses)} "
-                         f"responses, got {given!r}", line=item.line, field=KINDS_FIELD)
+                         f"responses, got {given!r}", file=file, line=item.line, field=KINDS_FIELD)
     return kinds
 
 
@@ -75,7 +75,7 @@ def execute_items(items: Sequence[Item], store: Store, executor: Any = None) -> 
     kinds: dict[tuple[str, str], str] = {}
     out = []
     for item in items:
-        given = _given_kinds(item)
+        given = given_kinds(item)
         if given is not None:
             kinds.update({(item.id, r.id): k for r, k in zip(item.responses, given)})
             out.append(item)

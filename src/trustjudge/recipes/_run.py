@@ -15,7 +15,7 @@ from ..io._items import Check, Item
 from ..modes._base import AuditContext, Split, split_steps
 from ..modes._prompts import CHECK_FIELDS, CRITERION_FIELDS, POINTWISE_FIELDS, read_template
 from ..modes._registry import get_mode
-from ._execute import attempt_rows, execute_items
+from ._execute import attempt_rows, execute_items, given_kinds
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
@@ -69,6 +69,9 @@ def prepare_items(recipe: Recipe, items: Sequence[Item], file: str | None = None
     any call), and with ``[input] checklist_from = "reference"`` one check per step of the reference (PuzzleWorld
     judges each reference step: does the response include it and reach its intermediate result?)."""
     recipe.check_items(items, file)
+    if recipe.input.get("execute") == "response":
+        for item in items:  # an item the benchmark executed: one kind per attempt, checked before any run
+            given_kinds(item, file)
     if recipe.input.get("checklist_from") != "reference":
         return list(items)
     split: Split = "numbered" if recipe.input.get("split") == "numbered" else "lines"
