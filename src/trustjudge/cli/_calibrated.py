@@ -18,7 +18,8 @@ from rich.markup import escape
 
 from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
-from ..audit._trust import Calibration, Tally, annotate, evaluation
+from ..audit._evaluation import evaluation
+from ..audit._trust import Calibration, Tally, annotate
 from ..errors import ConfigError
 from ..io._outputs import atomic_output
 from ..modes._base import Task
