@@ -26,6 +26,7 @@ import numpy.typing as npt
 from ..errors import ConfigError
 from . import _calibration as C
 from . import _estimators as E
+from ._shift import ShiftMonitor
 from ._units import _READERS
 from ._units import Unit as Unit
 from ._verify import check_integrity
@@ -666,6 +667,7 @@ class Tally:
         self.mode, self.calibration, self.selection = mode, calibration, selection
         self.verdicts = self.kept = self.labelled = self.agreed = 0
         self.abstained: dict[str, int] = {}
+        self.shift = ShiftMonitor(calibration, selection)  # the run's verdicts against the calibration set's
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count the units of one annotated record."""
@@ -676,6 +678,7 @@ class Tally:
                 target = target[step]
             block = target.get("calibrated") or {}
             self.verdicts += 1
+            self.shift.add(record, unit)
             reason = block.get("abstained") if self.selection is not None else None
             if reason is None and block.get("confidence") is None:
                 reason = UNSCORED
@@ -704,6 +707,7 @@ class Tally:
             out["calibration"]["tolerance"] = cal.tolerance
         if self.selection is not None:
             out["guarantee"] = self.selection.to_dict()
+        out["shift"] = self.shift.result()
         return out
 
 

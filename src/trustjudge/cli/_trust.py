@@ -224,6 +224,9 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                          f"{1 - g['delta']:g} (threshold {g['threshold']:.4f}, on {g['calibration_n']} calibration "
                          "verdicts)" if g else "")
                       + f"; model calls {s.model_calls}, from store {s.from_store}"), highlight=False)
+            warning = (summary.get("shift") or {}).get("warning")
+            if g and warning:
+                err.print(escape(f"WARNING: {warning}"), highlight=False)
             if out is not None:
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
