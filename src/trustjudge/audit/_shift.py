@@ -59,7 +59,7 @@ def reference(cal: Calibration, selection: C.Selection | None) -> np.ndarray:
     cmap, model = _maps(cal, selection)
     extras = None if cal.features is None else [cal.features[i] for i in np.flatnonzero(rows)]
     _, conf, x = E.confidences(cal, cmap, model, np.asarray(cal.probs, dtype=np.float64)[rows], extras)
-    return np.c_[conf, x]
+    return np.asarray(np.c_[conf, x], dtype=np.float64)
 
 
 def tested(cal: Calibration) -> tuple[str, ...]:
