@@ -182,3 +182,29 @@ def test_the_shift_warning_is_in_the_summary_and_on_the_guarantee_line() -> None
 
 def test_holm_adjusts_step_down() -> None:
     assert _shift.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_the_service_applies_a_features_calibration_sent_with_a_request(tmp_path: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from tests.conftest import write_jsonl
+    from tests.test_serve_calibration import check_rows, sure_but_for_some
+    from trustjudge import Judge, MockBackend, load_items
+    from trustjudge.serve import create_app
+
+    backend = MockBackend("sure", sure_but_for_some)
+    with Judge(backend, store=tmp_path / "fit.sqlite") as judge:
+        cal = judge.calibrate(load_items(write_jsonl(tmp_path / "cal.jsonl", check_rows(range(1000, 1300)))),
+                              "checklist", confidence="features")
+    assert cal.confidence == "features" and cal.model is not None
+    app = create_app(MockBackend("sure", sure_but_for_some), store_path=tmp_path / "srv.sqlite")
+    with TestClient(app) as c:
+        ok = c.post("/v1/checklist", json={"items": check_rows(range(40), labelled=False),
+                                           "calibration": cal.to_dict(), "target_agreement": 0.9})
+        assert ok.status_code == 200, ok.text
+        body = ok.json()
+    assert body["calibration"]["guarantee"]["confidence"] == "features"
+    assert "shift" in body["calibration"]
+    blocks = [r["checks"][0]["calibrated"] for r in body["records"]]
+    assert {b["confidence_estimator"] for b in blocks} == {"features"}
+    assert sorted(i for i, b in enumerate(blocks) if b["abstained"] is not None) == list(range(0, 40, 5))
