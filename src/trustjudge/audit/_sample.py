@@ -79,8 +79,9 @@ def draw(units: Sequence[Mapping[str, Any]], *, size: int, abstained_size: int |
         pool = sorted((u for u in units if u["stratum"] == stratum), key=lambda u: u["key"])
         if stratum == KEPT and not pool:
             raise ConfigError("the run kept no verdict: there is no guarantee to verify")
-        picked = rng.choice(len(pool), min(want[stratum], len(pool)), replace=False) if pool else []
-        out.extend(dict(pool[int(i)]) for i in sorted(picked))
+        picked: list[int] = sorted(rng.choice(len(pool), min(want[stratum], len(pool)), replace=False).tolist()
+                                   if pool else [])
+        out.extend(dict(pool[i]) for i in picked)
     return out
 
 
@@ -128,7 +129,7 @@ def check(key: Mapping[str, Any], labels: Mapping[tuple[str, str, str], str | No
     the human label of each pair the labelled items hold."""
     counts = {s: {"labelled": 0, "agreed": 0, "unlabelled": 0} for s in (KEPT, ABSTAINED)}
     for unit in key["units"]:
-        human = labels.get(tuple(unit["key"]))  # type: ignore[arg-type]
+        human = labels.get((str(unit["key"][0]), str(unit["key"][1]), str(unit["key"][2])))
         c = counts[unit["stratum"]]
         if human is None:
             c["unlabelled"] += 1
