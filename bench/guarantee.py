@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from _common import RESULTS
-from guarantee_estimators import estimator_study
+from guarantee_estimators import estimator_study, render_transfer, transfer_shift
 from guarantee_estimators import render as render_estimators
 from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
 from trustjudge import ConfigError, Item, Judge
@@ -456,10 +456,11 @@ def main() -> None:
         for name, recs in by_set.items():
             mode = next(c.mode for c in CHUNKS if c.name.split("-")[0] == name)
             result["datasets"][name]["estimators"] = estimator_study(mode, recs, args.splits, args.seed)
+        result["transfer_shift"] = transfer_shift(by_set)
         result["estimators_seconds"] = round(time.perf_counter() - t0, 1)
         (RESULTS / "guarantee.json").write_text(json.dumps(result, indent=1) + "\n")
         (RESULTS / "guarantee.md").write_text(render(result))
-        print("\n".join(render_estimators(result["datasets"])))
+        print("\n".join(render_estimators(result["datasets"]) + render_transfer(result["transfer_shift"])))
         return
     result: dict[str, Any] = {"judge": args.judge, "delta": DELTA, "alphas": list(ALPHAS), "splits": args.splits,
                               "missing_judgments": missing, "datasets": {}}
@@ -505,6 +506,7 @@ def main() -> None:
                 entry["study"] = split_study(probs, y, args.splits, args.seed)
         entry["estimators"] = estimator_study(mode, recs, args.splits, args.seed)
         result["datasets"][name] = entry
+    result["transfer_shift"] = transfer_shift(by_set)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["model_calls"] = 0  # StoreOnly never calls the model
     result["refused_not_in_store"] = backend.refused
@@ -618,7 +620,7 @@ def render(res: dict[str, Any]) -> str:
                 for t in run["tiers"]:
                     lines.append(f"| {target} | {t['tier']} | {t['judge']} | {t['asked']} | {t['decided']} | "
                                  f"{_f(t.get('agreement'))} | {t['alone']} |")
-    lines += render_estimators(res["datasets"])
+    lines += render_estimators(res["datasets"]) + render_transfer(res.get("transfer_shift", []))
     lines += ["", f"{res['seconds']} s; model calls {res['model_calls']} (the study reads the store only: "
                   f"{res['refused_not_in_store']} judgments not yet in it were left out).", ""]
     return "\n".join(lines)
