@@ -208,3 +208,36 @@ def test_the_service_applies_a_features_calibration_sent_with_a_request(tmp_path
     blocks = [r["checks"][0]["calibrated"] for r in body["records"]]
     assert {b["confidence_estimator"] for b in blocks} == {"features"}
     assert sorted(i for i, b in enumerate(blocks) if b["abstained"] is not None) == list(range(0, 40, 5))
+
+
+def test_the_cli_fits_a_features_calibration_verifies_it_and_a_cascade_refuses_it(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from trustjudge._cascade import thresholds
+    from trustjudge.cli import cli
+
+    items = tmp_path / "pairs.jsonl"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Which is right, {i}?", "responses": [
+        {"id": "a", "text": f"Answer {i} one"}, {"id": "b", "text": f"Answer {i} two"}],
+        "pairs": [{"first": "a", "second": "b", "human": ("first", "second", "tie")[i % 3]}]}) + "\n"
+        for i in range(40)))
+    store, out = tmp_path / "s.sqlite", tmp_path / "cal.json"
+    run = CliRunner().invoke(cli, ["calibrate", str(items), "-j", "mock/hash", "--store", str(store), "--out", str(out),
+                                   "--confidence", "features"], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    assert "confidence features" in run.output
+    cal = Calibration.load(out)
+    assert cal.confidence == "features" and cal.model is not None and cal.features is not None
+    assert all(row[0] is not None for row in cal.features)  # mock/hash judges both orders: pair features
+    verified = CliRunner().invoke(cli, ["calibrate", str(items), "-j", "mock/hash", "--store", str(store), "--verify",
+                                        str(out)], catch_exceptions=False)
+    assert verified.exit_code == 0 and "verified" in verified.output, verified.output
+    with pytest.raises(ConfigError, match="ranks its verdicts by `--confidence features`"):
+        thresholds([cal], 0.6, 0.1)
+    data = json.loads(out.read_text())
+    data["confidence_model"]["coef"][0] += 1.0  # not in the data hash: the refit catches it
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data))
+    refused = CliRunner().invoke(cli, ["calibrate", str(items), "-j", "mock/hash", "--store", str(store), "--verify",
+                                       str(forged)])
+    assert refused.exit_code != 0 and "confidence model's coefficients" in str(refused.exception), refused.output
