@@ -407,7 +407,7 @@ class Judge:
 
     def calibrate(self, items: ItemSource, mode: str = "compare", *, method: str | None = None,
                   tolerance: float | None = None, task: Task | None = None, progress: ProgressArg = None,
-                  mapping: Mapped = None) -> Calibration:
+                  mapping: Mapped = None, confidence: str = "calibrated") -> Calibration:
         """Fit a calibration of ``mode``'s probabilities on labelled ``items``, judging only what the store lacks.
 
         ``method``: ``platt`` (default), ``temperature`` or ``isotonic`` for checklists (two classes);
@@ -416,8 +416,8 @@ class Judge:
         ``temperature`` above; ``tolerance`` (default 0) the points a verdict may be from the human's level
         and still agree. ``criteria``: the same per criterion (``human_criteria``), every criterion on one
         scale pooled. ``task``: the task to judge with (its mode's; default :meth:`calibration_task`; a score or
-        criteria task keeps its distributions). ``items`` and ``mapping`` as :meth:`run`'s. Save it with
-        :meth:`Calibration.save`.
+        criteria task keeps its distributions). ``items`` and ``mapping`` as :meth:`run`'s. ``confidence``:
+        ``calibrated`` or ``features`` (:mod:`~trustjudge.audit._estimators`). Save it with :meth:`Calibration.save`.
         """
         if task is not None and task.kind != mode:
             raise ConfigError(f"a {task.kind} task cannot calibrate the {mode} mode")
@@ -427,7 +427,7 @@ class Judge:
         levels = scale.values if mode == "score" and scale is not None else None
         return fit_calibration(mode, records, judge=self.name, fingerprint=self.backend.fingerprint,
                                template=self._template_hash(mode), protocol=self._protocol_of(task), method=method,
-                               levels=levels, tolerance=tolerance)
+                               levels=levels, tolerance=tolerance, confidence=confidence)
 
     def check_calibration(self, calibration: Calibration, *, override: bool = False,
                           task: Task | None = None) -> Calibration:
