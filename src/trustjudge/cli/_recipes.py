@@ -154,7 +154,7 @@ def _show_audit(audit: dict[str, Any]) -> None:
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="Input format: as for `trustjudge score`, or a benchmark's released format (the recipe's "
                    "[input] format: omnispatial, livedrbench, puzzleworld, sc-arena-scienceqa, geoprivacy, "
-                   "visplotbench, visplotbench-vis); "
+                   "visplotbench, visplotbench-vis, datamind); "
                    "auto: the recipe's reader where the file has its schema.")
 @click.option("--map", "column_map", multiple=True, metavar="FIELD=COLUMN,...",
               help="Read a table in another schema: which column holds each field (see docs/formats.md).")
