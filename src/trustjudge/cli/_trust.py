@@ -23,6 +23,7 @@ from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
+from ..audit._support import DEFAULT_RISK_DELTA, selection_support
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
 from ..backends import DEFAULT_JUDGE
@@ -82,9 +83,12 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
                               progress=lambda n: bar.advance(task, n))
         cal.save(out)
         s = j.stats
+        support = selection_support(cal)
         if not quiet:
             err.print(escape(f"calibration ({cal.map.method}, {cal.n} labelled verdicts) written to {out}; model calls "
                       f"{s.model_calls}, from store {s.from_store}; store: {j.store.path}"), highlight=False)
+        if not quiet or support.highest is None:  # the warning is printed even with --quiet
+            err.print(escape(support.message(cal.n, cal.mode)), highlight=False)
     finally:
         j.close()
 
@@ -144,7 +148,7 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None,
               help="Keep only verdicts confident enough that agreement with humans on the kept ones is at least "
                    "this, with probability >= 1 - delta (e.g. 0.8).")
-@click.option("--delta", "risk_delta", type=Finite(min=0.0, max=1.0), default=0.1, show_default=True,
+@click.option("--delta", "risk_delta", type=Finite(min=0.0, max=1.0), default=DEFAULT_RISK_DELTA, show_default=True,
               help="With --target-agreement: the allowed probability that the guarantee fails.")
 @click.option("--calibration-override", is_flag=True,
               help="Use the calibration file although it was fitted for another judge, template or protocol "
