@@ -28,11 +28,13 @@ from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, cali
 from ..audit._verify import verification_problems
 from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
+from ..io._files import load_suite
 from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
 from ._common import err, progress
 from ._inputs import read_items
+from ._mode_options import suite_values
 from ._options import SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
 
 _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
@@ -53,29 +55,32 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
               help="--mode score or criteria: a verdict agrees with the human's score when at most this many points "
                    "away (default 0: the same level). Stored in the file.")
 @_SCALE
+@click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="--mode checklist or criteria: the suite file whose checks or criteria (and labels, scale) apply "
+                   "to items carrying none, as the checklist and criteria commands take it.")
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the calibration file (JSON) here.")
 @click.option("--verify", "verify", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Instead of writing a file, check that this calibration file is what ITEMS' labels and the "
                    "store's judgments give (same units, labels, probabilities and map; zero model calls).")
 def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, mode: str,
-              method: str | None, tolerance: float | None, scale: str | None, out: Path | None,
+              method: str | None, tolerance: float | None, scale: str | None, suite: Path | None, out: Path | None,
               verify: Path | None) -> None:
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
     if (out is None) == (verify is None):
         raise click.UsageError("give --out FILE (fit a calibration) or --verify FILE (check one), not both"
                                if out is not None else "give --out FILE to write the calibration (or --verify FILE)")
     if verify is not None:
-        _verify(items, fmt, skip_invalid, quiet, judging, scale, verify)
+        _verify(items, fmt, skip_invalid, quiet, judging, scale, suite, verify)
         return
     assert out is not None
     if mode not in ("score", "criteria") and (tolerance is not None or scale is not None):
         raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode score or "
                                "criteria")
-    judging.guard(items, {"--out": out})
+    judging.guard(items, {"--out": out}, inputs=(suite,))
     _template_fits(judging, mode)
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
-    j, judged = _scaled_judge(judging, mode, scale, items)
+    j, judged = _scaled_judge(judging, mode, scale, items, suite)
     try:
         with progress(quiet) as bar:
             task = bar.add_task(f"calibrate {mode} ({j.name})", total=None)
@@ -93,25 +98,33 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         j.close()
 
 
-def _scaled_judge(judging: JudgeOptions, mode: str, scale: str | None, items: Path) -> tuple[Any, Any]:
-    """The judge a calibration of ``mode`` is fitted with, and with ``--scale`` on criteria the task to judge."""
+def _scaled_judge(judging: JudgeOptions, mode: str, scale: str | None, items: Path,
+                  suite: Path | None = None) -> tuple[Any, Any]:
+    """The judge a calibration of ``mode`` is fitted with, and the task to judge where ``--scale`` (criteria)
+    or ``--suite`` (the suite's checks or criteria, labels and scale) changes the mode's defaults."""
+    options = suite_values(get_mode(mode), load_suite(suite)) if suite is not None else {}
+    if suite is not None and not options:
+        raise click.UsageError(f"--suite gives the {mode} mode nothing ({suite} holds none of its options: "
+                               "--suite is for --mode checklist or criteria)")
+    if scale is not None and mode == "criteria":
+        options["scale"] = scale
     j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
     j.source = str(items)
     try:
-        return j, (j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None)
+        return j, (task_for_calibration(j.task(mode, **options)) if options else None)
     except BaseException:
         j.close()
         raise
 
 
 def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, scale: str | None,
-            path: Path) -> None:
+            suite: Path | None, path: Path) -> None:
     """``calibrate --verify CAL``: refit CAL's mode, method and tolerance on ITEMS from the store alone and
     compare (a calibration file is trusted input: its hash is no signature)."""
     cal = Calibration.load(path)
     _template_fits(judging, cal.mode)
     todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
-    j, judged = _scaled_judge(judging, cal.mode, scale, items)
+    j, judged = _scaled_judge(judging, cal.mode, scale, items, suite)
     try:
         task = task_for_calibration(judged if judged is not None else j.calibration_task(cal.mode))
         plan = j.plan(todo, task)
