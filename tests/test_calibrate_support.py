@@ -26,7 +26,7 @@ def test_calibrate_warns_when_no_target_can_be_selected(tmp_path: Path) -> None:
     code, output = _calibrate(tmp_path, 3)
     assert code == 0, output
     assert ("warning: these 3 labelled compare verdicts cannot support any target agreement above chance at "
-            "--delta 0.1") in output
+            "--risk-delta 0.1") in output
     assert "the thresholds tested on the other 1" in output  # select's own reason, quoted
     quiet_code, quiet = _calibrate(tmp_path, 3, "-q")  # a warning is printed even with --quiet
     assert quiet_code == 0 and "cannot support any target" in quiet

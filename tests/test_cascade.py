@@ -258,8 +258,8 @@ def test_the_cli_cascade_writes_the_human_tier_as_items_that_read_back_as_labels
     assert no_file.returncode == 2 and "give --abstained-out" in no_file.stderr
     args = ["select", new_items, "--cascade", f"mock/hash,{recorded},human", "--calibration",
             tmp_path / "cal1.json", "--calibration", tmp_path / "cal2.json", "--target-agreement", "0.8",
-            "--delta", "0.1", "--store", store, "--out", tmp_path / "out.jsonl", "--summary", tmp_path / "sum.json",
-            "--abstained-out", tmp_path / "todo.jsonl"]
+            "--risk-delta", "0.1", "--store", store, "--out", tmp_path / "out.jsonl", "--summary",
+            tmp_path / "sum.json", "--abstained-out", tmp_path / "todo.jsonl"]
     done = cli(*args)
     assert done.returncode == 0, done.stderr
     assert "Cascade: 30 pairs" in done.stderr and "human" in done.stderr

@@ -35,9 +35,9 @@ class Support:
     def message(self, n: int, mode: str) -> str:
         if self.highest is None:
             return (f"warning: these {n} labelled {mode} verdicts cannot support any target agreement above chance "
-                    f"at --delta {self.delta:g}: `select --target-agreement` will refuse every target from "
+                    f"at --risk-delta {self.delta:g}: `select --target-agreement` will refuse every target from "
                     f"{self.lowest:g} up ({self.refusal}). Label more items before selecting")
-        return (f"this calibration supports `select --target-agreement` up to {self.highest:g} at --delta "
+        return (f"this calibration supports `select --target-agreement` up to {self.highest:g} at --risk-delta "
                 f"{self.delta:g} (tried {self.lowest:g} to {TARGETS[-1]:g} in steps of 0.05)")
 
 

@@ -35,7 +35,7 @@ from ..modes._registry import get_mode
 from ._common import err, progress
 from ._inputs import read_items
 from ._mode_options import suite_values
-from ._options import SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
+from ._options import RISK_DELTA_HELP, RISK_LEVEL, SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
 
 _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
                       help="With a score calibration: the rating scale (a top value or a range such as 0-5; "
@@ -158,11 +158,13 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help="Judge with a cascade: J1 judges every verdict (pair, check or claim: the calibration files' "
                    "mode), J2 only what J1 abstained on, and so on; a last `human` leaves the rest to people "
                    "(written with --abstained-out). Needs --target-agreement.")
-@click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None,
+@click.option("--target-agreement", type=RISK_LEVEL, default=None,
               help="Keep only verdicts confident enough that agreement with humans on the kept ones is at least "
-                   "this, with probability >= 1 - delta (e.g. 0.8).")
-@click.option("--delta", "risk_delta", type=Finite(min=0.0, max=1.0), default=DEFAULT_RISK_DELTA, show_default=True,
-              help="With --target-agreement: the allowed probability that the guarantee fails.")
+                   "this, with probability >= 1 - risk delta (e.g. 0.8).")
+@click.option("--risk-delta", "risk_delta", type=RISK_LEVEL, default=None,
+              help=f"{RISK_DELTA_HELP}  [default: {DEFAULT_RISK_DELTA:g}]")
+@click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
+              help="Deprecated spelling of --risk-delta (compare's --delta is its tie margin).")
 @click.option("--calibration-override", is_flag=True,
               help="Use the calibration file although it was fitted for another judge, template or protocol "
                    "(every record says so).")
@@ -175,9 +177,10 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
 def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
            calibration_paths: tuple[Path, ...], cascade: str | None, target_agreement: float | None,
-           risk_delta: float, calibration_override: bool, scale: str | None, out: Path | None,
-           summary_out: Path | None, abstained_out: Path | None) -> None:
+           risk_delta: float | None, old_delta: float | None, calibration_override: bool, scale: str | None,
+           out: Path | None, summary_out: Path | None, abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
+    risk_delta = _risk_delta(risk_delta, old_delta)
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
     if cascade is not None:
         if scale is not None:
@@ -238,6 +241,19 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
         j.close()
+
+
+def _risk_delta(risk_delta: float | None, old_delta: float | None) -> float:
+    """``--risk-delta``, or the deprecated ``--delta`` with a warning (one name per meaning: ``--delta`` is
+    compare's tie margin); both, disagreeing, are refused."""
+    if old_delta is not None:
+        if risk_delta is not None and risk_delta != old_delta:
+            raise click.UsageError(f"--delta {old_delta:g} and --risk-delta {risk_delta:g} disagree: give "
+                                   "--risk-delta only (--delta is its deprecated spelling)")
+        err.print("warning: `select --delta` is deprecated: the risk level is --risk-delta, as on compare, "
+                  "checklist, claims, score and criteria (where --delta, if any, is a tie margin)", highlight=False)
+        return old_delta
+    return DEFAULT_RISK_DELTA if risk_delta is None else risk_delta
 
 
 def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
