@@ -109,7 +109,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     unscored = sum(stats.unscored.values())
     terminalreporter.write_sep("-", "trustjudge")
     terminalreporter.write_line(
-        f"judge {judge.name}, store {judge.store.path}: {_count(stats.model_calls, 'model call')}, "
+        f"judge {judge.name}, store {judge.store.path}: {_count(stats.model_calls, 'model call')}"
+        f"{stats.recorded_note()}, "
         f"{_count(stats.from_store, 'judgment')} from the store" + (f", {unscored} unscored" if unscored else ""))
 
 

@@ -99,8 +99,9 @@ class Summary:
     def show(self, j: Judge, task: Task, out: Path | None, items: Path, quiet: bool) -> None:
         s = j.stats
         if not quiet:
-            err.print(escape(f"{task.kind}: {self.records} records; model calls {s.model_calls}, from store "
-                             f"{s.from_store}; unscored: {dict(self.unscored) or 'none'}; store: {j.store.path}"),
+            err.print(escape(f"{task.kind}: {self.records} records; model calls {s.model_calls}"
+                             f"{s.recorded_note()}, from store {s.from_store}; unscored: "
+                             f"{dict(self.unscored) or 'none'}; store: {j.store.path}"),
                       highlight=False)
             records_note(j, self.records, out, items)
         if self.unscored.get(BACKEND_ERROR) and s.last_error:

@@ -91,7 +91,8 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         support = selection_support(cal)
         if not quiet:
             err.print(escape(f"calibration ({cal.map.method}, {cal.n} labelled verdicts) written to {out}; model calls "
-                      f"{s.model_calls}, from store {s.from_store}; store: {j.store.path}"), highlight=False)
+                      f"{s.model_calls}{s.recorded_note()}, from store {s.from_store}; store: {j.store.path}"),
+                     highlight=False)
         if not quiet or support.highest is None:  # the warning is printed even with --quiet
             err.print(escape(support.message(cal.n, cal.mode)), highlight=False)
     finally:
@@ -236,7 +237,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                       + (f"; guaranteed agreement >= {g['target_agreement']:g} with probability >= "
                          f"{1 - g['delta']:g} (threshold {g['threshold']:.4f}, on {g['calibration_n']} calibration "
                          "verdicts)" if g else "")
-                      + f"; model calls {s.model_calls}, from store {s.from_store}"), highlight=False)
+                      + f"; model calls {s.model_calls}{s.recorded_note()}, from store {s.from_store}"),
+                     highlight=False)
             if out is not None:
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
@@ -332,18 +334,26 @@ def _cascade_table(summary: dict[str, Any]) -> None:
         table.add_column(col, justify="right", no_wrap=True)
     for row in summary["tiers"]:
         table.add_row(str(row["tier"]), escape(row["judge"]), str(row["asked"]), str(row["decided"]),
-                      num(row["share"], ".2f"), num(row.get("agreement"), ".3f"), str(row.get("model_calls", "-")),
+                      num(row["share"], ".2f"), num(row.get("agreement"), ".3f"), _calls(row),
                       str(row.get("from_store", "-")), str(row["alone"]))
     err.print(table)
     unit = summary["unit"]
     err.print(escape(f"asked / alone: {unit} sent to the tier / {unit} it would judge alone; calls: model calls "
-                     "made (a pair: both orders), stored: judgments read from the store; agree: with the labels "
+                     "made (a pair: both orders; rec N: N lookups in a recorded judge's file, no model), "
+                     "stored: judgments read from the store; agree: with the labels "
                      "given"), highlight=False)
     agree = summary["agreement_on_machine_verdicts"]
     err.print(escape(f"decided by a model: {summary['machine_decided']} (coverage "
                      f"{num(summary['machine_coverage'], '.2f')})"
                      + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
                      + f". Guarantee: {summary['guarantee']}"), highlight=False)
+
+
+def _calls(row: dict[str, Any]) -> str:
+    """A tier's model calls, or a recorded tier's lookups (``rec N``: no model was asked)."""
+    if row.get("recorded_lookups"):
+        return f"rec {row['recorded_lookups']}"
+    return str(row.get("model_calls", "-"))
 
 
 def _calibrated(name: str) -> str:

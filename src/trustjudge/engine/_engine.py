@@ -367,7 +367,9 @@ class Engine:
         self.store.put_many(rows, owner=self._owner)
         if failed:
             self.store.release(failed, self._owner)
-        if kind == "labels":
+        if kind == "labels" and not getattr(self.backend, "calls_model", True):
+            self.stats.recorded_lookups += len(batch)  # read from a file: no model was asked
+        elif kind == "labels":
             self.stats.label_calls += len(batch)
             self.store.record_speed(self.backend.fingerprint, self._evaluated(batch, outputs), elapsed)
         else:
