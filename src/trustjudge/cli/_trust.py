@@ -83,7 +83,8 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
     j, judged = _scaled_judge(judging, mode, scale, items, suite)
     try:
         with progress(quiet) as bar:
-            task = bar.add_task(f"calibrate {mode} ({j.name})", total=None)
+            sized = judged if judged is not None else j.calibration_task(mode)
+            task = bar.add_task(f"calibrate {mode} ({j.name})", total=sum(sized.size(it) for it in todo))
             cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
                               progress=lambda n: bar.advance(task, n))
         cal.save(out)
@@ -211,7 +212,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     j.source = str(items)
     try:
         with progress(quiet) as bar:
-            task = bar.add_task(f"select {cal.mode} ({j.name})", total=None)
+            sized = j.calibration_task(cal.mode)
+            task = bar.add_task(f"select {cal.mode} ({j.name})", total=sum(sized.size(it) for it in todo))
             records, summary = j.select(todo, cal, target=target_agreement, delta=risk_delta,
                                         override=calibration_override, progress=lambda n: bar.advance(task, n))
         with record_output(out, "--out") as stream:
