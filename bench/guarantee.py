@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from _common import RESULTS
+from guarantee_estimators import estimator_study, render_transfer, transfer_shift
+from guarantee_estimators import render as render_estimators
 from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
 from trustjudge import ConfigError, Item, Judge
 from trustjudge.audit import _calibration as C
@@ -438,6 +440,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--store", type=Path, default=STORE)
     ap.add_argument("--judge", default=JUDGE)
+    ap.add_argument("--estimators-only", action="store_true",
+                    help="Recompute only the estimator comparison into the existing results/guarantee.json (and .md).")
     args = ap.parse_args()
     t0 = time.perf_counter()
     args.store.parent.mkdir(parents=True, exist_ok=True)
@@ -447,6 +451,17 @@ def main() -> None:
     backend = StoreOnly(get_backend(args.judge))
     judge = Judge(backend, store=store)
     by_set, missing = collect(judge, DATA)
+    if args.estimators_only:
+        result = json.loads((RESULTS / "guarantee.json").read_text())
+        for name, recs in by_set.items():
+            mode = next(c.mode for c in CHUNKS if c.name.split("-")[0] == name)
+            result["datasets"][name]["estimators"] = estimator_study(mode, recs, args.splits, args.seed)
+        result["transfer_shift"] = transfer_shift(by_set)
+        result["estimators_seconds"] = round(time.perf_counter() - t0, 1)
+        (RESULTS / "guarantee.json").write_text(json.dumps(result, indent=1) + "\n")
+        (RESULTS / "guarantee.md").write_text(render(result))
+        print("\n".join(render_estimators(result["datasets"]) + render_transfer(result["transfer_shift"])))
+        return
     result: dict[str, Any] = {"judge": args.judge, "delta": DELTA, "alphas": list(ALPHAS), "splits": args.splits,
                               "missing_judgments": missing, "datasets": {}}
     recorded: dict[str, dict[Key, dict[str, Any]]] = {}
@@ -489,7 +504,9 @@ def main() -> None:
                 entry["positive_rate"] = float(y.mean())
                 entry["auroc"] = _auroc(probs[:, 1], y.astype(bool))
                 entry["study"] = split_study(probs, y, args.splits, args.seed)
+        entry["estimators"] = estimator_study(mode, recs, args.splits, args.seed)
         result["datasets"][name] = entry
+    result["transfer_shift"] = transfer_shift(by_set)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["model_calls"] = 0  # StoreOnly never calls the model
     result["refused_not_in_store"] = backend.refused
@@ -603,6 +620,7 @@ def render(res: dict[str, Any]) -> str:
                 for t in run["tiers"]:
                     lines.append(f"| {target} | {t['tier']} | {t['judge']} | {t['asked']} | {t['decided']} | "
                                  f"{_f(t.get('agreement'))} | {t['alone']} |")
+    lines += render_estimators(res["datasets"]) + render_transfer(res.get("transfer_shift", []))
     lines += ["", f"{res['seconds']} s; model calls {res['model_calls']} (the study reads the store only: "
                   f"{res['refused_not_in_store']} judgments not yet in it were left out).", ""]
     return "\n".join(lines)

@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 from tests.conftest import write_jsonl
 from trustjudge import ConfigError, Judge, LabelSet, MockBackend, load_items, register_mock
 from trustjudge.audit._calibration import CalibrationMap, Selection
-from trustjudge.audit._trust import Calibration, Tally, annotate, evaluation, summary
+from trustjudge.audit._evaluation import evaluation
+from trustjudge.audit._trust import Calibration, Tally, annotate, summary
 from trustjudge.backends import LabelRequest
 from trustjudge.cli import cli
 from trustjudge.cli._calibrated import describe

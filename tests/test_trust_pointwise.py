@@ -17,12 +17,12 @@ from click.testing import CliRunner, Result
 from tests.conftest import write_jsonl
 from trustjudge import ConfigError, Judge, MockBackend, load_items, register_mock
 from trustjudge.audit._calibration import CalibrationMap, Selection, choose_threshold
+from trustjudge.audit._evaluation import evaluation
 from trustjudge.audit._trust import (
     Calibration,
     Tally,
     abstained_items,
     annotate,
-    evaluation,
     fit,
     nearest_level,
     score_agrees,

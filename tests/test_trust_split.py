@@ -21,12 +21,12 @@ import pytest
 
 from trustjudge._cascade import thresholds
 from trustjudge.audit._calibration import choose_threshold, fit_binary, fit_vector
+from trustjudge.audit._evaluation import evaluation
 from trustjudge.audit._trust import (
     PAIR_CLASSES,
     SPLIT_SEED,
     Calibration,
     annotate,
-    evaluation,
     fit,
     selection_split,
     summary,

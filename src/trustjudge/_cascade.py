@@ -122,6 +122,11 @@ def thresholds(calibrations: Sequence[Calibration], target: float, delta: float)
     """
     if not (math.isfinite(target) and 0 < target < 1):
         raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
+    ranked = [i + 1 for i, cal in enumerate(calibrations) if cal.model is not None]
+    if ranked:
+        raise ConfigError(f"the calibration file of tier {', '.join(map(str, ranked))} ranks its verdicts by "
+                          "`--confidence features`: cascades take calibrated-confidence files for now (refit it "
+                          "without --confidence: zero model calls)")
     index: dict[tuple[Any, ...], int] = {}
     human: list[int] = []
     if len(calibrations) == 1 and calibrations[0].keys is None:

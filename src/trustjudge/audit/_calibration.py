@@ -283,6 +283,9 @@ class Selection:
     fit_units: int | None = None
     """Calibration units the selection map was fitted on (part A); ``n`` counts those the threshold was tested
     on (part B)."""
+    model: Any = field(default=None, hash=False)
+    """A features calibration's confidence model (:class:`~trustjudge.audit._estimators.ConfidenceModel`), fitted
+    on part A under :attr:`map`; ``None`` where the confidence is the calibrated top probability."""
 
     @property
     def target(self) -> float:
@@ -301,7 +304,9 @@ class Selection:
                 "alpha": self.alpha, "delta": self.delta, "calibration_n": self.n, "calibration_kept": self.kept,
                 "calibration_agreement": self.agreement, "agreement_lower_bound": self.lower_bound,
                 **({"selection": {"fit_units": self.fit_units, "test_units": self.n}}
-                   if self.fit_units is not None else {})}
+                   if self.fit_units is not None else {}),
+                **({"confidence": "features", "confidence_model": self.model.to_dict()} if self.model is not None
+                   else {})}
 
 
 def choose_threshold(confidence: npt.ArrayLike, agree: npt.ArrayLike, *, alpha: float, delta: float,

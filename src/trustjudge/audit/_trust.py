@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..engine._aggregates import reliability
 from ..errors import ConfigError
 from . import _calibration as C
+from . import _estimators as E
+from ._shift import ShiftMonitor
 from ._units import _READERS
 from ._units import Unit as Unit
 from ._verify import check_integrity
@@ -271,6 +272,12 @@ class Calibration:
     tolerance: float | None = None
     """Score and criteria modes: a verdict agrees with a human level at most this many points away; ``None``
     in the other modes."""
+    confidence: str = E.CALIBRATED
+    """What ranks a verdict (:mod:`~trustjudge.audit._estimators`): ``calibrated`` or ``features``."""
+    features: list[list[float | None]] | None = None
+    """A features calibration: each unit's pair features (:data:`~trustjudge.audit._estimators.PAIR_FEATURES`)."""
+    model: E.ConfidenceModel | None = None
+    """A features calibration: its model, fitted on every unit under :attr:`map` (used without a target)."""
 
     @property
     def n(self) -> int:
@@ -304,7 +311,8 @@ class Calibration:
 
     @property
     def data_hash(self) -> str:
-        return _digest([self.probs, self.human] if self.keys is None else [self.probs, self.human, self.keys])
+        return _digest([self.probs, self.human, *([self.keys] if self.keys is not None else []),
+                        *([self.features] if self.features is not None else [])])
 
     def calibrated(self, probs: Sequence[Sequence[float]]) -> np.ndarray:
         return self.map.apply(np.asarray(probs, dtype=np.float64))
@@ -337,13 +345,13 @@ class Calibration:
         probs = np.asarray(self.probs, dtype=np.float64)
         human = np.asarray(self.human, dtype=np.int64)
         cmap = self.fit_map(probs[part_a], human[part_a])
-        verdict, confidence = self.verdicts(cmap.apply(probs[~part_a]))
+        model, verdict, confidence = E.split_scores(self, cmap, part_a)  # the estimator fitted on part A too
         agree = self.agrees(verdict, human[~part_a])
         try:
             chosen = C.choose_threshold(confidence, agree, alpha=1 - target, delta=delta)
         except ConfigError as exc:
             raise ConfigError(f"{exc} ({where})") from None
-        return replace(chosen, map=cmap, fit_units=n_fit)
+        return replace(chosen, map=cmap, fit_units=n_fit, model=model)
 
     def check(self, *, mode: str, judge: str, fingerprint: str, template: str, protocol: str,
               override: bool = False) -> Calibration:
@@ -371,8 +379,10 @@ class Calibration:
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
                 **({"levels": self.levels, "tolerance": self.tolerance} if self.mode in LEVEL_MODES else {}),
+                **({"confidence": self.confidence, "confidence_model": self.model.to_dict()} if self.model else {}),
                 "calibration_set": {"probs": self.probs, "human": self.human,
-                                    **({"keys": self.keys} if self.keys is not None else {})}}
+                                    **({"keys": self.keys} if self.keys is not None else {}),
+                                    **({"features": self.features} if self.features is not None else {})}}
 
     def save(self, path: str | Path) -> None:
         from ..io._outputs import atomic_output
@@ -413,7 +423,8 @@ class Calibration:
         levels, tolerance = _read_pointwise(d, mode, classes, source)
         cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
                   C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
-                  d.get("position_bias"), keys=keys, levels=levels, tolerance=tolerance)
+                  d.get("position_bias"), keys=keys, levels=levels, tolerance=tolerance,
+                  **E.read(d, len(human), source))
         check_integrity(d.get("data_hash"), cal, source)  # its data hash, required; no unit twice
         cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
         return cal
@@ -473,16 +484,18 @@ def fit_map(mode: str, method: str, classes: Sequence[str], probs: npt.ArrayLike
 
 def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str,
         protocol: str, method: str | None = None, levels: Sequence[float] | None = None,
-        tolerance: float | None = None) -> Calibration:
+        tolerance: float | None = None, confidence: str = E.CALIBRATED) -> Calibration:
     """Fit a calibration on the labelled, scored units of ``records``.
 
     ``method``: ``platt`` (default for checklists), ``temperature`` or ``isotonic`` on two classes;
     ``vector`` (default, and the only one) on several classes. The score mode (:func:`_fit_score`):
     ``levels`` are the scale's values (default: its labels read as numbers), ``tolerance`` the agreement's.
+    ``confidence``: the estimator that ranks the verdicts (:mod:`~trustjudge.audit._estimators`).
     """
     if mode in LEVEL_MODES:
         return _fit_score(mode, records, judge=judge, fingerprint=fingerprint, template=template, protocol=protocol,
-                          method=method, levels=levels, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+                          method=method, levels=levels, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+                          confidence=confidence)
     if tolerance is not None:
         raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {mode} ones")
     classes = classes_of(mode, records)
@@ -503,8 +516,9 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
         cmap = C.fit_vector(probs, human, classes)
     bias = position_bias_of(records) if mode == "compare" else None
     keys = [list(unit_key(mode, records[u.record], u)) for u in labelled]
-    return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(), bias,
-                       keys=keys)
+    cal = Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(), bias,
+                      keys=keys)
+    return replace(cal, **E.attach(cal, confidence, [E.pair_features(records[u.record], u.path) for u in labelled]))
 
 
 VECTOR_MAX_LEVELS = 11
@@ -513,7 +527,8 @@ temperature alone: a bias per level would need humans on every one of a hundred 
 
 
 def _fit_score(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerprint: str, template: str,
-               protocol: str, method: str | None, levels: Sequence[float] | None, tolerance: float) -> Calibration:
+               protocol: str, method: str | None, levels: Sequence[float] | None, tolerance: float,
+               confidence: str = E.CALIBRATED) -> Calibration:
     """A score (or criteria) calibration: vector scaling over the levels (``temperature`` alone on scales of
     more than :data:`VECTOR_MAX_LEVELS` levels, or when asked), fitted by likelihood on the human's nearest
     level; criteria pool every criterion judged on the same levels."""
@@ -542,8 +557,9 @@ def _fit_score(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, f
     human = np.asarray([u.human for u in labelled], dtype=np.int64)
     cmap = C.fit_vector(probs, human, classes) if chosen == "vector" else C.fit_temperature(probs, human, classes)
     keys = [list(unit_key(mode, records[u.record], u)) for u in labelled]
-    return Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(),
-                       None, keys=keys, levels=list(values), tolerance=tolerance)
+    cal = Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(),
+                      None, keys=keys, levels=list(values), tolerance=tolerance)
+    return replace(cal, **E.attach(cal, confidence, [E.pair_features(records[u.record], u.path) for u in labelled]))
 
 
 def _read_pointwise(d: Mapping[str, Any], mode: str, classes: tuple[str, ...],
@@ -597,14 +613,15 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
     with ``selection``, ``abstained`` (None when kept, else why). The raw fields are left as they were."""
     out = [json.loads(json.dumps(r)) for r in records]
     classes = calibration.map.classes
-    cmap = selection_map(calibration, selection)
+    cmap, model = selection_map(calibration, selection), selection_model(calibration, selection)
     for unit in units(mode, out, classes, calibration.levels):
         block: dict[str, Any] = {"probabilities": None, "verdict": None, "confidence": None}
         if unit.probs is not None:
             q = cmap.apply(np.asarray([unit.probs], dtype=np.float64))
-            verdict, confidence = calibration.verdicts(q)
+            verdict, confidence, x = E.confidences(calibration, cmap, model, [unit.probs],
+                                                   [E.pair_features(out[unit.record], unit.path)])
             block = {"probabilities": dict(zip(classes, map(float, q[0]))), "verdict": classes[int(verdict[0])],
-                     "confidence": float(confidence[0])}
+                     "confidence": float(confidence[0]), **E.unit_block(calibration, model, x[0])}
         if mode in LEVEL_MODES:
             block.update(_score_block(calibration, block["probabilities"]))
         if selection is not None:
@@ -627,6 +644,11 @@ def selection_map(calibration: Calibration, selection: C.Selection | None) -> C.
     return selection.map if selection is not None and selection.map is not None else calibration.map
 
 
+def selection_model(calibration: Calibration, selection: C.Selection | None) -> E.ConfidenceModel | None:
+    """The features model a run's confidences come from: the selection's (fitted on part A), else the file's."""
+    return selection.model if selection is not None and selection.map is not None else calibration.model
+
+
 def _score_block(calibration: Calibration, probs: Mapping[str, float] | None) -> dict[str, Any]:
     """What a calibrated score adds: the calibrated expected score and the tolerance the verdict is read with."""
     values = _levels(calibration.map.classes, calibration.levels)
@@ -645,6 +667,7 @@ class Tally:
         self.mode, self.calibration, self.selection = mode, calibration, selection
         self.verdicts = self.kept = self.labelled = self.agreed = 0
         self.abstained: dict[str, int] = {}
+        self.shift = ShiftMonitor(calibration, selection)  # the run's verdicts against the calibration set's
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count the units of one annotated record."""
@@ -655,6 +678,7 @@ class Tally:
                 target = target[step]
             block = target.get("calibrated") or {}
             self.verdicts += 1
+            self.shift.add(record, unit)
             reason = block.get("abstained") if self.selection is not None else None
             if reason is None and block.get("confidence") is None:
                 reason = UNSCORED
@@ -683,6 +707,7 @@ class Tally:
             out["calibration"]["tolerance"] = cal.tolerance
         if self.selection is not None:
             out["guarantee"] = self.selection.to_dict()
+        out["shift"] = self.shift.result()
         return out
 
 
@@ -700,68 +725,6 @@ def check_classes(mode: str, calibration: Calibration, classes: Sequence[str]) -
     if tuple(classes) != tuple(calibration.map.classes):
         raise ConfigError(f"the calibration covers the {mode} classes {', '.join(calibration.map.classes)}, but "
                           f"this judging asks for {', '.join(classes)}: refit it on judgments with these labels")
-
-
-def _curve(confidence: np.ndarray, agree: np.ndarray, points: int = 200) -> list[dict[str, float]]:
-    """Agreement on the kept verdicts against coverage, keeping the most confident first (ties together)."""
-    order = np.argsort(-confidence, kind="stable")
-    c, a = confidence[order], agree[order].astype(np.float64)
-    n = c.size
-    ends = np.flatnonzero(np.r_[c[1:] != c[:-1], True]) + 1  # a threshold keeps every tie
-    if ends.size > points:
-        ends = np.unique(ends[np.linspace(0, ends.size - 1, points).round().astype(int)])
-    cum = np.cumsum(a)
-    return [{"coverage": float(k / n), "agreement": float(cum[k - 1] / k), "threshold": float(c[k - 1])}
-            for k in ends]
-
-
-def _side(probs: np.ndarray, human: np.ndarray, calibration: Calibration) -> dict[str, Any]:
-    verdict, conf = calibration.verdicts(probs)
-    correct = calibration.agrees(verdict, human)
-    return {"ece": C.ece(probs, human), "brier": C.brier(probs, human),
-            "accuracy": float(correct.mean()),
-            "reliability": [{"lo": b.lo, "hi": b.hi, "count": b.count, "mean_prob": b.mean_prob,
-                             "frequency": b.frequency} for b in reliability(conf.tolist(), correct.tolist())]}
-
-
-def evaluation(mode: str, records: Sequence[Mapping[str, Any]], calibration: Calibration,
-               selection: C.Selection | None = None) -> dict[str, Any]:
-    """What the report draws of a calibration: reliability of the top class before and after calibration, and
-    the selective-risk curve (agreement with humans on the kept verdicts against coverage).
-
-    It is measured on the labelled, scored verdicts of ``records`` when there are at least two (held out
-    from the calibration, if the user kept them apart), else on the calibration set itself (``source``
-    says which; on the calibration set the calibrated side is in-sample, so optimistic).
-    """
-    labelled = [u for u in units(mode, records, calibration.map.classes, calibration.levels)
-                if u.probs is not None and u.human is not None]
-    if len(labelled) >= 2:
-        raw = np.asarray([u.probs for u in labelled], dtype=np.float64)
-        human = np.asarray([u.human for u in labelled], dtype=np.int64)
-        source = "records"
-    else:
-        raw = np.asarray(calibration.probs, dtype=np.float64)
-        human = np.asarray(calibration.human, dtype=np.int64)
-        source = "calibration set"
-    raw = raw / np.clip(raw.sum(axis=1, keepdims=True), 1e-12, None)
-    calibrated = calibration.calibrated(raw)
-    verdict, conf = calibration.verdicts(calibrated)
-    agree = calibration.agrees(verdict, human)
-    raw_verdict, raw_conf = calibration.verdicts(raw)
-    out: dict[str, Any] = {
-        "mode": mode, "source": source, "n": int(human.size), "classes": list(calibration.map.classes),
-        "calibration": {"judge": calibration.judge, "n": calibration.n, "method": calibration.map.method,
-                        "data_hash": calibration.data_hash, "overridden": list(calibration.overridden)},
-        "before": _side(raw, human, calibration), "after": _side(calibrated, human, calibration),
-        "risk_curve": _curve(conf, agree),
-        "risk_curve_raw": _curve(raw_conf, calibration.agrees(raw_verdict, human)), "selection": None}
-    if selection is not None:
-        sel_verdict, sel_conf = calibration.verdicts(selection_map(calibration, selection).apply(raw))
-        sel_agree = calibration.agrees(sel_verdict, human)
-        kept = selection.keep(sel_conf)
-        out["selection"] = {**selection.to_dict(), "coverage": float(kept.mean()),
-                            "agreement": float(sel_agree[kept].mean()) if kept.any() else None}
-    return out
 
 
 def abstained_items(mode: str, annotated: Sequence[Mapping[str, Any]],

@@ -64,7 +64,8 @@ def verification_problems(claimed: Calibration, fresh: Calibration) -> list[str]
                                          ("method", claimed.map.method, fresh.map.method),
                                          ("classes", list(claimed.map.classes), list(fresh.map.classes)),
                                          ("levels", claimed.levels, fresh.levels),
-                                         ("tolerance", claimed.tolerance, fresh.tolerance)) if have != want]
+                                         ("tolerance", claimed.tolerance, fresh.tolerance),
+                                         ("confidence", claimed.confidence, fresh.confidence)) if have != want]
     if problems:
         return problems
 
@@ -87,6 +88,13 @@ def verification_problems(claimed: Calibration, fresh: Calibration) -> list[str]
     missing = [key for key in want if key not in have]
     if missing:
         problems.append(f"{len(missing)} labelled verdict(s) of the items are not in the file (first: {missing[0]})")
+    if not problems and claimed.features is not None and not _close(
+            [[-1.0 if v is None else v for v in row] for row in claimed.features],
+            [[-1.0 if v is None else v for v in row] for row in fresh.features or ()], PROB_TOLERANCE):
+        problems.append("the units' pair features are not those the store's judgments give")
+    if not problems and claimed.model is not None and not _close(
+            claimed.model.to_dict(), fresh.model.to_dict() if fresh.model else None, PARAM_TOLERANCE):
+        problems.append("the confidence model's coefficients are not those its units give")
     if not problems and not _close(claimed.map.params, fresh.map.params, PARAM_TOLERANCE):
         problems.append(f"the map's parameters {claimed.map.params} are not those its units give "
                         f"({fresh.map.params})")

@@ -23,6 +23,7 @@ from ._options import JUDGE_FACTORY, make_judge
 from ._rank import rank
 from ._recipes import recipes, run
 from ._report import report
+from ._sample import check_sample, sample
 from ._score import COMPARE, SCORE
 from ._serve import serve
 from ._store import store
@@ -49,7 +50,7 @@ def cli(ctx: click.Context) -> None:
 
 
 for _command in (*mode_commands(registered_modes(), HOOKS).values(), audit, rank, report, serve, store, calibrate,
-                 select, summary, recipes, run, judges):
+                 select, summary, recipes, run, judges, sample, check_sample):
     cli.add_command(_command)
 
 

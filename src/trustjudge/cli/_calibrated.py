@@ -18,7 +18,8 @@ from rich.markup import escape
 
 from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
-from ..audit._trust import Calibration, Tally, annotate, evaluation
+from ..audit._evaluation import evaluation
+from ..audit._trust import Calibration, Tally, annotate
 from ..errors import ConfigError
 from ..io._outputs import atomic_output
 from ..modes._base import Task
@@ -135,6 +136,9 @@ def describe(summary: dict[str, Any]) -> str:
                      f"{g['agreement_lower_bound']:.3f}"
                      + (f"; its map fitted on {g['selection']['fit_units']} other calibration verdicts"
                         if g.get("selection") else "") + ")")
+        warning = (summary.get("shift") or {}).get("warning")
+        if warning:
+            parts.append(f"WARNING: {warning}")
     if summary.get("agreement_on_kept") is not None:
         parts.append(f"agreement with the labels given {summary['agreement_on_kept']:.3f} on "
                      f"{summary['labelled_kept']} kept")

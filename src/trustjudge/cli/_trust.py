@@ -23,6 +23,7 @@ from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
+from ..audit._estimators import CALIBRATED, ESTIMATORS
 from ..audit._support import DEFAULT_RISK_DELTA, selection_support
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
@@ -54,6 +55,10 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
 @click.option("--tolerance", type=Finite(min=0.0), default=None,
               help="--mode score or criteria: a verdict agrees with the human's score when at most this many points "
                    "away (default 0: the same level). Stored in the file.")
+@click.option("--confidence", type=click.Choice(list(ESTIMATORS)), default=CALIBRATED, show_default=True,
+              help="What ranks the verdicts a target keeps: the calibrated top probability, or `features`: a "
+                   "logistic regression over zero-call features of each verdict (margin, entropy, agreement of "
+                   "the two orders, label mass...), fitted with the map. Stored in the file.")
 @_SCALE
 @click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="--mode checklist or criteria: the suite file whose checks or criteria (and labels, scale) apply "
@@ -64,8 +69,8 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
               help="Instead of writing a file, check that this calibration file is what ITEMS' labels and the "
                    "store's judgments give (same units, labels, probabilities and map; zero model calls).")
 def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, mode: str,
-              method: str | None, tolerance: float | None, scale: str | None, suite: Path | None, out: Path | None,
-              verify: Path | None) -> None:
+              method: str | None, tolerance: float | None, confidence: str, scale: str | None, suite: Path | None,
+              out: Path | None, verify: Path | None) -> None:
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
     if (out is None) == (verify is None):
         raise click.UsageError("give --out FILE (fit a calibration) or --verify FILE (check one), not both"
@@ -86,14 +91,14 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
             sized = judged if judged is not None else j.calibration_task(mode)
             task = bar.add_task(f"calibrate {mode} ({j.name})", total=sum(sized.size(it) for it in todo))
             cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
-                              progress=lambda n: bar.advance(task, n))
+                              progress=lambda n: bar.advance(task, n), confidence=confidence)
         cal.save(out)
         s = j.stats
         support = selection_support(cal)
         if not quiet:
-            err.print(escape(f"calibration ({cal.map.method}, {cal.n} labelled verdicts) written to {out}; model calls "
-                      f"{s.model_calls}{s.recorded_note()}, from store {s.from_store}; store: {j.store.path}"),
-                     highlight=False)
+            err.print(escape(f"calibration ({cal.map.method}, confidence {cal.confidence}, {cal.n} labelled verdicts) "
+                             f"written to {out}; model calls {s.model_calls}{s.recorded_note()}, from store "
+                             f"{s.from_store}; store: {j.store.path}"), highlight=False)
         if not quiet or support.highest is None:  # the warning is printed even with --quiet
             err.print(escape(support.message(cal.n, cal.mode)), highlight=False)
     finally:
@@ -134,7 +139,8 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
             raise ConfigError(f"cannot verify {path}: the store {j.store.path} lacks {plan.model_calls} of the "
                               f"{plan.judgments} judgments of {items} (verifying makes no model call: give the "
                               "store the file was fitted from with --store)")
-        fresh = j.calibrate(todo, cal.mode, method=cal.map.method, tolerance=cal.tolerance, task=judged)
+        fresh = j.calibrate(todo, cal.mode, method=cal.map.method, tolerance=cal.tolerance, task=judged,
+                            confidence=cal.confidence)
         problems = verification_problems(cal, fresh)
         if j.stats.model_calls:
             problems.append(f"{j.stats.model_calls} model call(s) were needed (claims extracted anew)")
@@ -241,6 +247,9 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                          "verdicts)" if g else "")
                       + f"; model calls {s.model_calls}{s.recorded_note()}, from store {s.from_store}"),
                      highlight=False)
+            warning = (summary.get("shift") or {}).get("warning")
+            if g and warning:
+                err.print(escape(f"WARNING: {warning}"), highlight=False)
             if out is not None:
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:

@@ -26,6 +26,14 @@ class EngineStats:
     def model_calls(self) -> int:
         return self.label_calls + self.generate_calls
 
+    def count_labels(self, n: int, *, model: bool) -> None:
+        """Count ``n`` label requests answered: by a model (:attr:`label_calls`), or read from a recorded judge's
+        file (:attr:`recorded_lookups`)."""
+        if model:
+            self.label_calls += n
+        else:
+            self.recorded_lookups += n
+
     def recorded_note(self, colon: str = "", sep: str = ", ") -> str:
         """``", recorded lookups N"`` where a recorded judge answered (empty otherwise), for a summary line."""
         return f"{sep}recorded lookups{colon} {self.recorded_lookups}" if self.recorded_lookups else ""

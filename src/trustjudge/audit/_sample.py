@@ -1,0 +1,161 @@
+"""A verification sample: is the guarantee met on *this* data? (zero model calls)
+
+The guarantee of a selection rests on the new verdicts being exchangeable with the calibration set's. On a
+user's own data that is what is in doubt, and only labels settle it. :func:`draw` takes a seeded random sample
+of a run's pairwise verdicts, stratified by whether they were kept or abstained on (the kept stratum is what is
+tested; the abstained one shows what the abstentions hold), to be labelled in the items format. :func:`test`
+reads the labels back and tests exactly, with one-sided binomial tests on the kept verdicts of the sample (a
+simple random sample of the run's kept verdicts), whether their agreement with humans meets the target:
+
+- ``holds``: P(Bin(n, target) >= agreed) <= delta: agreement on the run's kept verdicts is at least the target
+  at level delta (the sample rejects "below the target");
+- ``refuted``: P(Bin(n, target) <= agreed) <= delta: it is below the target at level delta;
+- ``undecided``: neither; ``label_more`` says how many more kept verdicts, agreeing at the rate seen so far,
+  would decide it (``None`` when the rate seen is the target itself).
+
+Sampling without replacement from a finite run makes the binomial tests conservative.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+
+SAMPLE_VERSION = 1
+KEPT, ABSTAINED = "kept", "abstained"
+ABSTAINED_SHARE = 0.25
+"""By default the abstained stratum gets a quarter as many verdicts as the kept one."""
+MAX_MORE = 100_000
+
+
+def sample_size(target: float, delta: float, precision: float) -> int:
+    """Kept verdicts to label for a one-sided interval of half-width ``precision`` at level ``delta`` around an
+    agreement near ``target``: ``ceil(z^2 t (1 - t) / precision^2)``, z the normal (1 - delta) quantile."""
+    from scipy.stats import norm  # type: ignore[import-untyped, unused-ignore]
+
+    for name, v in (("target", target), ("delta", delta), ("precision", precision)):
+        if not (math.isfinite(v) and 0 < v < 1):
+            raise ConfigError(f"the verification sample's {name} must be between 0 and 1 (exclusive), got {v!r}")
+    z = float(norm.ppf(1 - delta))
+    return max(1, math.ceil(z * z * target * (1 - target) / precision**2))
+
+
+def pair_units(records: Sequence[Mapping[str, Any]], source: str) -> list[dict[str, Any]]:
+    """Each pairwise verdict of annotated records (``select --out``, ``compare --calibration --out`` with a
+    target): its key, stratum and calibrated verdict; an unscored verdict is left out (nothing to verify)."""
+    out = []
+    for i, rec in enumerate(records):
+        where = f"{source}: line {i + 1}"
+        if not all(isinstance(rec.get(k), str) for k in ("item_id", "first_id", "second_id")):
+            raise ConfigError(f"{where}: not a pairwise verdict record (fields 'item_id', 'first_id', 'second_id'): "
+                              "a verification sample covers pairwise verdicts")
+        block = rec.get("calibrated")
+        if not isinstance(block, Mapping) or "abstained" not in block:
+            raise ConfigError(f"{where}: field 'calibrated.abstained' is missing: sample the records of a run with a "
+                              "target (`trustjudge select ... --target-agreement T --out VERDICTS`)")
+        if block["abstained"] is not None and block.get("verdict") is None:
+            continue  # unscored
+        out.append({"key": [rec["item_id"], rec["first_id"], rec["second_id"]],
+                    "stratum": KEPT if block["abstained"] is None else ABSTAINED, "verdict": block["verdict"]})
+    return out
+
+
+def draw(units: Sequence[Mapping[str, Any]], *, size: int, abstained_size: int | None = None,
+         seed: int = 0) -> list[dict[str, Any]]:
+    """A seeded stratified random sample: ``size`` kept verdicts and ``abstained_size`` abstained ones (default
+    :data:`ABSTAINED_SHARE` of ``size``), each stratum capped at what the run has; the same units, seed and
+    sizes always draw the same sample, whatever the records' order."""
+    if size < 1:
+        raise ConfigError(f"the verification sample needs at least 1 kept verdict, got --size {size}")
+    want = {KEPT: size, ABSTAINED: math.ceil(size * ABSTAINED_SHARE) if abstained_size is None else abstained_size}
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, Any]] = []
+    for stratum in (KEPT, ABSTAINED):
+        pool = sorted((u for u in units if u["stratum"] == stratum), key=lambda u: u["key"])
+        if stratum == KEPT and not pool:
+            raise ConfigError("the run kept no verdict: there is no guarantee to verify")
+        picked: list[int] = sorted(rng.choice(len(pool), min(want[stratum], len(pool)), replace=False).tolist()
+                                   if pool else [])
+        out.extend(dict(pool[i]) for i in picked)
+    return out
+
+
+def _more(agreed: int, n: int, target: float, delta: float) -> int | None:
+    """The fewest further kept verdicts which, agreeing at the rate seen, would decide the test."""
+    from scipy.stats import binom  # type: ignore[import-untyped, unused-ignore]
+
+    rate = agreed / n
+    if abs(rate - target) < 1e-12:
+        return None
+    m = 1
+    while m <= MAX_MORE:
+        total, hits = n + m, agreed + round(rate * m)
+        if binom.sf(hits - 1, total, target) <= delta or binom.cdf(hits, total, target) <= delta:
+            lo = m // 2 + 1  # the first m that decides lies in (m/2, m]
+            while lo < m:
+                mid = (lo + m) // 2
+                t2, h2 = n + mid, agreed + round(rate * mid)
+                if binom.sf(h2 - 1, t2, target) <= delta or binom.cdf(h2, t2, target) <= delta:
+                    m = mid
+                else:
+                    lo = mid + 1
+            return m
+        m *= 2
+    return None
+
+
+def binomial_test(agreed: int, n: int, target: float, delta: float) -> dict[str, Any]:
+    """The exact one-sided binomial tests of ``agreed`` of ``n`` kept verdicts against ``target``."""
+    from scipy.stats import binom  # type: ignore[import-untyped, unused-ignore]
+
+    if n < 1:
+        raise ConfigError("no kept verdict of the sample is labelled: label the sample's pairs (`human`: first, "
+                          "second or tie)")
+    p_holds = float(binom.sf(agreed - 1, n, target))
+    p_refuted = float(binom.cdf(agreed, n, target))
+    result = "holds" if p_holds <= delta else "refuted" if p_refuted <= delta else "undecided"
+    return {"result": result, "kept_labelled": n, "kept_agreed": agreed, "agreement": agreed / n,
+            "target_agreement": target, "delta": delta, "p_below_target": p_holds, "p_at_least_target": p_refuted,
+            "label_more": _more(agreed, n, target, delta) if result == "undecided" else None}
+
+
+def check(key: Mapping[str, Any], labels: Mapping[tuple[str, str, str], str | None]) -> dict[str, Any]:
+    """The verification of a labelled sample: ``key`` as :func:`draw` wrote it (with target and delta), and
+    the human label of each pair the labelled items hold."""
+    counts = {s: {"labelled": 0, "agreed": 0, "unlabelled": 0} for s in (KEPT, ABSTAINED)}
+    for unit in key["units"]:
+        human = labels.get((str(unit["key"][0]), str(unit["key"][1]), str(unit["key"][2])))
+        c = counts[unit["stratum"]]
+        if human is None:
+            c["unlabelled"] += 1
+            continue
+        c["labelled"] += 1
+        c["agreed"] += human == unit["verdict"]
+    kept = counts[KEPT]
+    out = binomial_test(kept["agreed"], kept["labelled"], float(key["target_agreement"]), float(key["delta"]))
+    out["kept_unlabelled"] = kept["unlabelled"]
+    a = counts[ABSTAINED]
+    out["abstained"] = {**a, "agreement": a["agreed"] / a["labelled"] if a["labelled"] else None}
+    return out
+
+
+def describe(result: Mapping[str, Any]) -> str:
+    """The verification as one line."""
+    t, d = result["target_agreement"], result["delta"]
+    head = (f"{result['kept_agreed']} of {result['kept_labelled']} labelled kept verdicts agree "
+            f"({result['agreement']:.3f})")
+    if result["result"] == "holds":
+        return (f"guarantee holds on this data: {head}; P(Bin(n, {t:g}) >= agreed) = {result['p_below_target']:.3g} "
+                f"<= delta {d:g}")
+    if result["result"] == "refuted":
+        return (f"guarantee REFUTED on this data: {head}, below the target {t:g}; P(Bin(n, {t:g}) <= agreed) = "
+                f"{result['p_at_least_target']:.3g} <= delta {d:g}")
+    more = result["label_more"]
+    return (f"guarantee undecided on this data: {head}; target {t:g}, delta {d:g}"
+            + (f": label about {more} more kept verdicts (at this rate) to decide" if more else
+               ": the agreement seen is the target itself"))

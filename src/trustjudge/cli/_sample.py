@@ -1,0 +1,160 @@
+"""``trustjudge sample`` and ``trustjudge check-sample``: the guarantee checked on a run's own data.
+
+``sample`` draws a seeded random sample of a run's pairwise verdicts (the records ``select --out`` writes, with
+a target), stratified into kept and abstained ones, and writes it in the items format with empty labels, beside
+a key file of what each sampled verdict was. Label the pairs' ``human`` and ``check-sample`` tests exactly
+whether agreement on the kept verdicts meets the target (:mod:`trustjudge.audit._sample`): holds, refuted or
+undecided (label N more).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from ..audit import _sample as V
+from ..errors import ConfigError
+from ..io._outputs import atomic_output
+from ._common import err
+from ._inputs import read_items
+from ._options import Finite
+from ._trust import _item_dict
+
+
+def _key_path(sample: Path, key: Path | None) -> Path:
+    return key if key is not None else sample.with_name(sample.name + ".key.json")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}: line {n}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{path}: line {n}: a record is a JSON object")
+            out.append(row)
+    return out
+
+
+def _levels(summary: Path | None, target: float | None, delta: float | None) -> tuple[float, float]:
+    """The target and delta of the run: given, else its ``--summary``'s guarantee."""
+    g: dict[str, Any] = {}
+    if summary is not None:
+        try:
+            g = json.loads(summary.read_text(encoding="utf-8")).get("guarantee") or {}
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"{summary}: not a run summary with a guarantee ({exc})") from None
+    target = target if target is not None else g.get("target_agreement")
+    delta = delta if delta is not None else g.get("delta")
+    if not isinstance(target, (int, float)) or not isinstance(delta, (int, float)):
+        raise click.UsageError("give the run's --summary (from `select --summary`) or --target-agreement and --delta")
+    return float(target), float(delta)
+
+
+@click.command("sample")
+@click.argument("verdicts", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--items", "items_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The items the verdicts were judged on (their questions and responses go into the sample).")
+@click.option("--out", "-o", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the sample here (items JSONL, each pair's `human` empty, ready for labels).")
+@click.option("--key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write what each sampled verdict was here (default: OUT.key.json; keep it from the labellers).")
+@click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The run's summary (`select --summary`): its target agreement and delta.")
+@click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None, help="The run's target.")
+@click.option("--delta", type=Finite(min=0.0, max=1.0), default=None, help="The run's delta.")
+@click.option("--size", type=click.IntRange(min=1), default=None,
+              help="Kept verdicts to sample (default: from --precision).")
+@click.option("--precision", type=Finite(min=0.0, max=1.0), default=0.05, show_default=True,
+              help="Without --size: the half-width wanted of the agreement's one-sided interval at level delta.")
+@click.option("--abstained-size", type=click.IntRange(min=0), default=None,
+              help="Abstained verdicts to sample (default: a quarter of the kept ones; not tested, shown).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--quiet", "-q", is_flag=True)
+def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summary_path: Path | None,
+           target_agreement: float | None, delta: float | None, size: int | None, precision: float,
+           abstained_size: int | None, seed: int, quiet: bool) -> None:
+    """Draw a seeded, stratified sample of VERDICTS (kept / abstained) to label, to check the guarantee."""
+    target, risk = _levels(summary_path, target_agreement, delta)
+    units = V.pair_units(_read_jsonl(verdicts), str(verdicts))
+    n = size if size is not None else V.sample_size(target, risk, precision)
+    drawn = V.draw(units, size=n, abstained_size=abstained_size, seed=seed)
+    by_id = {it.id: it for it in read_items(items_path, False, 2)}
+    wanted: dict[str, list[tuple[str, str]]] = {}
+    for unit in drawn:
+        item, first, second = unit["key"]
+        if item not in by_id:
+            raise ConfigError(f"{items_path}: no item {item!r} (the item of a verdict of {verdicts})")
+        wanted.setdefault(item, []).append((first, second))
+    key_path = _key_path(out, key)
+    with atomic_output(out, "--out") as fh:
+        for item_id, pairs in wanted.items():
+            row = _item_dict(by_id[item_id])
+            row["pairs"] = [{"first": f, "second": s, "human": None} for f, s in pairs]
+            fh.write(json.dumps(row) + "\n")
+    record = {"trustjudge_verification_sample": V.SAMPLE_VERSION, "verdicts": str(verdicts), "seed": seed,
+              "target_agreement": target, "delta": risk,
+              "run": {s: sum(u["stratum"] == s for u in units) for s in (V.KEPT, V.ABSTAINED)}, "units": drawn}
+    with atomic_output(key_path, "--key") as fh:
+        fh.write(json.dumps(record, indent=1) + "\n")
+    if not quiet:
+        kept = sum(u["stratum"] == V.KEPT for u in drawn)
+        err.print(escape(f"sample of {kept} kept and {len(drawn) - kept} abstained verdicts (of {record['run']}) "
+                         f"written to {out}, its key to {key_path}: label each pair's `human`, then "
+                         f"`trustjudge check-sample {out}`"), highlight=False)
+
+
+def _read_key(path: Path) -> dict[str, Any]:
+    try:
+        key = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the sample's key {path}: {exc} (written by `trustjudge sample` beside the "
+                          "sample; give it with --key)") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(key, dict) or key.get("trustjudge_verification_sample") != V.SAMPLE_VERSION:
+        raise ConfigError(f"{path}: not the key of a trustjudge verification sample")
+    for name in ("target_agreement", "delta"):
+        v = key.get(name)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or not 0 < v < 1:
+            raise ConfigError(f"{path}: field {name!r} is not a number between 0 and 1 ({v!r})")
+    units = key.get("units")
+    if not isinstance(units, list):
+        raise ConfigError(f"{path}: field 'units' is not a list")
+    for i, u in enumerate(units):
+        if not (isinstance(u, dict) and isinstance(u.get("key"), list) and len(u["key"]) == 3
+                and u.get("stratum") in (V.KEPT, V.ABSTAINED) and isinstance(u.get("verdict"), str)):
+            raise ConfigError(f"{path}: units[{i}] needs 'key' (item, first, second), 'stratum' (kept or "
+                              "abstained) and 'verdict'")
+    return key
+
+
+@click.command("check-sample")
+@click.argument("labelled", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The sample's key (default: LABELLED.key.json, as `trustjudge sample` wrote it).")
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the result as JSON here.")
+@click.option("--quiet", "-q", is_flag=True)
+def check_sample(labelled: Path, key: Path | None, out: Path | None, quiet: bool) -> None:
+    """Test, on LABELLED (a sample from `trustjudge sample` with its pairs labelled), whether the guarantee holds."""
+    record = _read_key(_key_path(labelled, key))
+    labels = {(it.id, p.first, p.second): p.human for it in read_items(labelled, False, 2) for p in it.all_pairs()}
+    result = V.check(record, labels)
+    if out is not None:
+        with atomic_output(out, "--out") as fh:
+            fh.write(json.dumps(result, indent=2) + "\n")
+    if not quiet:
+        err.print(escape(V.describe(result)
+                         + (f" ({result['kept_unlabelled']} kept verdicts of the sample not labelled)"
+                            if result["kept_unlabelled"] else "")), highlight=False)
