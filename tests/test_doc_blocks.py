@@ -28,6 +28,8 @@ def guarantee_blocks(page: Path) -> list[str]:
 
 
 def run_bash(text: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a block as pasted, up to a step a person does (a `# label ...` line: what follows needs their labels)."""
+    text = re.split(r"^# label\b", text, maxsplit=1, flags=re.M)[0]
     env = {**os.environ, "XDG_DATA_HOME": str(cwd / "data"), "PY": sys.executable}  # the default store in cwd
     script = 'set -eu\ntrustjudge() { "$PY" -m trustjudge "$@"; }\n' + text
     return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)

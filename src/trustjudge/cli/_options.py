@@ -370,6 +370,22 @@ command that takes them."""
 RISK_DELTA_HELP = "With --target-agreement: the allowed probability that the guarantee fails."
 
 
+def resolve_risk_delta(risk_delta: float | None, old_delta: float | None, command: str,
+                       default: float | None) -> float | None:
+    """``--risk-delta``, or the deprecated ``--delta`` of ``command`` with a warning (one name per meaning:
+    ``--delta`` is compare's tie margin); both, disagreeing, are refused; neither: ``default``."""
+    if old_delta is None:
+        return default if risk_delta is None else risk_delta
+    if risk_delta is not None and risk_delta != old_delta:
+        raise click.UsageError(f"--delta {old_delta:g} and --risk-delta {risk_delta:g} disagree: give "
+                               "--risk-delta only (--delta is its deprecated spelling)")
+    from ._common import err
+
+    err.print(f"warning: `{command} --delta` is deprecated: the risk level is --risk-delta, as on select, compare, "
+              "checklist, claims, score and criteria (where --delta, if any, is a tie margin)", highlight=False)
+    return old_delta
+
+
 def audit_options(fn: Command) -> Command:
     """Add what an audit measures: ``--scales``, ``--delta``, ``--ks``, ``--bootstrap``, ``--injection``."""
     return _apply([

@@ -36,7 +36,16 @@ from ..modes._registry import get_mode
 from ._common import err, progress
 from ._inputs import read_items
 from ._mode_options import suite_values
-from ._options import RISK_DELTA_HELP, RISK_LEVEL, SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
+from ._options import (
+    RISK_DELTA_HELP,
+    RISK_LEVEL,
+    SCALE_RANGE,
+    Finite,
+    JudgeOptions,
+    input_options,
+    judge_options,
+    resolve_risk_delta,
+)
 
 _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
                       help="With a score calibration: the rating scale (a top value or a range such as 0-5; "
@@ -188,7 +197,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
            risk_delta: float | None, old_delta: float | None, calibration_override: bool, scale: str | None,
            out: Path | None, summary_out: Path | None, abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
-    risk_delta = _risk_delta(risk_delta, old_delta)
+    risk_delta = resolve_risk_delta(risk_delta, old_delta, "select", DEFAULT_RISK_DELTA) or DEFAULT_RISK_DELTA
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
     if cascade is not None:
         if scale is not None:
@@ -254,19 +263,6 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
         j.close()
-
-
-def _risk_delta(risk_delta: float | None, old_delta: float | None) -> float:
-    """``--risk-delta``, or the deprecated ``--delta`` with a warning (one name per meaning: ``--delta`` is
-    compare's tie margin); both, disagreeing, are refused."""
-    if old_delta is not None:
-        if risk_delta is not None and risk_delta != old_delta:
-            raise click.UsageError(f"--delta {old_delta:g} and --risk-delta {risk_delta:g} disagree: give "
-                                   "--risk-delta only (--delta is its deprecated spelling)")
-        err.print("warning: `select --delta` is deprecated: the risk level is --risk-delta, as on compare, "
-                  "checklist, claims, score and criteria (where --delta, if any, is a tie margin)", highlight=False)
-        return old_delta
-    return DEFAULT_RISK_DELTA if risk_delta is None else risk_delta
 
 
 def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
