@@ -238,8 +238,8 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
             _show_audit(result.audit)
         s = j.stats
         if not quiet:
-            err.print(escape(f"{r.name}: {len(result.records)} records; model calls {s.model_calls}, from store "
-                             f"{s.from_store}; store: {j.store.path}"), highlight=False)
+            err.print(escape(f"{r.name}: {len(result.records)} records; model calls {s.model_calls}"
+                             f"{s.recorded_note()}, from store {s.from_store}; store: {j.store.path}"), highlight=False)
         if json_out is not None:
             write_text(json_out, json.dumps({"judge": j.name, "items": str(items), **data}, indent=2) + "\n", "--json")
     finally:

@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..io._outputs import atomic_output
 from ._common import err
 from ._inputs import read_items
-from ._options import Finite
+from ._options import RISK_LEVEL, Finite, resolve_risk_delta
 from ._trust import _item_dict
 
 
@@ -72,7 +72,9 @@ def _levels(summary: Path | None, target: float | None, delta: float | None) -> 
 @click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The run's summary (`select --summary`): its target agreement and delta.")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None, help="The run's target.")
-@click.option("--delta", type=Finite(min=0.0, max=1.0), default=None, help="The run's delta.")
+@click.option("--risk-delta", "delta", type=RISK_LEVEL, default=None, help="The run's risk level (--risk-delta).")
+@click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
+              help="Deprecated spelling of --risk-delta.")
 @click.option("--size", type=click.IntRange(min=1), default=None,
               help="Kept verdicts to sample (default: from --precision).")
 @click.option("--precision", type=Finite(min=0.0, max=1.0), default=0.05, show_default=True,
@@ -82,9 +84,10 @@ def _levels(summary: Path | None, target: float | None, delta: float | None) -> 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
 def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summary_path: Path | None,
-           target_agreement: float | None, delta: float | None, size: int | None, precision: float,
-           abstained_size: int | None, seed: int, quiet: bool) -> None:
+           target_agreement: float | None, delta: float | None, old_delta: float | None, size: int | None,
+           precision: float, abstained_size: int | None, seed: int, quiet: bool) -> None:
     """Draw a seeded, stratified sample of VERDICTS (kept / abstained) to label, to check the guarantee."""
+    delta = resolve_risk_delta(delta, old_delta, "sample", None)
     target, risk = _levels(summary_path, target_agreement, delta)
     units = V.pair_units(_read_jsonl(verdicts), str(verdicts))
     n = size if size is not None else V.sample_size(target, risk, precision)
