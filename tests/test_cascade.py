@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -283,6 +284,12 @@ def test_the_cli_cascade_writes_the_human_tier_as_items_that_read_back_as_labels
     rerun = cli(*args)
     assert rerun.returncode == 0, rerun.stderr
     assert [t.get("model_calls") for t in json.loads((tmp_path / "sum.json").read_text())["tiers"][:2]] == [0, 0]
+    # $TRUSTJUDGE_JUDGE is a default, not a --judge: a cascade runs with it set; --judge itself is refused.
+    with_env = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "TRUSTJUDGE_JUDGE": "mock/hash"})
+    assert with_env.returncode == 0, with_env.stderr
+    named = cli(*args, "--judge", "mock/hash")
+    assert named.returncode == 2 and "leave out --judge" in named.stderr, named.stderr
 
 
 # -- the guarantee, in simulation ----------------------------------------------------------------------------

@@ -27,7 +27,6 @@ from ..audit._estimators import CALIBRATED, ESTIMATORS
 from ..audit._support import DEFAULT_RISK_DELTA, selection_support
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
-from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
 from ..io._files import load_suite
 from ..io._items import Item
@@ -282,7 +281,8 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
                                "order")
     if target is None:
         raise click.UsageError("--cascade needs --target-agreement (a tier passes on what it is not sure enough of)")
-    if judging.judge != DEFAULT_JUDGE:
+    given = click.get_current_context().get_parameter_source("judge")  # not $TRUSTJUDGE_JUDGE or the project's
+    if given is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("--cascade names the judges: leave out --judge")
     if human and outputs["--abstained-out"] is None:
         raise click.UsageError("a cascade ending in `human` writes what is left to people: give --abstained-out FILE")
