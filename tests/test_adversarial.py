@@ -18,6 +18,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import select
 import stat
 import sys
@@ -609,3 +610,70 @@ def test_a_calibration_file_is_re_verified_against_its_items_and_the_store(tmp_p
     code, _, err = main(capsys, "calibrate", items, "-j", "mock/hash", "--store", tmp_path / "empty.sqlite",
                         "--verify", cal)
     assert code == 2 and "lacks 60 of the 60 judgments" in err and "makes no model call" in err, err
+
+
+# H6 (round 4): every calibration parameter is checked on load: never NaN in the records, never a 500
+
+BAD_PARAMS: list[tuple[str, Any, str]] = [  # (parameter, value, what the error names)
+    ("temperature", 0, "field 'params.temperature' must be a finite number > 0"),
+    ("temperature", float("nan"), "field 'params.temperature' must be a finite number > 0 (at least 1e-12), got nan"),
+    ("temperature", -1, "field 'params.temperature' must be a finite number > 0 (at least 1e-12), got -1"),
+    ("temperature", float("inf"), "field 'params.temperature' must be a finite number > 0 (at least 1e-12), got inf"),
+    ("temperature", "1", "field 'params.temperature' must be a finite number > 0 (at least 1e-12), got '1'"),
+    ("bias", [0.0, float("nan"), 1.0], "field 'params.bias[1]' must be a finite number"),
+    ("bias", [0.0, 1e300, 1.0], "field 'params.bias[1]'"),
+    ("bias", [0.0, 1.0], "field 'params.bias' must be a list of one number per class (3)"),
+    ("extra", 1, "field 'params' of a vector map holds {bias, temperature}, got {bias, extra, temperature}"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "expect"), BAD_PARAMS, ids=[f"{p[0]}={p[1]!r}" for p in BAD_PARAMS])
+def test_a_calibration_parameter_that_is_not_usable_is_refused_on_load(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str], name: str,
+                                                                      value: Any, expect: str) -> None:
+    honest = _calibration(tmp_path, 20)
+    assert honest["method"] == "vector"
+    bad = {**honest, "params": {**honest["params"], name: value}}  # params are not in the data hash
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")  # NaN and Infinity as Python's json writes them
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(r) + "\n" for r in _pairs(20)), encoding="utf-8")
+    code, out, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite",
+                          "--calibration", path)
+    assert code == 2 and f"{path}: field" in err and expect in err and "NaN" not in out, (out, err)  # before: NaN
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    with TestClient(create_app("mock/hash", store_path=tmp_path / "serve.sqlite")) as client:
+        body = json.dumps({"items": _pairs(2), "calibration": bad})  # NaN as a client's json would send it
+        answer = client.post("/v1/compare", content=body, headers={"content-type": "application/json"})
+    field = re.search(r"field '([^']+)'", expect)
+    assert answer.status_code == 422 and field and field[1] in answer.text, answer.text  # before: 500
+
+
+@pytest.mark.parametrize(("method", "params", "expect"), [
+    ("platt", {"a": float("nan"), "b": 0.0}, "field 'params.a' must be a finite number"),
+    ("platt", {"a": 1.0}, "field 'params' of a platt map holds {a, b}, got {a}"),
+    ("temperature", {"a": 1.0, "b": float("-inf")}, "field 'params.b'"),
+    ("isotonic", {"x": [0.2, 0.1], "y": [0.0, 1.0]}, "field 'params.x[1]' must be increasing (after 0.2), got 0.1"),
+    ("isotonic", {"x": [0.1, 0.2], "y": [0.5, 0.4]}, "field 'params.y[1]' must be non-decreasing"),
+    ("isotonic", {"x": [0.1, 0.2], "y": [0.5, 1.5]}, "field 'params.y[1]' must be a probability"),
+    ("isotonic", {"x": [0.1, 0.2], "y": [0.5]}, "fields 'params.x' and 'params.y' need as many points (2 and 1)"),
+])
+def test_a_two_class_calibration_parameter_that_is_not_usable_is_refused(method: str, params: dict[str, Any],
+                                                                         expect: str) -> None:
+    from trustjudge.audit._trust import Calibration
+    from trustjudge.errors import ConfigError
+
+    rows = [[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]]
+    good = {"trustjudge_calibration": 1, "mode": "checklist", "judge": "mock/hash", "fingerprint": "f",
+            "template": "t", "protocol": "p", "classes": ["fail", "pass"], "method": method, "params": params,
+            "calibration_set": {"probs": rows, "human": [0, 1, 0, 1]}}
+    with pytest.raises(ConfigError, match=re.escape(f"checks.json: {expect}")):
+        Calibration.from_dict(_rehashed(good), "checks.json")
+    with pytest.raises(ConfigError, match=re.escape("field 'position_bias' must be a finite number")):
+        Calibration.from_dict(_rehashed({**good, "method": "platt", "params": {"a": 1.0, "b": 0.0},
+                                         "position_bias": float("nan")}), "checks.json")
+    with pytest.raises(ConfigError, match=re.escape("field 'classes[1]' repeats 'fail'")):
+        Calibration.from_dict(_rehashed({**good, "classes": ["fail", "fail"]}), "checks.json")

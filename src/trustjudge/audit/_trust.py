@@ -26,6 +26,7 @@ import numpy.typing as npt
 from ..engine._aggregates import reliability
 from ..errors import ConfigError
 from . import _calibration as C
+from ._params import read_classes, read_map, read_position_bias
 from ._units import _READERS
 from ._units import Unit as Unit
 from ._verify import check_integrity
@@ -395,7 +396,7 @@ class Calibration:
                               f"{d.get('trustjudge_calibration')!r}, this release reads {CALIBRATION_VERSION})")
         mode = need("mode", str)
         _check_mode(mode)
-        classes = tuple(need("classes", list))
+        classes = read_classes(need("classes", list), source)
         method = need("method", str)
         if method not in C.METHODS:
             raise ConfigError(f"{source}: field 'method' is {method!r}, not one of {', '.join(C.METHODS)}")
@@ -412,10 +413,9 @@ class Calibration:
         keys = _read_keys(cal_set.get("keys"), len(human), source)
         levels, tolerance = _read_pointwise(d, mode, classes, source)
         cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
-                  C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
-                  d.get("position_bias"), keys=keys, levels=levels, tolerance=tolerance)
+                  read_map(method, classes, need("params", dict), source), probs, human,
+                  read_position_bias(d.get("position_bias"), source), keys=keys, levels=levels, tolerance=tolerance)
         check_integrity(d.get("data_hash"), cal, source)  # its data hash, required; no unit twice
-        cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
         return cal
 
     @classmethod
