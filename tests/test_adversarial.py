@@ -627,27 +627,41 @@ BAD_PARAMS: list[tuple[str, Any, str]] = [  # (parameter, value, what the error 
 ]
 
 
-@pytest.mark.parametrize(("name", "value", "expect"), BAD_PARAMS, ids=[f"{p[0]}={p[1]!r}" for p in BAD_PARAMS])
-def test_a_calibration_parameter_that_is_not_usable_is_refused_on_load(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str], name: str,
-                                                                      value: Any, expect: str) -> None:
-    honest = _calibration(tmp_path, 20)
-    assert honest["method"] == "vector"
-    bad = {**honest, "params": {**honest["params"], name: value}}  # params are not in the data hash
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(bad), encoding="utf-8")  # NaN and Infinity as Python's json writes them
-    items = tmp_path / "items.jsonl"
+@pytest.fixture(scope="module")
+def honest_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """A compare calibration fitted on 20 labelled pairs (vector scaling), and the items file of those pairs."""
+    folder = tmp_path_factory.mktemp("honest")
+    items = folder / "items.jsonl"
     items.write_text("".join(json.dumps(r) + "\n" for r in _pairs(20)), encoding="utf-8")
-    code, out, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite",
-                          "--calibration", path)
-    assert code == 2 and f"{path}: field" in err and expect in err and "NaN" not in out, (out, err)  # before: NaN
+    return _calibration(folder, 20), items
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The service on the mock judge (one for the module's calibration cases)."""
+    pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
     from trustjudge.serve import create_app
 
-    with TestClient(create_app("mock/hash", store_path=tmp_path / "serve.sqlite")) as client:
-        body = json.dumps({"items": _pairs(2), "calibration": bad})  # NaN as a client's json would send it
-        answer = client.post("/v1/compare", content=body, headers={"content-type": "application/json"})
+    with TestClient(create_app("mock/hash", store_path=tmp_path_factory.mktemp("serve") / "s.sqlite")) as client:
+        yield client
+
+
+@pytest.mark.parametrize(("name", "value", "expect"), BAD_PARAMS, ids=[f"{p[0]}={p[1]!r}" for p in BAD_PARAMS])
+def test_a_calibration_parameter_that_is_not_usable_is_refused_on_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], honest_compare: tuple[dict[str, Any], Path],
+        service: Any, name: str, value: Any, expect: str) -> None:
+    honest, items = honest_compare
+    assert honest["method"] == "vector"
+    bad = {**honest, "params": {**honest["params"], name: value}}  # params are not in the data hash
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")  # NaN and Infinity as Python's json writes them
+    code, out, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite",
+                          "--calibration", path)
+    assert code == 2 and f"{path}: field" in err and expect in err and "NaN" not in out, (out, err)  # before: NaN
+    body = json.dumps({"items": _pairs(2), "calibration": bad})  # NaN as a client's json would send it
+    answer = service.post("/v1/compare", content=body, headers={"content-type": "application/json"})
     field = re.search(r"field '([^']+)'", expect)
     assert answer.status_code == 422 and field and field[1] in answer.text, answer.text  # before: 500
 
