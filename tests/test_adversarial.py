@@ -691,3 +691,50 @@ def test_a_two_class_calibration_parameter_that_is_not_usable_is_refused(method:
                                          "position_bias": float("nan")}), "checks.json")
     with pytest.raises(ConfigError, match=re.escape("field 'classes[1]' repeats 'fail'")):
         Calibration.from_dict(_rehashed({**good, "classes": ["fail", "fail"]}), "checks.json")
+
+
+# H9 (round 4): a risk delta above 0.5 is refused unless forced; numbers are quoted as given
+
+
+def test_a_delta_above_one_half_is_refused_unless_forced_and_numbers_are_quoted_as_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], honest_compare: tuple[dict[str, Any], Path],
+        service: Any) -> None:
+    from trustjudge import Judge
+    from trustjudge.audit._trust import Calibration
+    from trustjudge.errors import ConfigError
+
+    honest, items = honest_compare
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(honest), encoding="utf-8")
+    store = tmp_path / "s.sqlite"
+    select = ("select", items, "-j", "mock/hash", "--store", store, "--calibration", cal, "-o", tmp_path / "o.jsonl")
+    code, _, err = main(capsys, *select, "--target-agreement", "0.4", "--delta", "0.99999999")
+    assert code == 2 and "delta 0.99999999 is above 0.5" in err and "probability >= 1e-08 only" in err, err
+    assert "--force-delta" in err, err  # before: accepted, "with probability >= 1e-06"
+    code, _, err = main(capsys, *select, "--target-agreement", "0.4", "--delta", "0.9", "--force-delta")
+    assert code == 0 and "with probability >= 0.1 " in err, err
+    code, _, err = main(capsys, *select, "--target-agreement", "0.5", "--delta", "1e-300")
+    assert code == 2 and "at delta 1e-300:" in err, err  # before: the line quoted 0.0 or 1
+    code, _, err = main(capsys, *select, "--target-agreement", "0.99999999")
+    assert code == 2 and "agreement >= 0.99999999 at delta 0.1" in err, err  # before: "agreement >= 1"
+    code, _, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", store, "--calibration", cal,
+                        "--target-agreement", "0.4", "--risk-delta", "0.9")
+    assert code == 2 and "delta 0.9 is above 0.5" in err, err
+    code, _, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", store, "--calibration", cal,
+                        "--target-agreement", "0.4", "--risk-delta", "0.9", "--force-delta", "-o", tmp_path / "c.jsonl")
+    assert code == 0, err
+    calibration = Calibration.from_dict(honest)
+    with Judge("mock/hash", store=store) as judge:
+        todo = items_from_dicts(_pairs(20))
+        with pytest.raises(ConfigError, match=r"delta 0\.9 is above 0\.5"):
+            judge.select(todo, calibration, target=0.4, delta=0.9)
+        with pytest.raises(ConfigError, match=r"delta 0\.9 is above 0\.5"):
+            judge.cascade(todo, [("mock/hash", calibration)], target=0.4, delta=0.9)
+        _, summary = judge.select(todo, calibration, target=0.4, delta=0.9, force_delta=True)
+        assert summary["guarantee"]["delta"] == 0.9
+    answer = service.post("/v1/compare", json={"items": _pairs(2), "calibration": honest, "target_agreement": 0.4,
+                                               "risk_delta": 0.9})
+    assert answer.status_code == 422 and "delta 0.9 is above 0.5" in answer.text, answer.text
+    answer = service.post("/v1/compare", json={"items": _pairs(2), "calibration": honest, "target_agreement": 0.4,
+                                               "risk_delta": 0.9, "force_delta": True})
+    assert answer.status_code == 200, answer.text

@@ -474,21 +474,24 @@ class Judge:
         return checked
 
     def prepare_calibration(self, calibration: Calibration, *, target: float | None = None, delta: float = 0.1,
-                            override: bool = False, task: Task | None = None) -> tuple[Calibration, Selection | None]:
+                            override: bool = False, task: Task | None = None,
+                            force_delta: bool = False) -> tuple[Calibration, Selection | None]:
         """The checked calibration (see :meth:`check_calibration`) and, with ``target``, its selection: the
         confidence threshold for agreement >= ``target`` with probability >= 1 - ``delta``, and its selection map
         (fitted on one half of the calibration set, the threshold tested on the other: :meth:`Calibration.selection`),
-        which :func:`annotate` applies to the verdicts it keeps or abstains on.
+        which :func:`annotate` applies to the verdicts it keeps or abstains on. A ``delta`` above 0.5 (a
+        guarantee that fails more often than it holds) is refused unless ``force_delta``.
 
         Raises:
             ConfigError: a mismatched calibration, or a target its calibration set cannot support.
         """
-        selection = calibration.selection(target, delta) if target is not None else None
+        selection = calibration.selection(target, delta, force_delta) if target is not None else None
         return self.check_calibration(calibration, override=override, task=task), selection
 
     def apply_calibration(self, records: Iterable[RecordBase | dict[str, Any]], calibration: Calibration, *,
                           target: float | None = None, delta: float = 0.1, override: bool = False,
-                          task: Task | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                          task: Task | None = None,
+                          force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Add ``calibration``'s probabilities, verdict and confidence to every verdict of ``records`` (and,
         with ``target``, whether it is kept), with zero model calls: the raw fields stay as they were.
 
@@ -498,20 +501,22 @@ class Judge:
         """
         rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
         checked, selection = self.prepare_calibration(calibration, target=target, delta=delta, override=override,
-                                                      task=task)
+                                                      task=task, force_delta=force_delta)
         annotated = annotate(checked.mode, rows, checked, selection)
         return annotated, trust_summary(checked.mode, annotated, checked, selection)
 
     def select(self, items: Iterable[Item], calibration: Calibration, *, target: float | None = None,
-               delta: float = 0.1, override: bool = False,
-               progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+               delta: float = 0.1, override: bool = False, progress: ProgressArg = None,
+               force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Judge ``items`` in the calibration's mode and add calibrated probabilities to every verdict; with
-        ``target``, keep only verdicts confident enough for agreement >= ``target`` with probability >= 1 - delta.
+        ``target``, keep only verdicts confident enough for agreement >= ``target`` with probability >= 1 - delta
+        (a delta above 0.5 only with ``force_delta``).
 
         Returns the annotated records (dicts) and a summary (coverage, the guarantee and what it rests on).
         """
         calibration = self.check_calibration(calibration, override=override)
-        selection: Selection | None = calibration.selection(target, delta) if target is not None else None
+        selection: Selection | None = (calibration.selection(target, delta, force_delta) if target is not None
+                                       else None)
         task = self.calibration_task(calibration.mode)
         records = [r.to_dict() for r in self.run(task, items, progress=progress)]
         annotated = annotate(calibration.mode, records, calibration, selection)
@@ -543,8 +548,8 @@ class Judge:
             self._backend.close()
 
     def cascade(self, items: Iterable[Item], tiers: Sequence[tuple[Judge | str | Backend, Calibration | None]], *,
-                target: float, delta: float = 0.1, override: bool = False,
-                progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                target: float, delta: float = 0.1, override: bool = False, progress: ProgressArg = None,
+                force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Judge through a cascade of judges: tier k judges only the verdicts the tiers before it abstained on.
 
         ``tiers``: ``(judge, calibration)`` in order, cheapest first; a judge is a :class:`Judge`, a backend
@@ -553,8 +558,9 @@ class Judge:
         (:func:`trustjudge._cascade.human_items` writes it in the items format). Each model tier's threshold
         is chosen on the calibration units the earlier tiers abstained on, so that agreement with humans on
         the verdicts each tier keeps is >= ``target`` with probability >= 1 - ``delta`` (see
-        :mod:`trustjudge._cascade`). The calibration files must be of one mode (compare: pairs; checklist:
-        checks; claims: claim verifications), fitted on the same labelled items.
+        :mod:`trustjudge._cascade`; a delta above 0.5 only with ``force_delta``). The calibration files must be
+        of one mode (compare: pairs; checklist: checks; claims: claim verifications), fitted on the same labelled
+        items.
 
         Returns the records and a summary (coverage, agreement and calls per tier, against the calls each
         tier would need alone). A pair's record, or each check or claim of a response's record, has ``tier``,
@@ -575,7 +581,8 @@ class Judge:
                     tier = self.sibling(judge)
                     built.append(tier)
                 steps.append(_cascade.Tier(tier, calibration))
-            return _cascade.run(items, steps, target=target, delta=delta, override=override, progress=progress)
+            return _cascade.run(items, steps, target=target, delta=delta, override=override, progress=progress,
+                                force_delta=force_delta)
         finally:
             for tier in built:
                 tier.close()

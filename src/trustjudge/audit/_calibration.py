@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError
+from ._levels import quote
 
 Floats = npt.NDArray[np.float64]
 BinaryMethod = Literal["platt", "temperature", "isotonic"]
@@ -243,9 +244,9 @@ def min_kept(alpha: float, delta: float) -> int:
 
 def _check_levels(alpha: float, delta: float) -> None:
     if not (math.isfinite(alpha) and 0 < alpha < 1):
-        raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {1 - alpha!r}")
+        raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {quote(1 - alpha)}")
     if not (math.isfinite(delta) and 0 < delta < 1):
-        raise ConfigError(f"delta must be between 0 and 1 (exclusive), got {delta!r}")
+        raise ConfigError(f"delta must be between 0 and 1 (exclusive), got {quote(delta)}")
 
 
 def clopper_pearson_lower(successes: int, n: int, delta: float) -> float:
@@ -359,8 +360,8 @@ def choose_threshold(confidence: npt.ArrayLike, agree: npt.ArrayLike, *, alpha: 
     if best is None:
         if strict:
             raise ConfigError(
-                f"the calibration set ({c.size} scored verdicts) cannot support agreement >= {1 - alpha:g} at "
-                f"delta {delta:g}: even the most confident verdicts fail the test (at least {need} kept "
+                f"the calibration set ({c.size} scored verdicts) cannot support agreement >= {quote(1 - alpha)} at "
+                f"delta {quote(delta)}: even the most confident verdicts fail the test (at least {need} kept "
                 f"verdicts with no disagreement are needed); label more items, or lower the target")
         return Selection(math.inf, alpha, delta, int(c.size), 0, None, None)
     threshold, n_kept, agreed = best

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from ..engine._aggregates import reliability
 from ..errors import ConfigError
 from . import _calibration as C
+from ._levels import check_levels
 from ._params import read_classes, read_map, read_position_bias
 from ._units import _READERS
 from ._units import Unit as Unit
@@ -319,15 +320,14 @@ class Calibration:
         thresholds (:func:`selection_split`)."""
         return selection_split(self.keys, self.n)
 
-    def selection(self, target: float, delta: float) -> C.Selection:
+    def selection(self, target: float, delta: float, force_delta: bool = False) -> C.Selection:
         """The threshold for agreement >= ``target`` with probability >= 1 - ``delta`` (ConfigError if unsupported).
 
         The calibration units are split in two (:meth:`split`): the selection map is fitted on part A with the
         file's method, and the thresholds are tested on part B's calibrated confidences under it; the returned
         selection carries that map, which :func:`annotate` applies to the verdicts it keeps or abstains on.
         """
-        if not (math.isfinite(target) and 0 < target < 1):
-            raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
+        check_levels(target, delta, force_delta)  # a delta above 0.5 is refused unless force_delta
         part_a = self.split()
         n_fit, n_test = int(part_a.sum()), int((~part_a).sum())
         where = (f"calibration file of {self.n} labelled {self.mode} verdicts: the selection map is fitted on "

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
+from ..audit._levels import complement, quote
 from ..audit._trust import Calibration, Tally, annotate, evaluation
 from ..errors import ConfigError
 from ..io._outputs import atomic_output
@@ -52,7 +53,7 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
     selection = None
     if options.target is not None:
         try:
-            selection = cal.selection(options.target, options.delta)
+            selection = cal.selection(options.target, options.delta, options.force_delta)
         except ConfigError as exc:
             raise ConfigError(f"{options.path}: {exc}") from None
     return Loaded(options, cal, selection)
@@ -129,7 +130,8 @@ def describe(summary: dict[str, Any]) -> str:
         parts.append("abstained: " + ", ".join(f"{k} {v}" for k, v in abstained.items()))
     g = summary.get("guarantee")
     if g:
-        parts.append(f"guaranteed agreement >= {g['target_agreement']:g} with probability >= {1 - g['delta']:g} "
+        parts.append(f"guaranteed agreement >= {quote(g['target_agreement'])} with probability >= "
+                     f"{complement(g['delta'])} "
                      f"(threshold {g['threshold']:.4f}; on the calibration set {g['calibration_kept']} of "
                      f"{g['calibration_n']} kept, agreement {g['calibration_agreement']:.3f}, lower bound "
                      f"{g['agreement_lower_bound']:.3f}"

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
+from ..audit._levels import complement, quote
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
 from ..backends import DEFAULT_JUDGE
@@ -32,7 +33,7 @@ from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
 from ._common import err, progress
 from ._inputs import read_items
-from ._options import SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
+from ._options import FORCE_DELTA, SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
 
 _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
                       help="With a score calibration: the rating scale (a top value or a range such as 0-5; "
@@ -145,7 +146,9 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help="Keep only verdicts confident enough that agreement with humans on the kept ones is at least "
                    "this, with probability >= 1 - delta (e.g. 0.8).")
 @click.option("--delta", "risk_delta", type=Finite(min=0.0, max=1.0), default=0.1, show_default=True,
-              help="With --target-agreement: the allowed probability that the guarantee fails.")
+              help="With --target-agreement: the allowed probability that the guarantee fails (at most 0.5 without "
+                   "--force-delta).")
+@FORCE_DELTA
 @click.option("--calibration-override", is_flag=True,
               help="Use the calibration file although it was fitted for another judge, template or protocol "
                    "(every record says so).")
@@ -158,7 +161,7 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
 def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
            calibration_paths: tuple[Path, ...], cascade: str | None, target_agreement: float | None,
-           risk_delta: float, calibration_override: bool, scale: str | None, out: Path | None,
+           risk_delta: float, force_delta: bool, calibration_override: bool, scale: str | None, out: Path | None,
            summary_out: Path | None, abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
@@ -166,7 +169,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         if scale is not None:
             raise click.UsageError("--scale applies to a score calibration, not to a cascade")
         _select_cascade(items, fmt, skip_invalid, quiet, judging, calibration_paths, cascade, target_agreement,
-                        risk_delta, calibration_override, outputs)
+                        risk_delta, calibration_override, outputs, force_delta)
         return
     if len(calibration_paths) != 1:
         raise click.UsageError(f"select takes one --calibration file, got {len(calibration_paths)} (several are for "
@@ -184,7 +187,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     if abstained_out is not None and target_agreement is None:
         raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
     if target_agreement is not None:
-        cal.selection(target_agreement, risk_delta)  # refuse an unsupported target before any judging
+        cal.selection(target_agreement, risk_delta, force_delta)  # refuse an unsupported target before any judging
     todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
     j = judging.make(**({"scale": scale} if scale is not None else {}))
     j.source = str(items)
@@ -192,7 +195,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         with progress(quiet) as bar:
             task = bar.add_task(f"select {cal.mode} ({j.name})", total=None)
             records, summary = j.select(todo, cal, target=target_agreement, delta=risk_delta,
-                                        override=calibration_override, progress=lambda n: bar.advance(task, n))
+                                        override=calibration_override, progress=lambda n: bar.advance(task, n),
+                                        force_delta=force_delta)
         with record_output(out, "--out") as stream:
             for rec in records:
                 stream.write(json.dumps(rec) + "\n")
@@ -213,9 +217,9 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             err.print(escape(f"select {cal.mode}: {summary['verdicts']} verdicts, kept {summary['kept']}"
                       + (f" (coverage {cov:.2f})" if cov is not None else "")
                       + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
-                      + (f"; guaranteed agreement >= {g['target_agreement']:g} with probability >= "
-                         f"{1 - g['delta']:g} (threshold {g['threshold']:.4f}, on {g['calibration_n']} calibration "
-                         "verdicts)" if g else "")
+                      + (f"; guaranteed agreement >= {quote(g['target_agreement'])} with probability >= "
+                         f"{complement(g['delta'])} (threshold {g['threshold']:.4f}, on {g['calibration_n']} "
+                         "calibration verdicts)" if g else "")
                       + f"; model calls {s.model_calls}, from store {s.from_store}"), highlight=False)
             if out is not None:
                 err.print(escape(f"records written to {out}"), highlight=False)
@@ -225,7 +229,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
 
 def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
                     calibration_paths: tuple[Path, ...], cascade: str, target: float | None, delta: float,
-                    override: bool, outputs: dict[str, Path | None]) -> None:
+                    override: bool, outputs: dict[str, Path | None], force_delta: bool = False) -> None:
     """``select --cascade``: the tiers in order, one calibration file per model tier, the rest for people."""
     names = [n.strip() for n in cascade.split(",")]
     if not all(names):
@@ -256,10 +260,10 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
     mode = modes[0]
     if mode not in CASCADE_MODES:
         raise click.UsageError(f"cascades judge the modes {', '.join(CASCADE_MODES)}, not {mode}")
-    selections = thresholds(cals, target, delta)  # refuse an unsupported target before any judging
+    selections = thresholds(cals, target, delta, force_delta)  # refuse an unsupported target before any judging
     if not any(sel.supported for sel in selections):
-        raise click.UsageError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on "
-                               "its calibration set: label more items, or lower the target")
+        raise click.UsageError(f"no tier of the cascade can support agreement >= {quote(target)} at delta "
+                               f"{quote(delta)} on its calibration set: label more items, or lower the target")
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
     j = replace(judging, judge=model[0]).make()
     j.source = str(items)
@@ -268,7 +272,7 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
         with progress(quiet) as bar:
             task = bar.add_task(f"cascade {' -> '.join(names)}", total=None)
             records, summary = j.cascade(todo, tiers, target=target, delta=delta, override=override,
-                                         progress=lambda n: bar.advance(task, n))
+                                         progress=lambda n: bar.advance(task, n), force_delta=force_delta)
         with record_output(outputs["--out"], "--out") as stream:
             for rec in records:
                 stream.write(json.dumps(rec) + "\n")
@@ -291,7 +295,7 @@ def _cascade_table(summary: dict[str, Any]) -> None:
         return "-" if v is None else format(v, spec)
 
     table = Table(title=escape(f"Cascade: {summary['verdicts']} {summary['unit']}, target agreement "
-                               f"{summary['target_agreement']:g}, delta {summary['delta']:g}"))
+                               f"{quote(summary['target_agreement'])}, delta {quote(summary['delta'])}"))
     # short headers: the judge's name takes the room (it folds rather than being cut)
     table.add_column("tier", justify="right")
     table.add_column("judge", overflow="fold")

@@ -173,7 +173,10 @@ class Calibrated(Body):
                                            "risk_delta; the rest get `abstained` with the reason. A target the "
                                            "calibration set cannot support is a 422 before any judging.")
     risk_delta: float = Field(0.1, gt=0.0, lt=1.0, description="With target_agreement: the allowed probability "
-                                                                "that the guarantee fails.")
+                                                                "that the guarantee fails (at most 0.5 unless "
+                                                                "force_delta: 422 otherwise).")
+    force_delta: bool = Field(False, description="Accept a risk_delta above 0.5: a guarantee that holds with "
+                                                 "probability under 1/2, so fails more often than it holds.")
 
 
 class LevelCalibrated(Calibrated):
