@@ -738,3 +738,57 @@ def test_a_delta_above_one_half_is_refused_unless_forced_and_numbers_are_quoted_
     answer = service.post("/v1/compare", json={"items": _pairs(2), "calibration": honest, "target_agreement": 0.4,
                                                "risk_delta": 0.9, "force_delta": True})
     assert answer.status_code == 200, answer.text
+
+
+# H5 (round 4): the printed guarantee says what the method gives, and a threshold that barely passed is flagged
+
+
+def _confident(n: int) -> dict[str, Any]:
+    """A compare calibration of ``n`` units whose every verdict agrees with its human (fitted for another
+    judge: applied with --calibration-override)."""
+    probs = [[0.9 - 0.001 * (i % 7), 0.05 + 0.001 * (i % 7), 0.05] for i in range(n)]
+    return _rehashed({"trustjudge_calibration": 1, "mode": "compare", "judge": "elsewhere", "fingerprint": "f",
+                      "template": "t", "protocol": "direct", "classes": ["first", "second", "tie"],
+                      "method": "vector", "params": {"temperature": 1.0, "bias": [0.0, 0.0, 0.0]}, "n": n,
+                      "position_bias": None, "calibration_set": {"probs": probs, "human": [0] * n,
+                                                                 "keys": [[f"q{i}", "a", "b"] for i in range(n)]}})
+
+
+def test_the_printed_guarantee_is_the_procedures_and_a_threshold_that_barely_passed_is_flagged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], honest_compare: tuple[dict[str, Any], Path]) -> None:
+    from trustjudge import Judge
+    from trustjudge.audit._levels import marginal_warning
+    from trustjudge.audit._trust import Calibration
+    from trustjudge.cli._calibrated import describe
+
+    _, items = honest_compare
+    narrow = tmp_path / "narrow.json"  # 16 units: the threshold is tested on 8, and 7 is the fewest that can pass
+    narrow.write_text(json.dumps(_confident(16)), encoding="utf-8")
+    store = tmp_path / "s.sqlite"
+    code, _, err = main(capsys, "select", items, "-j", "mock/hash", "--store", store, "--calibration", narrow,
+                        "--calibration-override", "--target-agreement", "0.7", "-o", tmp_path / "o.jsonl")
+    assert code == 0, err
+    assert ("guarantee (of the procedure, over calibration sets): with probability >= 0.9, it keeps only verdicts "
+            "agreeing with humans >= 0.7 (threshold") in err, err  # before: "guaranteed agreement >= 0.7"
+    assert "in-sample, after selection: 8 of them kept, agreement 1.000" in err and "lower bound" not in err, err
+    assert ("warning: the threshold barely passed its test (p-value 0.0576 against delta 0.1; 8 calibration "
+            "verdicts kept, 7 the fewest any threshold could pass with)") in err, err
+    code, _, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", store, "--calibration", narrow,
+                        "--calibration-override", "--target-agreement", "0.7", "-q", "-o", tmp_path / "c.jsonl")
+    assert code == 0 and "warning: the threshold barely passed" in err, err  # -q keeps the warning
+    wide = Calibration.from_dict(_confident(200))  # tested on 100: p-value 0.7^100, far from delta
+    selection = wide.selection(0.7, 0.1)
+    g = selection.to_dict()
+    assert not selection.marginal and g["marginal"] is False and marginal_warning(g) is None
+    assert g["p_value"] == pytest.approx(0.7 ** 100) and g["min_kept"] == 7
+    line = describe({"mode": "compare", "verdicts": 1, "kept": 1, "coverage": 1.0, "agreement_on_kept": None,
+                     "guarantee": g, "calibration": {"judge": "j", "n": 200, "method": "vector", "data_hash": "h"}})
+    assert "with probability >= 0.9, it keeps only verdicts agreeing with humans >= 0.7" in line, line
+    assert "lower bound" not in line and "guaranteed agreement" not in line, line
+    with Judge("mock/hash", store=store) as judge:
+        _, summary = judge.cascade(items_from_dicts(_pairs(20)), [("mock/hash", Calibration.from_dict(_confident(16)))],
+                                   target=0.7, override=True)
+    assert summary["guarantee"].startswith("of the procedure, over calibration sets: with probability >= 0.9, every "
+                                           "model tier keeps only verdicts agreeing with humans >= 0.7"), summary
+    assert summary["tiers"][0]["guarantee"]["marginal"] is True
+

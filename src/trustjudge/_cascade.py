@@ -335,9 +335,9 @@ def _summary(mode: str, records: list[dict[str, Any]], rows: list[dict[str, Any]
             "machine_decided": len(final), "machine_coverage": len(final) / total if total else None,
             "agreement_on_machine_verdicts": agreed / len(labelled) if labelled else None,
             "labelled_machine_verdicts": len(labelled), "tiers": rows,
-            "guarantee": (f"with probability >= {complement(delta)} over the calibration set, agreement with humans "
-                          f"is >= {quote(target)} on the verdicts each model tier keeps (each tier tested at delta "
-                          f"{quote(delta / models)}; union bound over {models} model tier(s)); the rest are "
+            "guarantee": (f"of the procedure, over calibration sets: with probability >= {complement(delta)}, every "
+                          f"model tier keeps only verdicts agreeing with humans >= {quote(target)} (each tier tested "
+                          f"at delta {quote(delta / models)}; union bound over {models} model tier(s)); the rest are "
                           + ("left to people" if names[-1] == HUMAN else "abstained"))}
 
 

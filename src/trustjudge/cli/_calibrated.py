@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
-from ..audit._levels import complement, quote
+from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate, evaluation
 from ..errors import ConfigError
 from ..io._outputs import atomic_output
@@ -112,6 +112,9 @@ class Calibrator:
                 fh.write(json.dumps(summary, indent=2) + "\n")
         if not quiet:
             err.print(escape(describe(summary)), highlight=False)
+        warning = marginal_warning(summary.get("guarantee") or {})
+        if warning is not None:  # even with -q: the guarantee printed, or written, is at its weakest
+            err.print(escape(warning), highlight=False)
         return summary
 
 
@@ -130,13 +133,7 @@ def describe(summary: dict[str, Any]) -> str:
         parts.append("abstained: " + ", ".join(f"{k} {v}" for k, v in abstained.items()))
     g = summary.get("guarantee")
     if g:
-        parts.append(f"guaranteed agreement >= {quote(g['target_agreement'])} with probability >= "
-                     f"{complement(g['delta'])} "
-                     f"(threshold {g['threshold']:.4f}; on the calibration set {g['calibration_kept']} of "
-                     f"{g['calibration_n']} kept, agreement {g['calibration_agreement']:.3f}, lower bound "
-                     f"{g['agreement_lower_bound']:.3f}"
-                     + (f"; its map fitted on {g['selection']['fit_units']} other calibration verdicts"
-                        if g.get("selection") else "") + ")")
+        parts.append(guarantee_text(g))
     if summary.get("agreement_on_kept") is not None:
         parts.append(f"agreement with the labels given {summary['agreement_on_kept']:.3f} on "
                      f"{summary['labelled_kept']} kept")

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
-from ..audit._levels import complement, quote
+from ..audit._levels import guarantee_text, marginal_warning, quote
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
 from ..backends import DEFAULT_JUDGE
@@ -217,10 +217,11 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             err.print(escape(f"select {cal.mode}: {summary['verdicts']} verdicts, kept {summary['kept']}"
                       + (f" (coverage {cov:.2f})" if cov is not None else "")
                       + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
-                      + (f"; guaranteed agreement >= {quote(g['target_agreement'])} with probability >= "
-                         f"{complement(g['delta'])} (threshold {g['threshold']:.4f}, on {g['calibration_n']} "
-                         "calibration verdicts)" if g else "")
+                      + (f"; {guarantee_text(g)}" if g else "")
                       + f"; model calls {s.model_calls}, from store {s.from_store}"), highlight=False)
+        warning = marginal_warning(summary.get("guarantee") or {})
+        if warning is not None:  # even with -q
+            err.print(escape(warning), highlight=False)
             if out is not None:
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
@@ -315,6 +316,10 @@ def _cascade_table(summary: dict[str, Any]) -> None:
                      f"{num(summary['machine_coverage'], '.2f')})"
                      + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
                      + f". Guarantee: {summary['guarantee']}"), highlight=False)
+    for row in summary["tiers"]:
+        warning = marginal_warning(row.get("guarantee") or {}, f"tier {row['tier']}'s threshold")
+        if warning is not None:
+            err.print(escape(warning), highlight=False)
 
 
 def _calibrated(name: str) -> str:
