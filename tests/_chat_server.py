@@ -7,7 +7,9 @@ It behaves as OpenAI's API does for a chat model: ``/v1/completions`` answers 40
 and two other labels 0.25 and 0.15 at the label position; every other position is certain. Tokens are words,
 single punctuation marks and a space joined to what follows. With ``continues=True`` a trailing assistant
 message is continued (as vLLM's ``continue_final_message`` or llama.cpp's server do); by default it is
-answered as a new turn (as OpenAI does). With ``logprobs=False`` no log-probabilities are returned.
+answered as a new turn (as OpenAI does). With ``logprobs=False`` no log-probabilities are returned. With
+``varies=True`` an answer sampled at a temperature above 0 depends on its seed (:func:`sampled_answer`: one of
+the three labels, or no label), and ``answers`` lists ``(the user message, the answer)`` of each.
 """
 
 from __future__ import annotations
@@ -71,6 +73,17 @@ def script(user: str) -> tuple[str, str, list[str]]:
     return critique + marker, seen[0], seen[1:3]
 
 
+def sampled_answer(messages: list[dict[str, Any]], seed: int) -> str:
+    """A sampled answer that depends on the seed: seed % 4 = 3 writes no label, else the label at seed % 4 of
+    the script's (the first, then the two others); a critique asked for names the seed's take on it."""
+    before, label, others = script(_user_text(messages))
+    if seed % 4 == 3:
+        return "I would rather not say."
+    options = [label, *others]
+    before = before.replace("partly right.", f"partly right (take {seed % 7}).")
+    return f"{before}{options[(seed % 4) % len(options)]}]"
+
+
 def answer(messages: list[dict[str, Any]], continues: bool) -> tuple[str, list[dict[str, Any]]]:
     """The answer's text (a continuation of a trailing assistant message when ``continues``) and its
     log-probability entries."""
@@ -110,9 +123,11 @@ class ChatOnlyServer:
     """The stand-in, serving on ``url`` (``http://127.0.0.1:PORT/v1``) in a thread; ``calls`` lists
     ``(path, body)`` of every request."""
 
-    def __init__(self, *, continues: bool = False, logprobs: bool = True) -> None:
+    def __init__(self, *, continues: bool = False, logprobs: bool = True, varies: bool = False) -> None:
         self.continues = continues
         self.logprobs = logprobs
+        self.varies = varies
+        self.answers: list[tuple[str, str]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         stand_in = self
 
@@ -151,6 +166,9 @@ class ChatOnlyServer:
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         text, entries = answer(body.get("messages") or [], self.continues)
+        if self.varies and body.get("temperature"):
+            text, entries = sampled_answer(body.get("messages") or [], int(body.get("seed") or 0)), []
+            self.answers.append((_user_text(body.get("messages") or []), text))
         limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         finish = "stop"
         if len(entries) > limit:

@@ -31,8 +31,9 @@ from trustjudge import (
     to_pandas,
 )
 from trustjudge.io._adapters import detect_format, iter_dataset
-from trustjudge.io._frames import flatten, parse_mapping
+from trustjudge.io._frames import parse_mapping
 from trustjudge.io._outputs import record_output
+from trustjudge.io._tables import flatten
 
 MAPPING = "question=prompt,response=output,id=uid,system=model,human_score=rating"
 

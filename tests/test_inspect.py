@@ -188,3 +188,26 @@ def test_two_sample_eval_scored_by_smollm(tmp_path: Path) -> None:
     run_eval(trustjudge_scorer(judge=judge), QUESTIONS, tmp_path / "logs")
     assert judge.stats.model_calls == 2 and judge.stats.from_store == 2
     judge.close()
+
+
+def test_claims_are_scored_by_their_summary_metric_and_pairwise_modes_are_refused(tmp_path: Path) -> None:
+    # claims declares its summary through the mode contract (issue 37), so the scorer reads its first metric,
+    # the expected precision, as it reads a plug-in's; a pairwise summary has no per-response value.
+    judge = Judge("mock/hash", store=tmp_path / "s.sqlite")
+    samples = [Sample(input=q, target=a, id=f"s{i}") for i, (q, a) in enumerate(QUESTIONS.items())]
+    log = run_eval(trustjudge_scorer("claims", judge=judge), QUESTIONS, tmp_path / "logs", samples)
+    got = scores_of(log)
+    assert got
+    for s in got.values():
+        meta = s.metadata or {}
+        assert meta["kind"] == "claims" and meta["method"] == "precision"
+        record = meta["record"]
+        if record["unscored"] is not None:  # the mock judge's extraction does not parse: said, never a number
+            assert isinstance(s.value, float) and math.isnan(s.value)
+            assert record["unscored"] in (s.explanation or "")
+        else:
+            assert s.value == pytest.approx(record["precision"])
+    with pytest.raises(ConfigError, match="kind must be one of") as info:
+        trustjudge_scorer("compare", judge=judge)  # type: ignore[arg-type]
+    assert "claims" in str(info.value) and "compare" not in str(info.value).split("got")[0]
+    judge.close()

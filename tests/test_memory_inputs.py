@@ -132,3 +132,69 @@ def test_the_module_functions_take_tables_and_a_progress_bar(tmp_path: Path,
     pairs = trustjudge.compare([{"question": "q", "response_a": "x", "response_b": "y"}], "mock/hash",
                                store=tmp_path / "s.sqlite")
     assert [p.item_id for p in pairs] == ["0"]
+
+
+# -- audit, rank, calibrate and plan take the same sources ----------------------------------------------
+TABLE = [{"qid": "q1", "prompt": "What is 2 + 2?", "output": "4", "model": "m1", "rating": 9},
+         {"qid": "q1", "prompt": "What is 2 + 2?", "output": "5", "model": "m2", "rating": 2},
+         {"qid": "q2", "prompt": "Capital of France?", "output": "Paris", "model": "m1", "rating": 10},
+         {"qid": "q2", "prompt": "Capital of France?", "output": "Lyon", "model": "m2", "rating": 3},
+         {"qid": "q3", "prompt": "Name a colour.", "output": "blue", "model": "m1", "rating": 8},
+         {"qid": "q3", "prompt": "Name a colour.", "output": "seven", "model": "m2", "rating": 1}]
+TABLE_MAP = "id=qid,question=prompt,response=output,system=model,human_score=rating"
+
+
+def _source(kind: str) -> object:
+    if kind == "dicts":
+        return [dict(r) for r in TABLE]
+    if kind == "dataframe":
+        return pytest.importorskip("pandas").DataFrame(TABLE)
+    return pytest.importorskip("datasets").Dataset.from_list(TABLE)
+
+
+@pytest.mark.parametrize("kind", ["dicts", "dataframe", "dataset"])
+def test_audit_rank_calibrate_and_plan_take_a_table_with_a_mapping(tmp_path: Path, kind: str) -> None:
+    items = read_items(TABLE, mapping=TABLE_MAP)
+    judge = Judge("mock/hash", store=tmp_path / "s.sqlite")
+    want_plan = judge.plan(items, "score")
+    got_plan = judge.plan(_source(kind), "score", mapping=TABLE_MAP)
+    assert (got_plan.judgments, got_plan.model_calls) == (want_plan.judgments, want_plan.model_calls) == (6, 6)
+    audit = judge.audit(_source(kind), scales=(5,), bootstrap=20, mapping=TABLE_MAP)
+    want = judge.audit(items, scales=(5,), bootstrap=20)
+    assert audit.compare_records == want.compare_records and len(audit.compare_records) == 3
+    assert audit.score_records == want.score_records
+    assert [r["item_id"] for r in audit.score_records[5]] == ["q1", "q1", "q2", "q2", "q3", "q3"]
+    ranking = judge.rank(_source(kind), bootstrap=20, mapping=TABLE_MAP)
+    assert ranking == judge.rank(items, bootstrap=20)
+    calibration = judge.calibrate(_source(kind), "score", mapping=TABLE_MAP)
+    assert calibration.to_dict() == judge.calibrate(items, "score").to_dict()
+    assert [s.system for s in ranking.systems] and {s.system for s in ranking.systems} == {"m1", "m2"}
+
+
+@pytest.mark.parametrize("method", ["audit", "rank", "calibrate", "plan"])
+@pytest.mark.parametrize("bad", [5, "items.jsonl", {"question": "q", "response": "r"}])
+def test_audit_rank_calibrate_and_plan_refuse_anything_else_naming_what_is_accepted(
+        tmp_path: Path, method: str, bad: object) -> None:
+    judge = Judge("mock/hash", store=tmp_path / "s.sqlite")
+    call = {"audit": lambda: judge.audit(bad), "rank": lambda: judge.rank(bad),
+            "calibrate": lambda: judge.calibrate(bad, "score"), "plan": lambda: judge.plan(bad, "score")}[method]
+    with pytest.raises(TypeError, match=r"DataFrame.*datasets\.Dataset"):
+        call()
+    assert judge.stats.model_calls == 0
+
+
+def test_select_and_cascade_take_a_table_with_a_mapping(tmp_path: Path) -> None:
+    judge = Judge("mock/hash", store=tmp_path / "s.sqlite")
+    rows = [{"q": f"Question {i}?", "a": f"answer {i}", "b": f"other {7 * i}"} for i in range(40)]
+    pairs = "question=q,response_a=a,response_b=b"
+    for row, rec in zip(rows, judge.compare(rows, mapping=pairs)):  # human labels the judge agrees with
+        row["label"] = {"first": "A", "second": "B", "tie": "tie"}[str(rec.verdicts["likelihood"])]
+    mapping = pairs + ",label=label"
+    items = read_items(rows, mapping=mapping)
+    calibration = judge.calibrate(rows, "compare", mapping=mapping)
+    selected, _ = judge.select(rows, calibration, mapping=mapping)
+    assert len(selected) == 40 and selected == judge.select(items, calibration)[0]
+    cascaded, _ = judge.cascade(rows, [(judge, calibration)], target=0.8, mapping=mapping)
+    assert cascaded == judge.cascade(items, [(judge, calibration)], target=0.8)[0]
+    with pytest.raises(TypeError, match=r"DataFrame.*datasets\.Dataset"):
+        judge.cascade(5, [(judge, calibration)], target=0.8)

@@ -170,3 +170,30 @@ def test_summary_on_the_judging_commands_with_and_without_calibration(tmp_path: 
             assert systems["a"]["value"] == pytest.approx(mean)
         else:
             assert systems["a"]["value"] + systems["b"]["value"] == pytest.approx(1.0) and "bt" in systems["a"]
+
+
+def test_every_built_in_mode_declares_its_summary_through_the_mode_contract() -> None:
+    from trustjudge.modes import get_mode
+
+    for name in ("score", "criteria", "checklist", "claims", "compare", "criteria-compare"):
+        spec = get_mode(name).summary_metrics
+        assert spec is not None, name
+        assert bool(spec.pairs) == (name in ("compare", "criteria-compare")), name
+    assert get_mode("steps").summary_metrics is None
+
+
+def test_a_registered_recogniser_is_asked_before_the_built_in_ones() -> None:
+    from trustjudge.audit._summary import SummaryMetrics, register_summary
+
+    row = _score("q1", "a", 4.0)
+    row["flavour"] = 7.0
+    assert record_mode(row) == "score"
+    register_summary("flavoured", SummaryMetrics({"flavour": lambda r: r.get("flavour")},
+                                                 recognise=lambda r: "flavour" in r))
+    try:
+        assert record_mode(row) == "flavoured"
+        s = summarize([row], bootstrap=0)
+        assert s.mode == "flavoured" and s.metric == "flavour" and s.system("a").value == 7.0
+    finally:
+        register_summary("flavoured", None)
+    assert record_mode(row) == "score"

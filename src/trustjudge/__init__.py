@@ -23,10 +23,10 @@ from .errors import (
     TrustJudgeError,
 )
 from .io._files import iter_items, load_items
-from .io._frames import to_pandas
 from .io._items import Check, Criterion, Item, Pair, Response, Turn, items_from_dicts
 from .io._rules import Rule
 from .io._sources import read_items
+from .io._tables import to_pandas
 from .modes._prompts import LabelSet
 from .modes._records import ChecklistRecord, CompareRecord, CriteriaRecord, ScoreRecord
 from .modes._registry import MODES, Mode, TemplateSpec, get_mode, register_mode, unregister_mode

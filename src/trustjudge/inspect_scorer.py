@@ -15,7 +15,7 @@ where it has one, as the reference answer. ``kind`` picks what is asked:
   their weighted aggregate under ``method``;
 - ``checklist``: each check asked YES/NO (``checklist``, or the sample metadata's ``checklist``); the
   value is the expected weighted satisfaction in [0, 1];
-- any other mode (a plug-in's) with a summary (``Mode(summary_metrics=...)``): the value is its first
+- any other mode (claims, a plug-in's) with a per-response summary (``Mode(summary_metrics=...)``): its first
   summary metric (``method`` where it names one of them). The options it takes among ``scale``,
   ``criteria``, ``checklist`` and ``reweight`` are passed to it; the sample metadata's ``criteria`` and
   ``checklist`` reach a mode whose options have them.
@@ -90,9 +90,9 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
     """
     mode = get_mode(kind) if kind in MODES else None
     read_as = None if mode is None else next((r for c, r in _READERS.items() if issubclass(mode.record, c)), None)
-    if mode is None or (read_as is None and mode.summary_metrics is None):
-        scored = [m.name for m in registered_modes().values() if m.summary_metrics or
-                  any(issubclass(m.record, c) for c in _READERS)]
+    if mode is None or (read_as is None and not (mode.summary_metrics and mode.summary_metrics.metrics)):
+        scored = [m.name for m in registered_modes().values() if (m.summary_metrics and m.summary_metrics.metrics)
+                  or any(issubclass(m.record, c) for c in _READERS)]
         raise ConfigError(f"kind must be one of {', '.join(scored)} (a mode with a score: its record's own, or "
                           f"its summary metric), got {kind!r}")
     takes = {f.name for f in fields(mode.options)}

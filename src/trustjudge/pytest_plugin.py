@@ -170,8 +170,9 @@ def assert_metric_at_least(judge: Judge, mode: str, question: str, response: str
     without the metric, fails. Returns the record."""
     __tracebackhide__ = True
     spec = get_mode(mode).summary_metrics
-    if spec is None:
-        raise ConfigError(f"mode {mode!r} has no summary metric to assert on (Mode(summary_metrics=...))")
+    if spec is None or not spec.metrics:
+        raise ConfigError(f"mode {mode!r} has no summary metric to assert on (Mode(summary_metrics=...)"
+                          f"{'; a pairwise summary has none per response' if spec is not None else ''})")
     name = metric or next(iter(spec.metrics))
     if name not in spec.metrics:
         raise ConfigError(f"mode {mode!r} has no metric {name!r}: its metrics are {', '.join(spec.metrics)}")

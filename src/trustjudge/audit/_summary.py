@@ -1,22 +1,18 @@
 """Per-system summaries of judgment records, for every mode: each system's headline value with a bootstrap
 interval over items, and how many of its judgments were unscored.
 
-Records are plain mappings (the JSON lines the CLI writes); no mode file is imported. The mode of a record is
-read from its shape (:func:`record_mode`). A *system* is the record's ``system`` field (pairs:
+Records are plain mappings (the JSON lines the CLI writes); no mode file is imported: each mode registers its
+summary here (the mode registry calls :func:`register_summary`). The mode of a record is read from its shape by
+the modes' recognisers (:func:`record_mode`). A *system* is the record's ``system`` field (pairs:
 ``first_system`` / ``second_system``), else the response's id (so items whose responses carry ids ``gpt`` and
 ``llama`` summarise those two). A repeated ``(item_id, response_id)`` (pairs: ``(item_id, unordered pair)``)
 keeps the newest record, as everywhere else.
 
-Headline values (the ``metric``; the defaults in :data:`DEFAULT_METRIC`):
-
-* score: the mean of ``scores[method]`` (default ``expected``, the mean of the judge's label distribution);
-* criteria: the mean of ``aggregate[method]`` (default ``expected``, the weighted aggregate);
-* checklist: the mean ``satisfaction`` (expected weighted satisfaction);
-* claims: the mean expected ``precision``; with matching, ``f1`` (the one-to-one assignment's expected F1)
-  is the default, and ``recall`` (expected recall) can be asked; ``f1_at_k`` reads ``f1_at_k.f1``;
-* compare and criteria-compare: the ``win_rate``, each pair counting P(win) + P(tie) / 2 under the soft
-  probabilities (``verdict``: the hard verdict of ``method``, default ``likelihood``), with each system's
-  Bradley-Terry log-strength (soft, Davidson ties) and its interval beside it where two systems or more meet.
+Headline values (the ``metric``) are each mode's own (``Mode(summary_metrics=...)``: :class:`SummaryMetrics`,
+the built-in modes' in :mod:`trustjudge.modes._summaries`): a per-response mode's value is the mean of a number
+read from each record; a pairwise mode's is the ``win_rate``, each pair counting P(win) + P(tie) / 2 under the
+weights its metric reads (soft probabilities, or a hard verdict one-hot), with each system's Bradley-Terry
+log-strength (soft, Davidson ties) and its interval beside it where two systems or more meet.
 
 The interval is the percentile 95% bootstrap of the system's mean over its items (an item's judgments move
 together), from ``default_rng(seed)``: the same seed gives the same numbers.
@@ -36,20 +32,11 @@ from ._stats import NAN, bootstrap_ratio, finite, jsonable
 
 Record = Mapping[str, Any]
 
-__all__ = ["DEFAULT_METRIC", "METRICS", "Summary", "SummaryMetrics", "SystemSummary", "record_mode", "register_summary",
-           "summarize", "summary_rows"]
+__all__ = ["Summary", "SummaryMetrics", "SystemSummary", "Weights", "record_mode", "register_summary", "soft_weights",
+           "summarize", "summarised_modes", "summary_rows"]
 
-PAIRWISE = ("compare", "criteria-compare")
-METRICS: dict[str, tuple[str, ...]] = {
-    "score": ("expected", "trustjudge", "geval", "discrete"),
-    "criteria": ("expected", "trustjudge", "geval", "discrete"),
-    "checklist": ("satisfaction", "p_all"),
-    "claims": ("precision", "f1", "recall", "f1_at_k"),
-    "compare": ("win_rate", "verdict"),
-    "criteria-compare": ("win_rate", "verdict"),
-}
-"""The headline values each mode's summary can give (the first is the default, except claims with matching)."""
-DEFAULT_METRIC = {mode: names[0] for mode, names in METRICS.items()}
+Weights = tuple[float, float, float]
+"""A pair's (first, second, tie) weights, summing to 1."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +46,22 @@ class SummaryMetrics:
     or without it), and ``recognise``: whether a record is the mode's (``trustjudge summary`` without
     ``--mode``). Records marked ``unscored`` count as unscored before any metric is read."""
 
-    metrics: Mapping[str, Callable[[Record], float | None]]
+    metrics: Mapping[str, Callable[[Record], float | None]] = field(default_factory=dict)
     recognise: Callable[[Record], bool] | None = None
+    pairs: Mapping[str, Callable[[Record, str], Weights | None]] = field(default_factory=dict)
+    """A pairwise mode's headline values instead of :attr:`metrics`: each reads a pair record's (first, second,
+    tie) :data:`Weights` (``None``: unscored or without it) given the aggregation ``method`` asked for."""
+    default: Callable[[Sequence[Record]], str] | None = None
+    """The default metric given the mode's records (``None``: the first)."""
 
     def __post_init__(self) -> None:
-        if not self.metrics:
-            raise ValueError("a summary needs at least one metric")
+        if bool(self.metrics) == bool(self.pairs):
+            raise ValueError("a summary needs at least one metric: per-response metrics or pair weights, not both")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The metrics it can give (the first is the default unless :attr:`default` says otherwise)."""
+        return tuple(self.pairs or self.metrics)
 
 
 _REGISTERED: dict[str, SummaryMetrics] = {}
@@ -76,31 +73,20 @@ def register_summary(mode: str, spec: SummaryMetrics | None) -> None:
     if spec is None:
         _REGISTERED.pop(mode, None)
         return
-    if mode in METRICS:
-        raise ValueError(f"{mode!r} is summarised by trustjudge itself")
     _REGISTERED[mode] = spec
 
 
-def mode_metrics(mode: str) -> tuple[str, ...] | None:
-    """The metrics ``mode``'s summary can give, the default first (``None``: the mode has no summary)."""
-    return METRICS.get(mode) or (tuple(_REGISTERED[mode].metrics) if mode in _REGISTERED else None)
+def summarised_modes() -> tuple[str, ...]:
+    """The modes with a summary (registered: the built-in ones and loaded plug-ins)."""
+    return tuple(_REGISTERED)
 
 
 def record_mode(record: Record) -> str | None:
-    """The mode a record comes from, read from its fields (``None``: not a judgment record)."""
-    for name, spec in _REGISTERED.items():
+    """The mode a record comes from, read from its fields by the modes' recognisers, the last registered (a
+    plug-in) first (``None``: not a judgment record)."""
+    for name, spec in reversed(_REGISTERED.items()):
         if spec.recognise is not None and spec.recognise(record):
             return name
-    if "first_id" in record:
-        return "criteria-compare" if "criteria" in record else "compare" if "verdicts" in record else None
-    if "scores" in record:
-        return "score"
-    if "checks" in record:
-        return "checklist"
-    if "claims" in record:
-        return "claims"
-    if "criteria" in record and "aggregate" in record:
-        return "criteria"
     return None
 
 
@@ -160,34 +146,9 @@ def _system(record: Record, system_key: str, id_key: str) -> str:
     return str(value) if value is not None else str(record.get(id_key))
 
 
-def _value(record: Record, mode: str, metric: str) -> float | None:
-    """A per-response record's headline value under ``metric`` (``None``: unscored or without it)."""
-    if record.get("unscored") is not None:
-        return None
-    if mode == "score":
-        return finite((record.get("scores") or {}).get(metric))
-    if mode == "criteria":
-        return finite((record.get("aggregate") or {}).get(metric))
-    if mode == "checklist":
-        return finite(record.get(metric))
-    if metric == "precision":
-        return finite(record.get("precision"))
-    if metric == "f1_at_k":
-        return finite((record.get("f1_at_k") or {}).get("f1"))
-    matching = record.get("matching") or {}
-    if metric == "recall":
-        return finite(matching.get("expected_recall"))
-    return finite((matching.get("hungarian") or {}).get("expected_f1"))
-
-
-def _pair_weights(record: Record, mode: str, metric: str, method: str) -> tuple[float, float, float] | None:
-    """A pair record's (first, second, tie) weights: soft probabilities, or the one-hot hard verdict."""
-    if record.get("unscored") is not None:
-        return None
-    if metric == "verdict":
-        verdict = (record.get("verdicts") or {}).get(method) if mode == "compare" else record.get("verdict")
-        return {"first": (1.0, 0.0, 0.0), "second": (0.0, 1.0, 0.0), "tie": (0.0, 0.0, 1.0)}.get(str(verdict))
-    raw = record.get("probabilities" if mode == "compare" else "aggregate")
+def soft_weights(raw: object) -> Weights | None:
+    """(first, second, tie) probabilities from a mapping holding them, normalised (``None``: missing, negative,
+    not finite or all zero)."""
     if not isinstance(raw, Mapping):
         return None
     p = [finite(raw.get(k)) for k in ("first", "second", "tie")]
@@ -216,7 +177,7 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
     Args:
         records: Judgment records (dicts) of one mode; records of another mode are skipped and counted.
         mode: The mode to summarise (default: that of the first judgment record).
-        metric: One of ``METRICS[mode]`` (default: :data:`DEFAULT_METRIC`; claims with matching: ``f1``).
+        metric: One of the mode's metrics (default: its summary's default, else its first).
         method: Pairwise ``verdict`` metric: the aggregation whose verdict counts (compare records).
         bootstrap: Resamples over items (0: no interval).
         bt_bootstrap: Resamples of the Bradley-Terry refit (pairwise modes; each is a fit), at most ``bootstrap``.
@@ -230,24 +191,24 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
         mode = next((m for m in map(record_mode, rows) if m is not None), None)
         if mode is None:
             raise ValueError("no judgment records to summarise")
-    metric_names = mode_metrics(mode)
-    if metric_names is None:
-        raise ValueError(f"no summary for mode {mode!r}: the modes summarised are "
-                         f"{', '.join([*METRICS, *_REGISTERED])} (a mode declares one with Mode(summary_metrics=...))")
     spec = _REGISTERED.get(mode)
-    if spec is not None and spec.recognise is None:
+    if spec is None:
+        raise ValueError(f"no summary for mode {mode!r}: the modes summarised are "
+                         f"{', '.join(_REGISTERED)} (a mode declares one with Mode(summary_metrics=...))")
+    metric_names = spec.names
+    if spec.recognise is None:
         ours = [r for r in rows if record_mode(r) is None and "response_id" in r]
     else:
         ours = [r for r in rows if record_mode(r) == mode]
     skipped = {"other_mode": len(rows) - len(ours)}
     if metric is None:
-        metric = "f1" if mode == "claims" and any(r.get("matching") for r in ours) else metric_names[0]
+        metric = spec.default(ours) if spec.default is not None else metric_names[0]
     if metric not in metric_names:
         raise ValueError(f"{mode} summaries give {', '.join(metric_names)}, not {metric!r}")
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     unscored: dict[str, int] = defaultdict(int)
     bt: dict[str, tuple[float, tuple[float, float]]] = {}
-    if mode in PAIRWISE:
+    if spec.pairs:
         from ._ranking import Outcome, bootstrap_bt  # scipy (optimize, stats): not at import time (see the plugin test)
 
         latest = {(str(r["item_id"]), *sorted((str(r["first_id"]), str(r["second_id"])))): r for r in ours}
@@ -258,7 +219,7 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
             if first == second:
                 skipped["same_system"] += 1
                 continue
-            w = _pair_weights(r, mode, metric, method)
+            w = None if r.get("unscored") is not None else spec.pairs[metric](r, method)
             if w is None:
                 unscored[first] += 1
                 unscored[second] += 1
@@ -275,8 +236,7 @@ def summarize(records: Iterable[Record], *, mode: str | None = None, metric: str
         latest = {(str(r["item_id"]), str(r["response_id"])): r for r in ours}
         for r in latest.values():
             name = _system(r, "system", "response_id")
-            v = (_value(r, mode, metric) if spec is None
-                 else None if r.get("unscored") is not None else finite(spec.metrics[metric](r)))
+            v = None if r.get("unscored") is not None else finite(spec.metrics[metric](r))
             if v is None:
                 unscored[name] += 1
             else:

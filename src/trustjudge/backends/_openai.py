@@ -86,6 +86,7 @@ from ._openai_chat import (
     Entry,
     Message,
     NoLogprobs,
+    after_expected,
     answer_entries,
     build_messages,
     by_prompt,
@@ -524,8 +525,8 @@ class OpenAICompatibleBackend(Backend):
                             try:
                                 style, why = probe_prefill(self._http, chat, self.preset.prefill,
                                                            self.preset.sampling, self.preset.tokens_field)
-                            except NoLogprobs as exc:
-                                raise self._no_logprobs(exc) from exc
+                            except NoLogprobs as exc:  # labels=sampled: a new turn is answered (or refused)
+                                style, why = None, f"no log-probabilities to probe with ({exc})"
                         facts["prefill"], facts["prefill_why"] = style or "", why
                         log.info("%s: %s", self.base_url, why)
                     self.capabilities.prefill = str(facts["prefill"])
@@ -616,28 +617,25 @@ class OpenAICompatibleBackend(Backend):
             start = time.perf_counter()
             chat = self._chat(req.prompt)
             style = self._prefill(chat)
-            if chat.assistant and not style:
-                raise BackendError(f"{self.base_url} does not continue an assistant message "
-                                   f"({self.capabilities.prefill_reason}): a generation cannot start from one")
-            # A possible cot critique on a server that cannot continue it: the answer runs past the stop, and
-            # is kept, so that the label is read from the same answer.
-            keep = bool(req.stop) and not style
-            body: dict[str, Any] = {**chat.body(style),
-                                    **self._params(req.max_new_tokens + (KEEP_TOKENS if keep else 0),
-                                                   req.temperature, req.seed), "top_p": 1.0, "logprobs": True}
+            # A server that cannot continue the assistant's text answers anew (a sampled label: the text after
+            # the assistant's in the answer is the generation). A possible cot critique on one: the answer runs
+            # past the stop, and is kept, so that the label is read from the same answer.
+            fresh = "" if style else chat.assistant
+            keep = bool(req.stop) and not style and not fresh
+            budget = req.max_new_tokens + (KEEP_TOKENS if keep else 0) + (self.answer_tokens if fresh else 0)
+            body: dict[str, Any] = {**chat.body(style), **self._params(budget, req.temperature, req.seed),
+                                    "top_p": 1.0, "logprobs": True}
             if keep:
                 body["top_logprobs"] = self.chat_top_k
             else:
                 body["stop"] = list(req.stop)
             data = self._http.chat(body)
             choice = data["choices"][0]
-            content = choice_content(choice)
+            content = after_expected(choice_content(choice), fresh)
             try:
-                entries = answer_entries(choice, url)
-            except NoLogprobs:
-                if keep:
-                    raise
-                entries = []  # a plain generation needs them only for the critique's perplexity
+                entries = [] if fresh else answer_entries(choice, url)
+            except NoLogprobs:  # a plain or sampled generation needs them only for the critique's perplexity
+                keep, entries = False, []
             cut = [content.find(s) for s in req.stop if s and s in content]
             text = content[: min(cut)] if cut else content
             lps: list[float] = []

@@ -329,6 +329,16 @@ class AnswerCache:
         return None
 
 
+def after_expected(content: str, expected: str) -> str:
+    """What a new answer wrote after ``expected`` (the assistant's text a server could not be asked to continue,
+    such as ``Score: [``): the generation from there, or ``""`` when the answer never wrote it (no label is read
+    from an answer in another form, as with log-probabilities)."""
+    if not expected:
+        return content
+    at = content.find(expected)
+    return "" if at < 0 else content[at + len(expected):]
+
+
 def refused_completions(exc: ClientError) -> bool:
     """Whether a completions request's 4xx says the model is served by chat only (a 404, or a 400 that names
     chat, as OpenAI's "This is a chat model ..." does)."""
@@ -336,5 +346,5 @@ def refused_completions(exc: ClientError) -> bool:
 
 
 __all__ = ["CHAT_HEAD", "IMAGE_REF", "PREFILL_STYLES", "AnswerCache", "ChatPrompt", "ContentPart", "Entry",
-           "Message", "NoLogprobs", "answer_entries", "build_messages", "by_prompt", "choice_content", "content_parts",
-           "probe_prefill", "read_answer", "refused_completions"]
+           "Message", "NoLogprobs", "after_expected", "answer_entries", "build_messages", "by_prompt",
+           "choice_content", "content_parts", "probe_prefill", "read_answer", "refused_completions"]

@@ -153,7 +153,8 @@ def _show_audit(audit: dict[str, Any]) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N items.")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="Input format: as for `trustjudge score`, or a benchmark's released format (the recipe's "
-                   "[input] format: omnispatial, livedrbench, puzzleworld, sc-arena-scienceqa, geoprivacy); "
+                   "[input] format: omnispatial, livedrbench, puzzleworld, sc-arena-scienceqa, geoprivacy, "
+                   "visplotbench, visplotbench-vis); "
                    "auto: the recipe's reader where the file has its schema.")
 @click.option("--map", "column_map", multiple=True, metavar="FIELD=COLUMN,...",
               help="Read a table in another schema: which column holds each field (see docs/formats.md).")
@@ -220,6 +221,10 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
         data = result.to_dict()
         _show(r, {**data["result"], **({"parts": data["parts"]} if "parts" in data else {}),
                   **({"readings": data["readings"]} if "readings" in data else {})}, j.name)
+        passes = data.get("execution", {}).get("pass_rate_by_attempt")
+        if passes:  # VisPlotBench's print_exec_pass.py: Init, then Post A<k> after debug attempt k, over all tasks
+            wide_console().print(escape("execution pass rate (over all tasks): " + ", ".join(
+                f"{'Init' if k == 0 else f'Post A{k - 1}'} {_num(v)}" for k, v in enumerate(passes))), highlight=False)
         if not quiet:
             used = r.prompt_used()
             err.print(escape("prompt: " + (f"the benchmark's own, {used['file']} (sha256 {used['sha256'][:12]}"

@@ -54,10 +54,10 @@ from ..engine._store_io import (
 from ..errors import InputError, StoreError
 from ..io._adapters import iter_dataset
 from ..io._files import load_suite
-from ..io._frames import is_parquet, require_parquet
 from ..io._items import Item
 from ..io._outputs import check_outputs, readable_input, record_output, replacing
 from ..io._suites import Suite
+from ..io._tables import is_parquet, require_parquet
 from ..modes._registry import MODES, Mode, get_mode
 from ._common import is_utf8
 from ._inputs import InputFormat

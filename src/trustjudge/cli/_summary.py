@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ..audit._summary import METRICS, Summary, summarize, summary_rows
+from ..audit._summary import Summary, summarize, summary_rows
 from ..errors import ConfigError, InputError
 from ..io._outputs import readable_input, write_text
 from ..modes import get_mode
@@ -76,7 +76,7 @@ def _known_mode(name: str | None) -> str | None:
 @click.command("summary")
 @click.argument("records", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--mode", default=None, callback=lambda ctx, param, value: _known_mode(value),
-              help=f"The mode to summarise ({', '.join(METRICS)}, or a plug-in mode with a summary) "
+              help="The mode to summarise (any mode with a summary, a plug-in's too) "
                    "[default: that of the first judgment record].")
 @click.option("--metric", default=None,
               help="The headline value: score/criteria: expected, trustjudge, geval, discrete; checklist: "

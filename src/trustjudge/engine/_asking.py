@@ -63,6 +63,8 @@ def ask(engine: Engine, questions: Sequence[Question | str], sampling: Sampling,
     """Every question's outcome under ``sampling.protocol``; a ``str`` is an unscored reason decided upstream."""
     if sampling.protocol == "direct":
         return engine.labels([q if isinstance(q, str) else Job(q.prompt, q.labels) for q in questions], progress)
+    if engine.samples:
+        return _sampled_cot(engine, questions, sampling, progress)
     outcomes: list[Outcome | None] = [None] * len(questions)
     todo: dict[int, Question] = {}
     for i, q in enumerate(questions):
@@ -104,6 +106,31 @@ def ask(engine: Engine, questions: Sequence[Question | str], sampling: Sampling,
     return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]
 
 
+def _sample_job(engine: Engine, question: Question, sampling: Sampling) -> Job:
+    """``labels=sampled``: the job whose N sampled answers estimate ``question``'s labels. ``cot``: each answer
+    writes its own critique (up to ``max_new_tokens``), the marker and the label, as the TrustJudge paper's code
+    samples them; ``direct``: the label right after the prompt's marker."""
+    if sampling.protocol == "direct":
+        return Job(question.prompt, question.labels)
+    return Job(question.prompt, question.labels, _budget(engine, question, sampling), question.marker)
+
+
+def _sampled_cot(engine: Engine, questions: Sequence[Question | str], sampling: Sampling,
+                 progress: ProgressFn | None) -> list[Outcome]:
+    """``cot`` with ``labels=sampled``: each question's label distribution from N answers that each critique
+    first; the record's critique is the first answer's (read back from the store: no model call)."""
+    jobs = [q if isinstance(q, str) else _sample_job(engine, q, sampling) for q in questions]
+    outcomes = engine.labels(jobs, progress)
+    read = [(i, job) for i, (job, out) in enumerate(zip(jobs, outcomes))
+            if isinstance(job, Job) and out.probs is not None]
+    firsts = engine.generate([engine.sample_requests(job)[0] for _, job in read]) if read else []
+    for (i, job), gen in zip(read, firsts):
+        if not isinstance(gen, BackendError):
+            at = gen.text.rfind(job.marker)
+            outcomes[i] = replace(outcomes[i], critique=gen.text[:at] if at >= 0 else gen.text)
+    return outcomes
+
+
 def plan(engine: Engine, questions: Sequence[Question | str], sampling: Sampling) -> PlanSummary:
     """What :func:`ask` would do, without calling the model."""
     keys: list[str | None] = []
@@ -115,8 +142,8 @@ def plan(engine: Engine, questions: Sequence[Question | str], sampling: Sampling
             tokens.append(0)
             prompts.append(None)
             continue
-        if engine.samples and sampling.protocol == "direct":  # labels=sampled: N generations per judgment
-            requests = engine.sample_requests(Job(q.prompt, q.labels))
+        if engine.samples:  # labels=sampled: N generations per judgment (cot: each critiques first)
+            requests = engine.sample_requests(_sample_job(engine, q, sampling))
             count = engine.backend.count_tokens(q.prompt)
             keys.extend(engine.generate_key(r) for r in requests)
             tokens.extend([count] * len(requests))
@@ -128,7 +155,7 @@ def plan(engine: Engine, questions: Sequence[Question | str], sampling: Sampling
         else:
             keys.append(engine.label_key(Job(q.prompt, q.labels)))
         tokens.append(engine.backend.count_tokens(q.prompt))
-    cot = sampling.protocol == "cot"
+    cot = sampling.protocol == "cot" and not engine.samples
     protocol = f"{sampling.protocol}, labels sampled x{engine.samples}" if engine.samples else sampling.protocol
     return engine.plan(keys, tokens, 2 if cot else 1, protocol,
-                       generated_per_key=sampling.max_new_tokens if cot else 0, prompts=prompts)
+                       generated_per_key=sampling.max_new_tokens if sampling.protocol == "cot" else 0, prompts=prompts)

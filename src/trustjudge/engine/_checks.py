@@ -27,9 +27,15 @@ def sample_seed(prompt: str, index: int) -> int:
     return int.from_bytes(digest[:4], "big") >> 1
 
 
-def read_label(text: str, labels: Sequence[str]) -> int | None:
+def read_label(text: str, labels: Sequence[str], marker: str = "") -> int | None:
     """The index of the label a sampled answer wrote (the text before the closing bracket, blanks stripped),
-    or ``None`` when it wrote none of them."""
+    or ``None`` when it wrote none of them. With ``marker`` (a ``cot`` answer: its critique, the marker, the
+    label), the label is what follows the marker's last occurrence, and an answer without it wrote none."""
+    if marker:
+        at = text.rfind(marker)
+        if at < 0:
+            return None
+        text = text[at + len(marker):]
     written = text.strip().removesuffix(CLOSE).strip()
     try:
         return list(labels).index(written)

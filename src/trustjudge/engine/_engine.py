@@ -61,6 +61,7 @@ class Job:
     """Label texts without the closing bracket, e.g. ``("1", ..., "100")``."""
     extra_tokens: int = 0
     """Tokens to keep free in the context besides the prompt and the labels (a critique still to write)."""
+    marker: str = ""  # labels=sampled with cot: what each sampled answer writes after its critique, before its label
 
 
 @dataclass(frozen=True)
@@ -459,7 +460,8 @@ class Engine:
         budget = self._label_budget.get(job.labels)
         if budget is None:
             budget = self._label_budget[job.labels] = self.backend.max_label_tokens(list(self._closed(job.labels)))
-        return [GenerateRequest(job.prompt, (CLOSE,), budget + 1, SAMPLE_TEMPERATURE, sample_seed(job.prompt, k))
+        return [GenerateRequest(job.prompt, (CLOSE,), budget + 1 + job.extra_tokens, SAMPLE_TEMPERATURE,
+                                sample_seed(job.prompt, k))
                 for k in range(self.samples)]
 
     def sampled_labels(self, jobs: Sequence[Job | str], progress: ProgressFn | None = None) -> list[Outcome]:
@@ -487,7 +489,7 @@ class Engine:
                 continue
             counts = [0] * len(job.labels)
             for g in answers:
-                k = read_label(g.text, job.labels)  # type: ignore[union-attr]
+                k = read_label(g.text, job.labels, job.marker)  # type: ignore[union-attr]
                 if k is not None:
                     counts[k] += 1
             probs = tuple(c / self.samples for c in counts)
@@ -496,7 +498,7 @@ class Engine:
             if reason:
                 self.stats.unscored[reason] = self.stats.unscored.get(reason, 0) + 1
             outcomes[i] = Outcome(probs, reason, prompt_tokens=answers[0].prompt_tokens,  # type: ignore[union-attr]
-                                  method=SAMPLED, samples=self.samples)
+                                  method=SAMPLED, samples=self.samples, api=getattr(self.backend, "api", None))
         if progress is not None:
             progress(len(jobs))
         return [o if o is not None else Outcome(None, BACKEND_ERROR) for o in outcomes]

@@ -163,7 +163,7 @@ def _kind(value: Any) -> str:
 
 def _arrow_type(pa: Any, kinds: set[str]) -> tuple[Any, bool]:
     """The Arrow type of a column whose values have ``kinds``, and whether it is written as JSON text (mixed
-    kinds, as :func:`trustjudge.io._frames.to_arrow` does)."""
+    kinds, as :func:`trustjudge.io._tables.to_arrow` does)."""
     kinds = kinds - {"null"}
     simple = {frozenset(): pa.null(), frozenset({"bool"}): pa.bool_(), frozenset({"int"}): pa.int64(),
               frozenset({"float"}): pa.float64(), frozenset({"int", "float"}): pa.float64(),
@@ -185,7 +185,7 @@ def write_parquet_export(store: Path, fh: IO[bytes], where: str = "", params: Se
     """Write the store's outputs matching ``where`` to ``fh`` as one Parquet table, in row groups of
     :data:`PARQUET_BATCH` rows; returns the number of rows.
 
-    The columns are :func:`trustjudge.io._frames.flatten`'s of each exported row (``request.prompt``,
+    The columns are :func:`trustjudge.io._tables.flatten`'s of each exported row (``request.prompt``,
     ``result.logprobs``...). Two passes over one read snapshot of the store: the first finds every column
     and its type, the second writes the rows, so memory holds one row group, not the store (a 192 MB store
     took 986 MB written in one piece).
@@ -194,7 +194,7 @@ def write_parquet_export(store: Path, fh: IO[bytes], where: str = "", params: Se
         StoreError: the store cannot be read.
         PrerequisiteError: pyarrow is missing (the ``data`` extra).
     """
-    from ..io import _frames
+    from ..io import _frames, _tables
 
     pa, pq = _frames._pyarrow("Writing Parquet files")
     db = open_read_only(store)
@@ -202,10 +202,10 @@ def write_parquet_export(store: Path, fh: IO[bytes], where: str = "", params: Se
         db.execute("BEGIN")  # one snapshot for both passes: rows written meanwhile are in neither
         kinds: dict[str, set[str]] = {}
         for output in iter_outputs(db, where, params):
-            for column, value in _frames.flatten(output).items():
+            for column, value in _tables.flatten(output).items():
                 kinds.setdefault(column, set()).add(_kind(value))
         names = list(kinds)
-        # As _frames._columns: a nested field's own column goes where it is null in every row.
+        # As _tables._columns: a nested field's own column goes where it is null in every row.
         names = [c for c in names if not (kinds[c] == {"null"} and any(o.startswith(c + ".") for o in names))]
         types = {c: _arrow_type(pa, kinds[c]) for c in names}
         schema = pa.schema([(c, types[c][0]) for c in names])
@@ -224,7 +224,7 @@ def write_parquet_export(store: Path, fh: IO[bytes], where: str = "", params: Se
                 batch.clear()
 
             for output in iter_outputs(db, where, params):
-                batch.append(_frames.flatten(output))
+                batch.append(_tables.flatten(output))
                 n += 1
                 if len(batch) >= PARQUET_BATCH:
                     flush()

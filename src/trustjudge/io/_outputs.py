@@ -286,7 +286,7 @@ def check_record_path(path: Path | None, option: str = "--out") -> None:
 def record_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
     """Where a command writes its records, one JSON object per line: :func:`atomic_output`, except that a
     path ending in ``.parquet`` (or ``.pq``) gets the same records as one Parquet table, and one ending in
-    ``.csv`` as CSV, one column per method, criterion and check (:func:`trustjudge.io._frames.flatten`, the
+    ``.csv`` as CSV, one column per method, criterion and check (:func:`trustjudge.io._tables.flatten`, the
     columns of ``to_pandas``), written when the block ends without an exception (the lines are kept in
     memory until then), and replacing ``path`` atomically. Another extension is refused before the block runs.
 
@@ -294,24 +294,24 @@ def record_output(path: Path | None, option: str = "--out") -> Iterator[TextIO]:
         ConfigError: the folder cannot be created or written, or the extension names no records format.
         PrerequisiteError: Parquet is asked for and pyarrow is missing (raised before the block runs).
     """
-    from . import _frames
+    from . import _tables
 
     check_record_path(path, option)
-    if path is None or is_stdio(path) or not (_frames.is_parquet(path) or _frames.is_csv(path)):
+    if path is None or is_stdio(path) or not (_tables.is_parquet(path) or _tables.is_csv(path)):
         with atomic_output(path, option) as fh:
             yield fh
         return
-    parquet = _frames.is_parquet(path)
+    parquet = _tables.is_parquet(path)
     if parquet:
-        _frames.require_parquet()
+        _tables.require_parquet()
     lines = io.StringIO()
     yield lines
     rows = (json.loads(line) for line in lines.getvalue().splitlines() if line.strip())
     with _replacing(path, option, binary=parquet) as fh:
         if parquet:
-            _frames.write_parquet(rows, fh)
+            _tables.write_parquet(rows, fh)
         else:
-            _frames.write_csv(rows, fh)
+            _tables.write_csv(rows, fh)
 
 
 def replacing(path: Path, option: str, *, binary: bool = False) -> contextlib.AbstractContextManager[IO[Any]]:

@@ -104,6 +104,12 @@ def as_items(items: Any, mapping: Mapped = None) -> Iterable[Item]:
     return _streamed(iter(items))
 
 
+def item_list(items: Any, mapping: Mapped = None) -> list[Item]:
+    """:func:`as_items` read whole, for what judges the items more than once (an audit, a ranking)."""
+    checked = as_items(items, mapping)
+    return checked if isinstance(checked, list) else list(checked)
+
+
 def _streamed(it: Iterator[Any]) -> Iterator[Item]:
     first = next(it, None)
     if first is None:
@@ -117,4 +123,4 @@ def _streamed(it: Iterator[Any]) -> Iterator[Item]:
         yield item
 
 
-__all__ = ["ACCEPTED", "as_items", "read_items"]
+__all__ = ["ACCEPTED", "as_items", "item_list", "read_items"]

@@ -199,7 +199,7 @@ class ScoreRecord(ResponseHeader):
     rule: str | None = optional(kw_only=True)
     """The id of the rule that gave this record its verdict with no model call (a point mass on the rule's
     label); absent where the judge was asked."""
-    samples: int | None = optional(kw_only=True)
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
     """``label_method: sampled`` (a judge named with ``labels=sampled&samples=N``): the N answers the distribution
     was estimated from; absent otherwise."""
     score_se: float | None = optional(kw_only=True)
@@ -222,6 +222,12 @@ class CompareRecord(PairHeader):
     ``None`` when neither was read."""
     api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
     """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each order's verdict was estimated from; absent otherwise."""
+    probabilities_se: dict[str, float] | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the Monte-Carlo standard error of each of :attr:`probabilities` (first,
+    second, tie), the labelled answers of each order taken as given; each order's ``se`` is that of its own
+    shares (``A``, ``B``, ``C``). Absent otherwise."""
     unscored: str | None
     ppl_source: str
     human: str | None = None
@@ -266,6 +272,9 @@ class CriterionResult:
     """The bottom of the criterion's scale when it is not 1 (levels from 0, a 0-3 scale); else absent."""
     labels: dict[str, int] | None = optional()
     """A labelled scale's labels (what the judge answered) and the value each stands for; else absent."""
+    score_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of the expected score, as
+    :attr:`ScoreRecord.score_se`; absent otherwise."""
 
 
 @dataclass
@@ -293,6 +302,13 @@ class CriteriaRecord(ResponseHeader):
     scale: list[float]
     """The aggregate's range: the criteria's common scale [low, top] ([1, N] on 1-based scales), or [0, 1] when
     their scales differ (each criterion's scores mapped onto it, low to 0 and top to 1)."""
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     """Why there is no aggregate: the response is empty, or a criterion is unscored (without reweighting)."""
     reweighted: list[str] = field(default_factory=list)
@@ -333,6 +349,9 @@ class CheckResult:
     human: float | None = None
     """The human label's value, where given."""
     critique: str | None = optional()
+    p_pass_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of :attr:`p_pass`, sqrt(p (1 - p) / n) over the
+    n answers that wrote a label; absent otherwise."""
 
 
 @dataclass
@@ -350,6 +369,13 @@ class ChecklistRecord(ResponseHeader):
     """Distribution of the number of passed checks (entry k: P(k pass)), exact Poisson-binomial under the
     same independence assumption."""
     expected_passed: float | None
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     reweighted: list[str] = field(default_factory=list)
     """Checks left out (unscored) when reweighting was asked."""
@@ -381,6 +407,9 @@ class CriterionVerdict:
     label_probabilities: dict[str, float] | None = optional()
     """Pairwise labels of your own (``labels``): each label's probability over both orders (the second's mirrored,
     as first's view), so that AutoFigure's both good and both bad stay apart."""
+    probabilities_se: dict[str, float] | None = optional()
+    """``label_method: sampled`` (not graded): the Monte-Carlo standard error of each of :attr:`probabilities`, as
+    :attr:`CompareRecord.probabilities_se`; absent otherwise."""
 
 
 @dataclass
@@ -394,6 +423,13 @@ class CriteriaCompareRecord(PairHeader):
     margin: float | None
     """Weighted mean of the criteria's margins."""
     verdict: str | None
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     reweighted: list[str] = field(default_factory=list)
     human: str | None = None
@@ -419,6 +455,9 @@ class ClaimResult:
     human: str | None = optional()
     source: str | None = optional()
     """The id of the item's source the claim cites: it was verified against that source's text alone."""
+    p_supported_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of :attr:`p_supported`, sqrt(p (1 - p) / n) over
+    the n answers that wrote a label other than UNKNOWN; absent otherwise."""
 
 
 @dataclass
@@ -442,6 +481,13 @@ class ClaimsRecord(ResponseHeader):
     """Against gold claims: P(match) per pair, coverage per gold claim (``coverage_rule``: noisy-OR or max),
     expected recall and precision, the one-to-one assignment's expected F1, and the greedy prediction-order
     rule for comparison."""
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as :attr:`ScoreRecord.label_method` (or ``sampled``); the least exact method
+    of its labels where they differ; absent where no label was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from; absent otherwise."""
     unscored: str | None
     extraction: str | None = optional()
     """The judge's raw extraction text (when the claims were extracted)."""

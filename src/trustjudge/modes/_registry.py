@@ -199,7 +199,7 @@ def register_mode(mode: Mode, *, replace: bool = False) -> Mode:
     _MODES[mode.name] = mode
     if mode.calibration is not None and mode.name not in _BUILTIN:
         register_units(mode.name, mode.calibration)
-    if mode.summary_metrics is not None and mode.name not in _BUILTIN:
+    if mode.summary_metrics is not None:
         register_summary(mode.name, mode.summary_metrics)
     return mode
 

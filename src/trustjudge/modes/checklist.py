@@ -40,12 +40,14 @@ from ._prompts import (
     Prompts,
     Protocol,
 )
+from ._provenance import share_se, stamp
 from ._records import (
     ChecklistRecord,
     CheckResult,
 )
 from ._registry import PROTOCOL_HELP, RULES_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
+from ._summaries import CHECKLIST_SUMMARY
 
 POSITION = 50
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -143,9 +145,9 @@ class ChecklistTask(Task):
         passing = max(range(len(values)), key=lambda i: values[i])
         for item in items:
             for r in item.responses:
-                results = []
+                results, outs = [], []
                 for c in self.checks_of(item, r):
-                    out = next(it)
+                    outs.append(out := next(it))
                     human = self._human((r.human_checks or {}).get(c.id))
                     if out.probs is None or out.unscored is not None:
                         results.append(CheckResult(c.id, c.text, c.weight, None, None, None,
@@ -155,10 +157,10 @@ class ChecklistTask(Task):
                     total = sum(out.probs)
                     probs = {lab: p / total for lab, p in zip(self.labels.labels, out.probs)}
                     value = sum(p * v for p, v in zip(probs.values(), values))
-                    results.append(CheckResult(c.id, c.text, c.weight, probs, value,
-                                               probs[self.labels.labels[passing]], out.mass, None, human,
-                                               out.critique))
-                yield self._record(item, r, results, judge)
+                    p = probs[self.labels.labels[passing]]
+                    results.append(CheckResult(c.id, c.text, c.weight, probs, value, p, out.mass, None, human,
+                                               out.critique, share_se(p, out)))
+                yield stamp(self._record(item, r, results, judge), outs)
 
     def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> ChecklistRecord:
         """Every check given the rule's label (a point mass), then satisfaction and P(all) as usual: no call."""
@@ -243,4 +245,4 @@ MODE = Mode(
     "checklist", ChecklistTask, ChecklistRecord, ChecklistOptions, build_checklist,
     templates={"check": TemplateSpec("check.txt", frozenset(CHECK_FIELDS))},
     min_responses=1, summary="Each response asked each check of its checklist.",
-    command="checklist", route="/v1/checklist", cascade=CASCADE)
+    command="checklist", route="/v1/checklist", cascade=CASCADE, summary_metrics=CHECKLIST_SUMMARY)

@@ -6,19 +6,18 @@
 2. **Verify** each claim against the item's evidence (passages, knowledge, else the reference): the
    distribution over SUPPORTED / PARTIAL / UNSUPPORTED (and UNKNOWN, when asked), one prompt per claim
    with the evidence first and the claim last, so a response's claims share the prompt's prefix.
-3. **Match** predicted claims with gold claims (the item's ``gold_claims``, else claims extracted from its
-   reference): P(match) per pair from YES/NO; coverage of a gold claim is the noisy-OR over predictions,
-   1 - prod(1 - p) (``coverage="noisy_or"``), or its best single match, max p (``coverage="max"``); the
-   one-to-one assignment maximising total P(match) (Hungarian) gives the expected true
-   positives, so its expected F1 = 2 E[TP] / (predicted + gold) is exact (the denominator is fixed).
-   LiveDRBench's greedy rule (each prediction in order takes the first unmatched gold claim with
-   P >= 0.5) is reported next to it, in the given and the reversed order, to show its order dependence.
+3. **Match** predicted claims with gold claims (the item's ``gold_claims``, else claims extracted from its reference):
+   P(match) per pair from YES/NO; coverage of a gold claim is the noisy-OR over predictions, 1 - prod(1 - p)
+   (``coverage="noisy_or"``), or its best single match, max p (``coverage="max"``); the one-to-one assignment
+   maximising total P(match) (Hungarian) gives the expected true positives, so its expected F1 = 2 E[TP] /
+   (predicted + gold) is exact (the denominator is fixed). LiveDRBench's greedy rule (each prediction in order takes
+   the first unmatched gold claim with P >= 0.5) is reported beside it, in the given and the reversed order.
 
 Each stage's prompt can be replaced by name (``templates={"extract": ..., "verify": ..., "match": ...}``); the
-prompt is part of every stored judgment's key, so another template is another judgment. With ``verify=False``
-only extraction (or the given claims) and matching run: a match-only protocol needs no evidence. A given claim
-may cite one of the item's ``sources`` (``{"text": ..., "source": "s1"}``): it is verified against that source's
-text alone, and the record gives the expected share of cited claims their sources support.
+prompt is part of every stored judgment's key, so another template is another judgment. With ``verify=False`` only
+extraction (or the given claims) and matching run: a match-only protocol needs no evidence. A given claim may cite
+one of the item's ``sources`` (``{"text": ..., "source": "s1"}``): it is verified against that source's text alone,
+and the record gives the expected share of cited claims their sources support.
 
 Independence: the count distributions treat claims as independent given the response (stated in records).
 """
@@ -60,9 +59,11 @@ from ._prompts import (
     read_template,
     tag_pattern,
 )
+from ._provenance import share_se, stamp
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
+from ._summaries import CLAIMS_SUMMARY
 
 UNPARSEABLE = "unparseable_extraction"
 NOT_EXTRACTED = "not_extracted"
@@ -408,12 +409,12 @@ class ClaimsTask(Task):
                 results.append(ClaimResult(text, None, None, None, out.mass if out.probs else None,
                                            out.unscored or "no_label_mass", human, cites))
                 continue
-            total = sum(out.probs)
-            probs = {lab: p / total for lab, p in zip(labels, out.probs)}
+            probs = {lab: p / sum(out.probs) for lab, p in zip(labels, out.probs)}
             unknown = probs.get("UNKNOWN") if self.unknown else None
             decided = 1.0 - (unknown or 0.0)
             p_sup = probs["SUPPORTED"] / decided if decided > 0 else 0.0
-            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human, cites))
+            results.append(ClaimResult(text, probs, p_sup, unknown, out.mass, None, human, cites,
+                                       share_se(p_sup, out, decided)))
         scored = [c for c in results if c.unscored is None]
         unscored = "unscored_claims" if self.verify and len(scored) < len(results) else None
         precision = dist = expected = f1 = unknown_mass = None
@@ -437,9 +438,9 @@ class ClaimsTask(Task):
                                  self.min_overlap, self.coverage)
         elif self.match and unscored is None:
             unscored = NOT_EXTRACTED if gold == NOT_EXTRACTED else "unparseable_gold_extraction"
-        return ClaimsRecord(item.id, r.id, r.system, judge, source, results, precision, dist, expected, f1,
-                            unknown_mass, matching, unscored, raw, skipped, cited, accuracy)
-
+        asked = outcomes[start:match_start + (len(gold) * len(claims) if isinstance(gold, list) else 0)]
+        return stamp(ClaimsRecord(item.id, r.id, r.system, judge, source, results, precision, dist, expected, f1,
+                                  unknown_mass, matching, unscored, raw, skipped, cited, accuracy), asked)
 
     # -- the audit hooks (the report: :mod:`._reports`) ------------------------------------------------------
     audit_options: ClassVar[Mapping[str, str]] = _audits.SENSITIVITY_OPTION
@@ -521,7 +522,6 @@ def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], m
             "prefilter": {"min_overlap": min_overlap, "judged": judged, "skipped": skipped, "failed": failed}}
 
 
-
 __all__ = ["COVERAGE_RULES", "STAGES", "ClaimsOptions", "ClaimsTask", "parse_claims", "stage_templates"]
 
 
@@ -596,5 +596,5 @@ MODE = Mode(
                "verify": TemplateSpec("verify.txt", frozenset(VERIFY_FIELDS)),
                "match": TemplateSpec("match.txt", frozenset(MATCH_FIELDS))},
     min_responses=1, summary="Claims extracted (or given), verified against the evidence, matched against gold claims.",
-    command="claims", route="/v1/claims", cascade=CASCADE)
+    command="claims", route="/v1/claims", cascade=CASCADE, summary_metrics=CLAIMS_SUMMARY)
 

@@ -36,10 +36,12 @@ from ._prompts import (
     Prompts,
     Protocol,
 )
+from ._provenance import order_se, pair_se, stamp
 from ._records import (
     CompareRecord,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._summaries import COMPARE_SUMMARY
 
 POSITION = 20
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -111,6 +113,8 @@ class CompareTask(Task):
                     row["api"] = out.api
                 if out.samples is not None:
                     row["samples"] = out.samples
+                    if (se := order_se(self._abc(out.probs), out)) is not None:
+                        row["se"] = dict(zip(VERDICT_LABELS, se))
                 if self.labels is not None:
                     row["labels"] = dict(zip(self.labels.labels, out.probs))
             if out.critique_ppl is not None:
@@ -120,7 +124,7 @@ class CompareTask(Task):
             orders.append(row)
         unscored = o1.unscored or o2.unscored
         verdicts: dict[str, str | None] = dict.fromkeys(S.AGGREGATIONS)
-        probabilities = None
+        probabilities = se = None
         if unscored is None and o1.probs is not None and o2.probs is not None:
             d1 = S.from_order(*self._abc(o1.probs), swapped=False, ppl=o1.critique_ppl)
             d2 = S.from_order(*self._abc(o2.probs), swapped=True, ppl=o2.critique_ppl)
@@ -128,14 +132,12 @@ class CompareTask(Task):
             f, s, t = S.likelihood_probs(d1, d2)
             total = f + s + t
             probabilities = {"first": f / total, "second": s / total, "tie": t / total}
+            se = pair_se([((d.first, d.second, d.tie), o) for d, o in ((d1, o1), (d2, o2))])
         r1, r2 = item.response(pair.first), item.response(pair.second)
-        methods = {o.method for o in (o1, o2) if o.probs is not None}
-        method = (None if not methods else next(iter(methods)) if len(methods) == 1
-                  else "top_k_first" if "top_k_first" in methods else "top_k")
-        apis = {o.api for o in (o1, o2) if o.probs is not None and o.api is not None}
-        rec = CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
-                            orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system, r2.system,
-                            self.closing_mark, label_method=method, api=min(apis) if apis else None)
+        rec = stamp(CompareRecord(item.id, pair.first, pair.second, judge, self.protocol, verdicts, probabilities,
+                                  orders, unscored, ppl_source, pair.human, list(pair.annotators), r1.system,
+                                  r2.system, self.closing_mark), (o1, o2))
+        rec.probabilities_se = None if se is None else dict(zip(("first", "second", "tie"), se))
         if self.labels is not None:
             rec.labels = dict(zip(self.labels.labels, self.labels.prefers))
             if probabilities is not None and o1.probs is not None and o2.probs is not None:
@@ -229,4 +231,4 @@ MODE = Mode(
     "compare", CompareTask, CompareRecord, CompareOptions, build_compare,
     templates={"pairwise": TemplateSpec("pairwise.txt", frozenset(PAIRWISE_FIELDS))},
     min_responses=2, summary="Every pair judged in both presentation orders.",
-    command="compare", route="/v1/compare", cascade=ByPair())
+    command="compare", route="/v1/compare", cascade=ByPair(), summary_metrics=COMPARE_SUMMARY)

@@ -60,6 +60,7 @@ from ._prompts import (
     tag_pattern,
 )
 from ._prompts import scale as make_scale
+from ._provenance import score_se, stamp
 from ._records import (
     CriteriaRecord,
     CriterionResult,
@@ -76,6 +77,7 @@ from ._registry import (
     keep_distribution,
     option,
 )
+from ._summaries import CRITERIA_SUMMARY
 
 POSITION = 30
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -356,8 +358,9 @@ class CriteriaTask(_audits.CriteriaHooks):
                                      dict.fromkeys(S.SCORE_METHODS), None, [float(low), float(top)], criteria, [],
                                      None, r.human_score, generation=raw)
                 continue
-            results = [self._result(c, next(outcomes), r) for c in criteria]
-            record = self._record(item, r, criteria, results, judge)
+            outs = [next(outcomes) for _ in criteria]
+            record = stamp(self._record(item, r, criteria, [self._result(c, o, r) for c, o in zip(criteria, outs)],
+                                        judge), outs)
             if generated:
                 record.generated_criteria = [GeneratedCriterion(c.name, c.weight, c.description) for c in criteria]
                 record.generation = raw
@@ -375,8 +378,9 @@ class CriteriaTask(_audits.CriteriaHooks):
         _mean, var = A.distribution_moments(sc.values, out.probs)
         dist = dict(zip(sc.labels, out.probs)) if self.keep_distribution else None
         scores: dict[str, float | None] = dict(S.score_all(sc.values, out.probs))
-        return CriterionResult(c.name, c.weight, sc.points, scores, math.sqrt(var),
-                               S.entropy_bits(out.probs), out.mass, None, human, out.critique, dist, low, labels)
+        return CriterionResult(c.name, c.weight, sc.points, scores, math.sqrt(var), S.entropy_bits(out.probs),
+                               out.mass, None, human, out.critique, dist, low, labels,
+                               score_se([float(v) for v in sc.values], out))
 
     def _record(self, item: Item, r: Response, criteria: tuple[Criterion, ...], results: list[CriterionResult],
                 judge: str, *, ruled: bool = False) -> CriteriaRecord:
@@ -469,4 +473,4 @@ MODE = Mode(
     templates={"criterion": TemplateSpec("criterion.txt", frozenset(CRITERION_FIELDS)),
                "generate_criteria": TemplateSpec("generate_criteria.txt", GENERATE_FIELDS)},
     min_responses=1, summary="Each response judged on each named criterion, with a weighted aggregate.",
-    command="criteria", route="/v1/criteria")
+    command="criteria", route="/v1/criteria", summary_metrics=CRITERIA_SUMMARY)

@@ -39,11 +39,13 @@ from ._prompts import (
     Prompts,
     Protocol,
 )
+from ._provenance import pair_se, stamp
 from ._records import (
     CriteriaCompareRecord,
     CriterionVerdict,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._summaries import CRITERIA_COMPARE_SUMMARY
 from .compare import label_probabilities
 
 POSITION = 40
@@ -125,7 +127,7 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
                 first, second = outcomes[k:k + n], outcomes[k + n:k + 2 * n]
                 k += 2 * n
                 verdicts = [self._verdict(c, o1, o2) for c, o1, o2 in zip(criteria, first, second)]
-                yield self._record(item, pair, verdicts, judge)
+                yield stamp(self._record(item, pair, verdicts, judge), [*first, *second])
 
     def _verdict(self, c: Criterion, o1: Outcome, o2: Outcome) -> CriterionVerdict:
         orders = []
@@ -139,7 +141,7 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
         unscored = o1.unscored or o2.unscored
         if unscored is not None or o1.probs is None or o2.probs is None:
             return CriterionVerdict(c.name, c.weight, None, None, None, orders, unscored or "no_label_mass")
-        graded = None
+        graded = se = None
         if self.graded:
             combined = A.combine_orders(o1.probs, o2.probs)
             graded = dict(zip(_FIRST_VIEW, combined))
@@ -153,9 +155,11 @@ class CriteriaCompareTask(_audits.CriteriaHooks):
             total = f + s + t
             probs = {"first": f / total, "second": s / total, "tie": t / total}
             margin = probs["first"] - probs["second"]
+            se = pair_se([((d.first, d.second, d.tie), o) for d, o in ((d1, o1), (d2, o2))])
         verdict = S.argmax_verdict(probs["first"], probs["second"], probs["tie"])
         own = label_probabilities(self.labels, o1.probs, o2.probs) if self.labels is not None else None
-        return CriterionVerdict(c.name, c.weight, probs, verdict, margin, orders, None, graded, own)
+        return CriterionVerdict(c.name, c.weight, probs, verdict, margin, orders, None, graded, own,
+                                None if se is None else dict(zip(("first", "second", "tie"), se)))
 
     def _record(self, item: Item, pair: Pair, verdicts: list[CriterionVerdict], judge: str) -> CriteriaCompareRecord:
         left_out = [v.name for v in verdicts if v.unscored is not None]
@@ -204,4 +208,5 @@ MODE = Mode(
     "criteria-compare", CriteriaCompareTask, CriteriaCompareRecord, CriteriaCompareOptions, build_criteria_compare,
     templates={"criterion_pair": TemplateSpec("criterion_pair.txt", frozenset(CRITERION_PAIR_FIELDS))},
     min_responses=2, summary="Every pair judged on each criterion in both orders.",
-    command="criteria --pairwise", route="/v1/criteria/compare")
+    command="criteria --pairwise", route="/v1/criteria/compare",
+    summary_metrics=CRITERIA_COMPARE_SUMMARY)

@@ -3,7 +3,6 @@ the expected score under the judge's label distribution)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -38,6 +37,7 @@ from ._prompts import (
     scale_text,
 )
 from ._prompts import scale as make_scale
+from ._provenance import score_se
 from ._records import (
     ScoreRecord,
 )
@@ -51,6 +51,7 @@ from ._registry import (
     keep_distribution,
     option,
 )
+from ._summaries import SCORE_SUMMARY
 
 POSITION = 10
 """Where the mode comes among the built-in ones (listings, help)."""
@@ -124,21 +125,7 @@ class ScoreTask(Task):
                            label_method=out.method if out.probs is not None else None,
                            api=out.api if out.probs is not None else None,
                            samples=out.samples if out.probs is not None else None,
-                           score_se=self._score_se(out))
-
-    def _score_se(self, out: Outcome) -> float | None:
-        """The Monte-Carlo standard error of a sampled distribution's mean score: sqrt(var / n) over the n
-        answers that wrote a label (``None`` for a distribution that was not sampled, or with n < 2: one answer
-        gives no estimate of its spread)."""
-        if out.probs is None or out.samples is None or out.unscored is not None:
-            return None
-        n = round(out.mass * out.samples)
-        if n < 2:
-            return None
-        values = [float(v) for v in self.scale.values]
-        mean = sum(p * v for p, v in zip(out.probs, values)) / out.mass
-        variance = sum(p * (v - mean) ** 2 for p, v in zip(out.probs, values)) / out.mass
-        return math.sqrt(variance / n)
+                           score_se=score_se([float(v) for v in self.scale.values], out))
 
     def rule_record(self, item: Item, response: Response, rule: Rule, judge: str) -> ScoreRecord:
         """A point mass on the rule's label: every method scores its value, no model call."""
@@ -173,4 +160,4 @@ MODE = Mode(
     "score", ScoreTask, ScoreRecord, ScoreOptions, build_score,
     templates={"pointwise": TemplateSpec("pointwise.txt", frozenset(POINTWISE_FIELDS))},
     min_responses=1, summary="One holistic score per response on an integer scale.",
-    command="score", route="/v1/score")
+    command="score", route="/v1/score", summary_metrics=SCORE_SUMMARY)

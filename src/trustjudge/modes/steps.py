@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import ClassVar
 
@@ -40,7 +40,8 @@ from ._prompts import (
     quote,
     tag_pattern,
 )
-from ._records import ResponseHeader, optional
+from ._provenance import share_se, stamp
+from ._records import _OMIT, ResponseHeader, optional
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
 
 POSITION = 70
@@ -80,6 +81,9 @@ class StepResult:
     label_mass: float | None
     unscored: str | None
     critique: str | None = optional()
+    p_correct_se: float | None = optional()
+    """``label_method: sampled``: the Monte-Carlo standard error of :attr:`p_correct` (sqrt(p (1 - p) / n) over the
+    n answers that wrote a label); absent otherwise."""
 
 
 @dataclass
@@ -94,6 +98,12 @@ class StepsRecord(ResponseHeader):
     """E[number of steps before the first incorrect one] = sum_k p_1...p_k."""
     last_correct: list[float] | None
     """Entry k: P(exactly the first k steps are correct and step k+1 is not); the last entry: all correct."""
+    label_method: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """How its labels were read, as a score record's ``label_method``; absent where none was read."""
+    api: str | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """The HTTP API the labels came through (``completions`` or ``chat``); absent for an in-process judge."""
+    samples: int | None = field(default=None, metadata={_OMIT: True}, kw_only=True)
+    """``label_method: sampled``: the N answers each label distribution was estimated from."""
     unscored: str | None
 
 
@@ -165,16 +175,15 @@ class StepsTask(Task):
                     yield StepsRecord(item.id, r.id, r.system, judge, self.protocol, [], None, None, None, None,
                                       reason)
                     continue
-                results = []
-                for k, text in enumerate(steps, start=1):
-                    out = next(it)
+                results, outs = [], [next(it) for _ in steps]
+                for k, (text, out) in enumerate(zip(steps, outs), start=1):
                     if out.probs is None or out.unscored is not None:
                         results.append(StepResult(k, text, None, out.mass if out.probs is not None else None,
                                                   out.unscored or "unscored", out.critique))
                     else:
-                        results.append(StepResult(k, text, out.probs[yes] / sum(out.probs), out.mass, None,
-                                                  out.critique))
-                yield self._record(item, r.id, r.system, results, judge)
+                        p = out.probs[yes] / sum(out.probs)
+                        results.append(StepResult(k, text, p, out.mass, None, out.critique, share_se(p, out)))
+                yield stamp(self._record(item, r.id, r.system, results, judge), outs)
 
     def _record(self, item: Item, rid: str, system: str | None, results: list[StepResult],
                 judge: str) -> StepsRecord:

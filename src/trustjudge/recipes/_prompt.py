@@ -8,6 +8,7 @@ the prompt and the sha256 of that file as the recipe was written for it::
     file = "system_prompts.py"           # inside the checkout (--benchmark-dir)
     constant = "LLM_JUDGE_PROMPT"        # optional: a string constant of that Python file (read, never run);
                                          # NAME.KEY: the string under KEY of the dict literal NAME
+    key = "python.judge_instruct"        # or, for a JSON file: the string at this dotted path of its object
     function = "Grader.prompt"           # or: the (f-)string a function or method returns, or assigns to
     variable = "message"                 # ... this name; its {expressions} are the placeholders
     values = { "self.tolerance * 100" = "1.0" }   # an expression's fixed value (the code's default)
@@ -30,6 +31,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,8 +42,8 @@ from ..errors import InputError
 
 __all__ = ["BenchmarkPrompt", "load_benchmark_prompt", "parse_benchmark_prompt"]
 
-FIELDS = {"kind", "file", "constant", "function", "variable", "values", "sha256", "commit", "placeholders", "layout",
-          "note"}
+FIELDS = {"kind", "file", "constant", "key", "function", "variable", "values", "sha256", "commit", "placeholders",
+          "layout", "note"}
 KINDS = ("pointwise", "pairwise", "criterion", "check", "criterion_pair", "match", "verify", "extract")
 STAGES = ("match", "verify", "extract")
 TARGETS = {"question", "response", "reference", "context", "check", "criterion", "gold", "claim", "response_a",
@@ -77,12 +79,13 @@ def parse_benchmark_prompt(raw: Mapping[str, Any], path: Path) -> dict[str, Any]
                                                      for v in placeholders.values()):
         raise InputError(f"must map the text's {{name}} placeholders to fields among {', '.join(sorted(TARGETS))}",
                          file=file, field="benchmark_prompt.placeholders")
-    for key in ("constant", "function", "variable", "commit", "note"):
+    for key in ("constant", "key", "function", "variable", "commit", "note"):
         if key in raw and not isinstance(raw[key], str):
             raise InputError("must be a string", file=file, field=f"benchmark_prompt.{key}")
-    if "constant" in raw and "function" in raw:
-        raise InputError("and benchmark_prompt.function exclude each other: the text is a constant or a "
-                         "function's string", file=file, field="benchmark_prompt.constant")
+    given = [k for k in ("constant", "key", "function") if k in raw]
+    if len(given) > 1:
+        raise InputError(f"and benchmark_prompt.{given[1]} exclude each other: the text is a Python constant, a "
+                         "JSON file's string or a function's string", file=file, field=f"benchmark_prompt.{given[0]}")
     if "variable" in raw and "function" not in raw:
         raise InputError("needs benchmark_prompt.function (the function that assigns it)", file=file,
                          field="benchmark_prompt.variable")
@@ -138,6 +141,24 @@ def _constant(source: str, name: str, file: str) -> str:
                 return value.value
             raise InputError(f"assigns {name} something other than a plain string", file=file, line=node.lineno)
     raise InputError(f"has no top-level string constant {name}", file=file)
+
+
+def _json_string(source: str, path: str, file: str) -> str:
+    """The string at the dotted ``path`` of a JSON file's object (``python.judge_instruct_task``)."""
+    try:
+        value: Any = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"is not JSON that can be read for the key {path}: {exc.msg}", file=file,
+                         line=exc.lineno) from None
+    walked = []
+    for part in path.split("."):
+        walked.append(part)
+        if not isinstance(value, dict) or part not in value:
+            raise InputError(f"has no key {'.'.join(walked)} (benchmark_prompt.key)", file=file)
+        value = value[part]
+    if not isinstance(value, str):
+        raise InputError(f"holds {type(value).__name__} at {path}, not a string (benchmark_prompt.key)", file=file)
+    return value
 
 
 def _function_string(source: str, name: str, variable: str | None, file: str) -> ast.expr:
@@ -238,7 +259,8 @@ def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_chang
         node = _function_string(source, spec["function"], spec.get("variable"), str(path))
         body = _fstring_text(node, placeholders, values, str(path))
     else:
-        text = _constant(source, spec["constant"], str(path)) if spec.get("constant") else source
+        text = (_constant(source, spec["constant"], str(path)) if spec.get("constant") else
+                _json_string(source, spec["key"], str(path)) if spec.get("key") else source)
         body = _mapped(text.strip(), placeholders)
         for expr, value in values.items():
             body = body.replace("{" + expr + "}", value.replace("$", "$$"))

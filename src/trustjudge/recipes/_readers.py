@@ -22,6 +22,8 @@ line (the row's position, 1-based) and field.
   expected granularity A/B/C) joined by image id with the models' free-form responses files
   (``[{id, "Q7-gen", ...}]``), named in one JSON object ``{"labels": CSV, "responses": {model: JSON}}`` (paths
   relative to it): one item per image, one response per model with its expected level.
+- ``visplotbench`` and ``visplotbench-vis``: VisPlotBench's results file (:mod:`._readers_visplot`): one item per
+  task, its attempts as responses with the plots the benchmark drew, nothing executed here.
 - ``puzzleworld``: PuzzleWorld's annotated puzzles as JSON lines (``title``, ``flavor_text``, ``reasoning``: the
   list of reference steps, ``solution``), each with the model's output as ``raw_output``; the final answer is
   the item's ``context`` (the benchmark's grading instruction names it).
@@ -40,6 +42,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..io._items import Item, items_from_dicts
+from ._readers_visplot import VISPLOT_READERS, looks_like_results
 
 __all__ = ["READERS", "decrypt", "detect", "read", "read_benchmark"]
 
@@ -241,7 +244,8 @@ def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:
 
 
 READERS: dict[str, Reader] = {"omnispatial": _omnispatial, "sc-arena-scienceqa": _sc_arena_scienceqa,
-                              "livedrbench": _livedrbench, "puzzleworld": _puzzleworld, "geoprivacy": _geoprivacy}
+                              "livedrbench": _livedrbench, "puzzleworld": _puzzleworld, "geoprivacy": _geoprivacy,
+                              **VISPLOT_READERS}
 SIGNATURES = {"omnispatial": {"options", "answer", "task_type"}, "sc-arena-scienceqa": {"response", "abstract"},
               "puzzleworld": {"reasoning", "solution"}}
 
@@ -280,6 +284,8 @@ def detect(path: Path, fmt: str) -> bool:
         return isinstance(data, dict) and {"rows", "preds"} <= data.keys()
     if fmt == "geoprivacy":
         return isinstance(data, dict) and {"labels", "responses"} <= data.keys()
+    if fmt in VISPLOT_READERS:
+        return looks_like_results(data)
     first = data[0] if isinstance(data, list) and data else None
     return isinstance(first, dict) and SIGNATURES.get(fmt, {"\0"}) <= first.keys()
 

@@ -15,7 +15,7 @@ from ..io._items import Check, Item
 from ..modes._base import AuditContext, Split, split_steps
 from ..modes._prompts import CHECK_FIELDS, CRITERION_FIELDS, POINTWISE_FIELDS, read_template
 from ..modes._registry import get_mode
-from ._execute import best_of_attempts, execute_items
+from ._execute import attempt_rows, execute_items, given_kinds
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
@@ -69,6 +69,9 @@ def prepare_items(recipe: Recipe, items: Sequence[Item], file: str | None = None
     any call), and with ``[input] checklist_from = "reference"`` one check per step of the reference (PuzzleWorld
     judges each reference step: does the response include it and reach its intermediate result?)."""
     recipe.check_items(items, file)
+    if recipe.input.get("execute") == "response":
+        for item in items:  # an item the benchmark executed: one kind per attempt, checked before any run
+            given_kinds(item, file)
     if recipe.input.get("checklist_from") != "reference":
         return list(items)
     split: Split = "numbered" if recipe.input.get("split") == "numbered" else "lines"
@@ -137,7 +140,7 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
         kinds = executed["kinds"]
         records = [{**r, "execution": kinds.get((str(r.get("item_id")), str(r.get("response_id"))))}
                    for r in records]
-        scored = best_of_attempts(records, kinds)  # the metric reads the best attempt of each task
+        scored = attempt_rows(records, kinds)  # the metric reads one row per task: its first attempt that drew
     result = compute(get_metric(recipe.metric), scored, recipe.metric_params, bootstrap=bootstrap, seed=seed,
                      items=by_id, by=recipe.by)
     run = RecipeRun(recipe, records, result,

@@ -1,5 +1,5 @@
-"""The metrics of the recipes that judge images: VisPlotBench's (executed code, its plot scored 0-100, the best of k
-attempts) and AutoFigure's pairwise one (two figures per dimension: A, B, both good, both bad)."""
+"""The metrics of the recipes that judge images: VisPlotBench's (executed code, its plot scored 0-100, the first
+attempt that drew) and AutoFigure's pairwise one (two figures per dimension: A, B, both good, both bad)."""
 
 from __future__ import annotations
 
@@ -7,27 +7,35 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..audit._stats import finite
-from ._metrics import Metric, Record, register_metric
+from ._metrics import UNPARSED, Metric, Record, register_metric
 
-__all__ = ["FIGURE_LABELS", "VISPLOT_VALUES"]
+__all__ = ["FIGURE_LABELS", "VISPLOT_READINGS", "VISPLOT_VALUES"]
 
 
-# -- VisPlotBench (recipe visplotbench): executed code, its plot scored 0-100, the best of k attempts ---------
+# -- VisPlotBench (recipe visplotbench): executed code, its plot scored 0-100, the first attempt that drew ------
 
 VISPLOT_VALUES = ("pass_rate", "plot_score", "good", "bad")
 
 
 def _visplot(r: Record, p: Mapping[str, Any]) -> float | None:
-    """A task's row (the best of its attempts, ``recipes._execute.best_of_attempts``): ``pass_rate`` 1 where an
-    attempt executed and drew; ``plot_score`` the best attempt's expected 0-100 score (0 where none drew); ``good``
+    """A task's row (its first attempt that drew, ``recipes._execute.attempt_rows``): ``pass_rate`` 1 where an
+    attempt executed and drew; ``plot_score`` that attempt's expected 0-100 score (0 where none drew); ``good``
     P(score >= good_at) under its label distribution, ``bad`` P(score <= bad_at) (a task none of whose attempts
-    drew: 0 and 1, its score being 0). ``hard``: the argmax score in place of the distribution."""
+    drew: 0 and 1, its score being 0). ``hard``: the argmax score in place of the distribution. ``unparsed_score``
+    (>= 0): the score a drawn plot whose judgment was unparsed counts as (the benchmark's ``fillna(0)``), else
+    unscored."""
     if "executed" not in r:
         return None
     if p["value"] == "pass_rate":
         return 1.0 if r["executed"] else 0.0
     if not r["executed"]:
         return 1.0 if p["value"] == "bad" else 0.0
+    if r.get("judge_unscored"):  # it drew; the judge's reply was not read: unscored, or the benchmark's fill
+        if p["unparsed_score"] < 0 or r["judge_unscored"] not in UNPARSED:
+            return None
+        at = p["unparsed_score"]
+        return at if p["value"] == "plot_score" else float(at >= p["good_at"] if p["value"] == "good"
+                                                           else at <= p["bad_at"])
     scores = r.get("scores") or {}
     if p["value"] == "plot_score":
         return finite(scores.get("discrete" if p["hard"] else "expected"))
@@ -45,13 +53,28 @@ def _visplot(r: Record, p: Mapping[str, Any]) -> float | None:
     return sum(q for v, q in dist.items() if v <= p["bad_at"]) / total
 
 
+VISPLOT_READINGS: dict[str, dict[str, Any]] = {
+    # the benchmark's (vis_judge.py calculate_stats_by_type): the judge's integer score, a task with no plot 0, an
+    # unparsed reply 0 (fillna(0)); mean, and the shares of tasks scored >= 75 and <= 25 (an unparsed one: bad)
+    "pass_rate": {"value": "pass_rate"},
+    "score (benchmark)": {"value": "plot_score", "hard": True, "unparsed_score": 0.0},
+    "good (benchmark)": {"value": "good", "hard": True, "unparsed_score": 0.0},
+    "bad (benchmark)": {"value": "bad", "hard": True, "unparsed_score": 0.0},
+    # ours: under the judge's label distribution, an unparsed judgment unscored
+    "expected score (ours)": {"value": "plot_score", "hard": False},
+    "P(>= 75) (ours)": {"value": "good", "hard": False},
+    "P(<= 25) (ours)": {"value": "bad", "hard": False},
+}
+"""The readings ``trustjudge run visplotbench`` prints, the recipe's own (pass_rate) first."""
+
 register_metric(Metric(
-    "visplot", ("score",), _visplot, {"value": "pass_rate", "hard": False, "good_at": 75.0, "bad_at": 25.0},
-    "VisPlotBench, per task over its attempts (the best of k): `value` pass_rate (an attempt's code executed and "
-    "wrote a PNG), plot_score (the best attempt's 0-100 score; 0 where no attempt drew), good (P(score >= good_at)) or "
+    "visplot", ("score",), _visplot,
+    {"value": "pass_rate", "hard": False, "good_at": 75.0, "bad_at": 25.0, "unparsed_score": -1.0},
+    "VisPlotBench, per task over its attempts (the first that drew): `value` pass_rate (an attempt's code executed "
+    "and drew), plot_score (that attempt's 0-100 score; 0 where no attempt drew), good (P(score >= good_at)) or "
     "bad (P(score <= bad_at)) from the judge's label distribution (keep_distribution), or from its argmax with "
-    "`hard`.", choices={"value": VISPLOT_VALUES},
-    readings={v: {"value": v} for v in VISPLOT_VALUES}))
+    "`hard`; unparsed_score (>= 0): the score an unparsed judgment of a drawn plot counts as (the benchmark: 0).",
+    choices={"value": VISPLOT_VALUES}, readings=VISPLOT_READINGS))
 
 
 # -- FigureBench / AutoFigure (recipe autofigure-pairwise): two figures per dimension, four labels -------------

@@ -1,0 +1,134 @@
+"""AutoFigure (issue 35): the benchmark's 8 dimensions, its judge prompt read from a checkout
+(``autofigure/judge.py``, the f-string ``VLMJudgeEvaluator.evaluate_single_figure`` assigns to ``prompt``, sha256
+checked) with its expressions mapped or fixed, and its overall score (the mean of the dimensions) by hand.
+The checkout here is a project-written stand-in with the same structure and expressions."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image as PILImage
+
+from trustjudge import InputError, Judge
+from trustjudge._images import Image, split
+from trustjudge.backends import LabelRequest, MockBackend, register_mock
+from trustjudge.io._items import items_from_dicts
+from trustjudge.recipes import get_recipe, run_recipe
+from trustjudge.recipes._prompt import load_benchmark_prompt
+from trustjudge.recipes._recipe import with_benchmark_prompt
+
+STAND_IN = '''class VLMJudgeEvaluator:
+    def evaluate_single_figure(self, figure_path, figure_id=None, content_text=None, content_type="paper"):
+        content_context_prompt = f"Source: {content_text}"
+        prompt = f"""{content_context_prompt}{reference_context_prompt}
+Grade the figure from 1 to 10 ($ signs kept).{content_fidelity_prompt}
+Reply as {{"figure_id": "{figure_id}", "kind": "{content_type}", "for": "{type_context['audience']}"}}
+"""
+        return prompt
+'''
+
+
+def png(tmp_path: Path, name: str, colour: str) -> str:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (16, 10), colour).save(buf, "PNG")
+    (tmp_path / name).write_bytes(buf.getvalue())
+    return name
+
+
+def test_the_recipe_scores_the_benchmarks_eight_dimensions() -> None:
+    recipe = get_recipe("autofigure")
+    assert [c.name for c in recipe.options["criteria"]] == [
+        "aesthetic_and_design_quality", "visual_expressiveness", "professional_polish", "clarity", "logical_flow",
+        "accuracy", "completeness", "appropriateness"]
+    spec = recipe.benchmark_prompt
+    assert spec["file"] == "autofigure/judge.py" and spec["function"] == "VLMJudgeEvaluator.evaluate_single_figure"
+    assert spec["sha256"].startswith("67ea9514") and spec["commit"] == recipe.provenance["commit"]
+
+
+def test_the_benchmarks_prompt_from_a_checkout_judges_each_dimension_overall_the_mean(tmp_path: Path) -> None:
+    (tmp_path / "bench" / "autofigure").mkdir(parents=True)
+    (tmp_path / "bench" / "autofigure" / "judge.py").write_text(STAND_IN)
+    recipe = get_recipe("autofigure")
+    with pytest.raises(InputError, match="67ea9514"):  # the stand-in is not the benchmark's file
+        load_benchmark_prompt(recipe, tmp_path / "bench")
+    prompt = load_benchmark_prompt(recipe, tmp_path / "bench", allow_changed=True)
+    assert prompt.text.startswith('${question}\nGrade the figure from 1 to 10 ($$ signs kept).\nReply as '
+                                  '{"figure_id": "figure", "kind": "paper", "for": "the paper\'s readers"}')
+    used = with_benchmark_prompt(recipe, prompt)
+    seen: list[tuple[str, int]] = []
+
+    def per_dimension(req: LabelRequest) -> list[float]:
+        parts = split(req.prompt)
+        seen.append(("".join(p for p in parts if isinstance(p, str)), sum(isinstance(p, Image) for p in parts)))
+        k = len(seen)  # dimension k of 8: the point mass on level k + 1 (2..9)
+        return [1.0 if lab.rstrip("]") == str(k + 1) else 0.0 for lab in req.labels]
+
+    register_mock("autofigure-dims", MockBackend("autofigure-dims", script=per_dimension))
+    try:
+        rows = [{"id": "f1", "question": "Our method encodes, retrieves, then decodes.",
+                 "reference_images": [png(tmp_path, "ref.png", "white")],
+                 "responses": [{"id": "ours", "text": "", "images": [png(tmp_path, "fig.png", "red")]}]}]
+        with Judge("mock/autofigure-dims", store=tmp_path / "s.sqlite", **used.judge_kwargs()) as j:
+            run = run_recipe(used, items_from_dicts(rows, base=tmp_path), j, bootstrap=0)
+    finally:
+        register_mock("autofigure-dims", None)
+    assert len(seen) == 8 and all(n == 2 for _, n in seen)  # the reference figure and the candidate
+    assert all("Our method encodes, retrieves, then decodes.\nGrade the figure from 1 to 10 ($ signs kept)." in text
+               for text, _ in seen)  # the source text where the code puts its context block
+    for c in recipe.options["criteria"]:  # each dimension asked once, in its own call
+        assert sum(c.description in text for text, _ in seen) == 1, c.name
+    assert run.result.value == pytest.approx(sum(range(2, 10)) / 8)  # overall = the mean of the 8 dimensions
+    assert run.records[0]["prompt"]["source"] == "benchmark"
+
+
+PAIR_STAND_IN = '''class VLMJudgeEvaluator:
+    def pairwise_comparison(self, figure1_path, figure2_path, comparison_id, content_text=None, content_type="paper"):
+        content_context_prompt = f"Source: {content_text}"
+        prompt = f"""{content_context_prompt}
+Pick A, B, Both good or Both bad.{content_fidelity_prompt}
+{{"comparison_id": "{comparison_id}",{content_fidelity_json_template} "final_decision": {{"winner": "A"}}}}
+"""
+        return prompt
+'''
+
+
+def test_pairwise_the_final_decision_is_the_headline_with_the_benchmarks_prompt(tmp_path: Path) -> None:
+    recipe = get_recipe("autofigure-pairwise")
+    assert [c.name for c in recipe.options["criteria"]][-1] == "final_decision"
+    assert recipe.metric_params["criterion"] == "final_decision"
+    (tmp_path / "bench" / "autofigure").mkdir(parents=True)
+    (tmp_path / "bench" / "autofigure" / "judge.py").write_text(PAIR_STAND_IN)
+    with pytest.raises(InputError, match="67ea9514"):
+        load_benchmark_prompt(recipe, tmp_path / "bench")
+    prompt = load_benchmark_prompt(recipe, tmp_path / "bench", allow_changed=True)
+    assert prompt.text.startswith('${question}\nPick A, B, Both good or Both bad.\n{"comparison_id": "pair", '
+                                  '"final_decision": {"winner": "A"}}')
+    used = with_benchmark_prompt(recipe, prompt)
+    final = next(c.description for c in recipe.options["criteria"] if c.name == "final_decision")
+    texts: list[str] = []
+
+    def labels(req: LabelRequest) -> list[float]:
+        parts = split(req.prompt)
+        text = "".join(p for p in parts if isinstance(p, str))
+        texts.append(text)
+        if final not in text:
+            return [0.25, 0.25, 0.25, 0.25]
+        first = next(p for p in parts if isinstance(p, Image)).pil().convert("RGB").getpixel((0, 0))
+        return [0.7, 0.1, 0.1, 0.1] if first == (255, 0, 0) else [0.1, 0.6, 0.2, 0.1]  # A, B, BOTH_GOOD, BOTH_BAD
+
+    register_mock("autofigure-pairs", MockBackend("autofigure-pairs", script=labels))
+    try:
+        rows = [{"id": "p1", "question": "Our method encodes, then decodes.",
+                 "responses": [{"id": "generated", "text": "", "images": [png(tmp_path, "g.png", "red")]},
+                               {"id": "original", "text": "", "images": [png(tmp_path, "o.png", "blue")]}]}]
+        with Judge("mock/autofigure-pairs", store=tmp_path / "s.sqlite", **used.judge_kwargs()) as j:
+            run = run_recipe(used, items_from_dicts(rows, base=tmp_path), j, bootstrap=0)
+    finally:
+        register_mock("autofigure-pairs", None)
+    assert len(texts) == 16 and all("Our method encodes, then decodes.\nPick A, B" in t for t in texts)
+    # by hand, the final decision over both orders (the second mirrored): A (0.7 + 0.6) / 2, B (0.1 + 0.1) / 2,
+    # both good (0.1 + 0.2) / 2, both bad (0.1 + 0.1) / 2; the other dimensions do not enter the headline
+    values = {name: r.value for name, r in run.readings.items()}
+    assert values == pytest.approx({"first": 0.65, "second": 0.1, "both_good": 0.15, "both_bad": 0.1})
