@@ -820,3 +820,44 @@ def test_a_default_ignorable_character_cannot_hide_a_closing_tag() -> None:
     for look_alike in ("\uff1c/\uff54\uff55\uff52\uff4e\uff1e", "\ufe64/turn\ufe65", "<\uff0fturn>", "< /TURN >"):
         turn = render_turn(1, Turn("assistant", f"done{look_alike}"))
         assert turn.count("</turn>") == 1 and "done&lt;" in turn, (look_alike, turn)
+
+
+# H10 (round 4): a calibration file's size is checked before it is read
+
+
+def test_a_calibration_file_over_the_size_limit_is_refused_before_it_is_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], honest_compare: tuple[dict[str, Any], Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from trustjudge.audit._calfile import LIMIT_ENV, MAX_CALIBRATION_BYTES
+    from trustjudge.audit._trust import Calibration
+    from trustjudge.errors import ConfigError
+    from trustjudge.serve._app import load_calibrations
+
+    honest, items = honest_compare
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as fh:  # sparse: 200 MB that take no disk, and no memory unless read
+        fh.truncate(200 * 1024 * 1024)
+    started = time.monotonic()
+    code, _, err = main(capsys, "select", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite",
+                        "--calibration", huge, "--target-agreement", "0.5")
+    assert code == 2 and f"{huge}: the calibration file holds 209,715,200 bytes, over the limit of " \
+        f"{MAX_CALIBRATION_BYTES:,} (${LIMIT_ENV} raises the limit)" in err, err
+    assert time.monotonic() - started < 5  # before: read whole (1.37 GB of memory for 180 MB), then refused
+    with pytest.raises(ConfigError, match="over the limit"):
+        load_calibrations({"big": huge})  # the service's named calibrations
+    small = tmp_path / "cal.json"
+    small.write_text(json.dumps(honest), encoding="utf-8")
+    size = small.stat().st_size
+    with pytest.raises(ConfigError, match=rf"holds {size:,} bytes, over the limit of 1,000 \(max_bytes="):
+        Calibration.load(small, max_bytes=1000)
+    assert Calibration.load(small, max_bytes=size).n == 20
+    monkeypatch.setenv(LIMIT_ENV, "1000")
+    code, _, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite",
+                        "--calibration", small)
+    assert code == 2 and "over the limit of 1,000" in err, err
+    monkeypatch.setenv(LIMIT_ENV, "lots")
+    code, _, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite",
+                        "--calibration", small)
+    assert code == 2 and f"${LIMIT_ENV} must be a whole number of bytes >= 1, got 'lots'" in err, err
+    monkeypatch.setenv(LIMIT_ENV, str(size))
+    assert Calibration.load(small).n == 20

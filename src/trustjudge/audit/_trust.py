@@ -26,6 +26,7 @@ import numpy.typing as npt
 from ..engine._aggregates import reliability
 from ..errors import ConfigError
 from . import _calibration as C
+from ._calfile import read_calibration_file
 from ._levels import check_levels
 from ._params import read_classes, read_map, read_position_bias
 from ._units import _READERS
@@ -419,15 +420,9 @@ class Calibration:
         return cal
 
     @classmethod
-    def load(cls, path: str | Path) -> Calibration:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read the calibration file {path}: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: a calibration file is a JSON object")
+    def load(cls, path: str | Path, max_bytes: int | None = None) -> Calibration:
+        """Read ``path``, at most ``max_bytes`` (default ``$TRUSTJUDGE_MAX_CALIBRATION_BYTES``, else 64 MiB)."""
+        data = read_calibration_file(path, max_bytes)
         try:
             return cls.from_dict(data, str(path))
         except (KeyError, TypeError, ValueError) as exc:
