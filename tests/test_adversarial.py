@@ -861,3 +861,22 @@ def test_a_calibration_file_over_the_size_limit_is_refused_before_it_is_read(
     assert code == 2 and f"${LIMIT_ENV} must be a whole number of bytes >= 1, got 'lots'" in err, err
     monkeypatch.setenv(LIMIT_ENV, str(size))
     assert Calibration.load(small).n == 20
+
+
+# Round 3's leftovers (issue 38): a negative seed and a null annotator are named, not swallowed
+
+
+def test_a_negative_seed_and_a_null_annotator_are_refused_naming_the_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Any) -> None:
+    two = [{"id": "q", "question": "Q?", "responses": [{"id": "a", "text": "A", "system": "s1"},
+                                                       {"id": "b", "text": "B", "system": "s2"}]}]
+    for route in ("/v1/rank", "/v1/audit"):
+        answer = service.post(route, json={"items": two, "seed": -1})
+        assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "seed"], answer.text
+    pair = {**two[0], "pairs": [{"first": "a", "second": "b", "annotators": [None, "first"]}]}
+    answer = service.post("/v1/compare", json={"items": [pair]})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["field"] == "pairs[0].annotators[0]", answer.text
+    items = tmp_path / "items.jsonl"  # before: accepted, the null read as no label
+    items.write_text(json.dumps(pair) + "\n", encoding="utf-8")
+    code, _, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert code == 2 and f"{items}:1: field 'pairs[0].annotators[0]'" in err, err
