@@ -880,3 +880,29 @@ def test_a_negative_seed_and_a_null_annotator_are_refused_naming_the_field(
     items.write_text(json.dumps(pair) + "\n", encoding="utf-8")
     code, _, err = main(capsys, "compare", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
     assert code == 2 and f"{items}:1: field 'pairs[0].annotators[0]'" in err, err
+
+
+def test_a_backend_plugin_that_calls_sys_exit_is_named_not_a_silent_exit_0(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from trustjudge.backends import PLUGIN_GROUP
+
+    site = tmp_path / "site"
+    info = site / "tj_exiting-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "tj_exit_build.py").write_text("import sys\n\ndef build(rest):\n    sys.exit(0)\n")
+    (site / "tj_exit_import.py").write_text("import sys\nsys.exit(0)\n\ndef build(rest):\n    return None\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-exiting\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nexitbuild = tj_exit_build:build\n"
+                                           "exitimport = tj_exit_import:build\n")
+    monkeypatch.delenv("TRUSTJUDGE_BACKEND_PLUGINS", raising=False)
+    monkeypatch.syspath_prepend(str(site))
+    items = tmp_path / "items.jsonl"
+    items.write_text(GOOD + "\n", encoding="utf-8")
+    try:
+        for name, what in (("exitbuild", "failed to build the backend"), ("exitimport", "cannot be loaded")):
+            code, out, err = main(capsys, "score", items, "-j", f"{name}/x", "--store", tmp_path / "s.sqlite")
+            assert code == 2 and f"backend plugin '{name}'" in err and what in err and "SystemExit" in err, \
+                (code, out, err)  # before: exit status 0, nothing written, nothing said
+    finally:
+        for module in ("tj_exit_build", "tj_exit_import"):
+            sys.modules.pop(module, None)
