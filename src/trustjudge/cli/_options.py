@@ -458,8 +458,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
                           "the kept ones is at least this with probability >= 1 - risk delta; the rest say "
                           "`abstained` and why."),
         click.option("--risk-delta", type=level, default=0.1, show_default=True,
-                     help="With --target-agreement: the allowed probability that the guarantee fails (at most 0.5 "
-                          "without --force-delta)."),
+                     help="With --target-agreement: the allowed probability that the guarantee fails (<= 0.5)."),
         FORCE_DELTA,
     ]
     if mode in ("score", "criteria"):
