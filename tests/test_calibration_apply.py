@@ -125,7 +125,8 @@ def test_summary_numbers_on_hand_made_records() -> None:
     assert tally.result() == s
     line = describe({**s, "calibration": {**s["calibration"], "file": "cal.json"}})
     assert "kept 2 (coverage 0.400)" in line and "below_threshold 2, unscored 1" in line
-    assert "guaranteed agreement >= 0.8 with probability >= 0.9 (threshold 0.8000" in line
+    assert ("guarantee (of the procedure, over calibration sets): with probability >= 0.9, it keeps only verdicts "
+            "agreeing with humans >= 0.8 (threshold 0.8000") in line
     assert "agreement with the labels given 0.500 on 2 kept" in line
     # without a selection every scored verdict is kept
     plain = summary("checklist", annotate("checklist", records, cal), cal, None)
@@ -205,8 +206,8 @@ def test_cli_applies_a_calibration_and_reapplying_another_makes_zero_calls(
     assert first.exit_code == 0, first.output
     assert "model calls 30" in first.stderr
     assert re.search(r"calibrated \(platt, 120 labelled checklist verdicts of mock/know, .*platt\.json data \w+\); "
-                     r"30 verdicts, kept \d+ \(coverage [\d.]+\).*guaranteed agreement >= 0\.8 with probability "
-                     r">= 0\.9", first.stderr), first.stderr
+                     r"30 verdicts, kept \d+ \(coverage [\d.]+\).*with probability >= 0\.9, it keeps only "
+                     r"verdicts agreeing with humans >= 0\.8", first.stderr), first.stderr
     second = _invoke(*args, "--calibration", tmp_path / "iso.json", "--out", tmp_path / "b.jsonl",
                      "--summary", tmp_path / "b.json")
     assert second.exit_code == 0, second.output

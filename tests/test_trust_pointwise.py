@@ -388,7 +388,7 @@ def test_cli_calibrate_score_apply_and_refuse_a_tolerance_mismatch(tmp_path: Pat
             tmp_path / "cal.json", "--target-agreement", "0.9", "--risk-delta", "0.1"]
     first = _invoke(*args, "--out", tmp_path / "a.jsonl", "--summary", tmp_path / "a.json")
     assert first.exit_code == 0, first.output
-    assert "tolerance 1" in first.stderr and "guaranteed agreement >= 0.9" in first.stderr
+    assert "tolerance 1" in first.stderr and "agreeing with humans >= 0.9" in first.stderr
     records = _lines(tmp_path / "a.jsonl")
     summary = json.loads((tmp_path / "a.json").read_text())
     g = summary["guarantee"]

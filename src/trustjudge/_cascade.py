@@ -37,7 +37,6 @@ need alone.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -45,6 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .audit import _calibration as C
+from .audit._levels import check_levels, complement, quote
 from .audit._trust import Calibration, Unit, annotate, selection_split, units
 from .engine._engine import EngineStats, ProgressFn
 from .errors import ConfigError
@@ -111,17 +111,17 @@ class Tier:
         return HUMAN if self.judge is None else self.judge.name
 
 
-def thresholds(calibrations: Sequence[Calibration], target: float, delta: float) -> list[C.Selection]:
+def thresholds(calibrations: Sequence[Calibration], target: float, delta: float,
+               force_delta: bool = False) -> list[C.Selection]:
     """Each model tier's threshold, chosen on the calibration units the earlier tiers abstained on.
 
     The units of all files are lined up by key (a unit a file lacks has no verdict of that tier); their
     human labels must agree. A single tier needs no keys. The lined-up units are split in two by key
     (:func:`~trustjudge.audit._trust.selection_split`): each tier's selection map is fitted on its units of
     part A with its file's method, and the thresholds are tested on part B under those maps; each returned
-    selection carries its tier's map.
+    selection carries its tier's map. A delta above 0.5 is refused unless ``force_delta``.
     """
-    if not (math.isfinite(target) and 0 < target < 1):
-        raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
+    check_levels(target, delta, force_delta)
     ranked = [i + 1 for i, cal in enumerate(calibrations) if cal.model is not None]
     if ranked:
         raise ConfigError(f"the calibration file of tier {', '.join(map(str, ranked))} ranks its verdicts by "
@@ -180,7 +180,7 @@ def _slots(mode: str, record: dict[str, Any], classes: Sequence[str]) -> Iterato
 
 
 def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: float = 0.1,
-        override: bool = False,
+        override: bool = False, force_delta: bool = False,
         progress: ProgressFn | bool | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge ``items`` through the cascade; return the records (in input order) and a summary.
 
@@ -192,7 +192,7 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
     (``Cascading.given``: a claims cascade verifies the claims tier 1 had).
     """
     model, human = _check_tiers(tiers)
-    cals, selections = _chosen(model, target, delta, override)
+    cals, selections = _chosen(model, target, delta, override, force_delta)
     mode = cals[0].mode
     spec = cascade_of(mode)
     items = list(items)
@@ -256,20 +256,20 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
     return out, summary
 
 
-def _chosen(model: Sequence[Tier], target: float, delta: float,
-            override: bool) -> tuple[list[Calibration], list[C.Selection]]:
+def _chosen(model: Sequence[Tier], target: float, delta: float, override: bool,
+            force_delta: bool = False) -> tuple[list[Calibration], list[C.Selection]]:
     """The model tiers' calibrations, each checked against its judge, and their thresholds (refused when no
     tier can support the target)."""
     cals = []
     for step in model:
         assert step.judge is not None and step.calibration is not None  # _check_tiers made sure
         cals.append(step.judge.check_calibration(step.calibration, override=override))
-    selections = thresholds(cals, target, delta)
+    selections = thresholds(cals, target, delta, force_delta)
     if not any(s.supported for s in selections):
         sizes = ", ".join(f"tier {i + 1}: {c.n} verdicts, thresholds tested on {s.n} of them"
                           for i, (c, s) in enumerate(zip(cals, selections)))
-        raise ConfigError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on its "
-                          f"calibration set ({sizes}): label more items, or lower the target")
+        raise ConfigError(f"no tier of the cascade can support agreement >= {quote(target)} at delta {quote(delta)} "
+                          f"on its calibration set ({sizes}): label more items, or lower the target")
     return cals, selections
 
 
@@ -341,9 +341,9 @@ def _summary(mode: str, records: list[dict[str, Any]], rows: list[dict[str, Any]
             "machine_decided": len(final), "machine_coverage": len(final) / total if total else None,
             "agreement_on_machine_verdicts": agreed / len(labelled) if labelled else None,
             "labelled_machine_verdicts": len(labelled), "tiers": rows,
-            "guarantee": (f"with probability >= {1 - delta:g} over the calibration set, agreement with humans is >= "
-                          f"{target:g} on the verdicts each model tier keeps (each tier tested at delta "
-                          f"{delta / models:g}; union bound over {models} model tier(s)); the rest are "
+            "guarantee": (f"of the procedure, over calibration sets: with probability >= {complement(delta)}, every "
+                          f"model tier keeps only verdicts agreeing with humans >= {quote(target)} (each tier tested "
+                          f"at delta {quote(delta / models)}; union bound over {models} model tier(s)); the rest are "
                           + ("left to people" if names[-1] == HUMAN else "abstained"))}
 
 

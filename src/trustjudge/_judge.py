@@ -474,44 +474,44 @@ class Judge:
         return checked
 
     def prepare_calibration(self, calibration: Calibration, *, target: float | None = None, delta: float = 0.1,
-                            override: bool = False, task: Task | None = None) -> tuple[Calibration, Selection | None]:
-        """The checked calibration (see :meth:`check_calibration`) and, with ``target``, its selection: the
-        confidence threshold for agreement >= ``target`` with probability >= 1 - ``delta``, and its selection map
-        (fitted on one half of the calibration set, the threshold tested on the other: :meth:`Calibration.selection`),
-        which :func:`annotate` applies to the verdicts it keeps or abstains on.
+                            override: bool = False, task: Task | None = None,
+                            force_delta: bool = False) -> tuple[Calibration, Selection | None]:
+        """The checked calibration (see :meth:`check_calibration`) and, with ``target``, its selection
+        (:meth:`Calibration.selection`: the threshold for agreement >= ``target`` with probability >= 1 - ``delta``,
+        a delta above 0.5 only with ``force_delta``, and the map :func:`annotate` applies, fitted on one half).
 
         Raises:
             ConfigError: a mismatched calibration, or a target its calibration set cannot support.
         """
-        selection = calibration.selection(target, delta) if target is not None else None
+        selection = calibration.selection(target, delta, force_delta) if target is not None else None
         return self.check_calibration(calibration, override=override, task=task), selection
 
     def apply_calibration(self, records: Iterable[RecordBase | dict[str, Any]], calibration: Calibration, *,
                           target: float | None = None, delta: float = 0.1, override: bool = False,
-                          task: Task | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                          task: Task | None = None,
+                          force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Add ``calibration``'s probabilities, verdict and confidence to every verdict of ``records`` (and,
         with ``target``, whether it is kept), with zero model calls: the raw fields stay as they were.
 
-        ``records`` are this judge's records (or their dicts) in the calibration's mode; the calibration is
-        checked against this judge first (:meth:`check_calibration`; ``task`` as there). Returns the
-        annotated records and the summary (coverage, the guarantee and the calibration set it rests on).
+        ``records`` are this judge's records (or their dicts) in the calibration's mode, checked against this judge
+        first (:meth:`check_calibration`; ``task`` as there). Returns them annotated, and the summary.
         """
         rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
         checked, selection = self.prepare_calibration(calibration, target=target, delta=delta, override=override,
-                                                      task=task)
+                                                      task=task, force_delta=force_delta)
         annotated = annotate(checked.mode, rows, checked, selection)
         return annotated, trust_summary(checked.mode, annotated, checked, selection)
 
     def select(self, items: ItemSource, calibration: Calibration, *, target: float | None = None,
-               delta: float = 0.1, override: bool = False, mapping: Mapped = None,
-               progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+               delta: float = 0.1, override: bool = False, mapping: Mapped = None, progress: ProgressArg = None,
+               force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Judge ``items`` in the calibration's mode and add calibrated probabilities to every verdict; with
         ``target``, keep only verdicts confident enough for agreement >= ``target`` with probability >= 1 - delta.
 
         Returns the annotated records (dicts) and a summary (coverage, the guarantee and what it rests on).
         """
         calibration = self.check_calibration(calibration, override=override)
-        selection: Selection | None = calibration.selection(target, delta) if target is not None else None
+        selection = calibration.selection(target, delta, force_delta) if target is not None else None
         task = self.calibration_task(calibration.mode)
         records = [r.to_dict() for r in self.run(task, items, progress=progress, mapping=mapping)]
         annotated = annotate(calibration.mode, records, calibration, selection)
@@ -544,7 +544,7 @@ class Judge:
 
     def cascade(self, items: ItemSource, tiers: Sequence[tuple[Judge | str | Backend, Calibration | None]], *,
                 target: float, delta: float = 0.1, override: bool = False, mapping: Mapped = None,
-                progress: ProgressArg = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                progress: ProgressArg = None, force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Judge through a cascade of judges: tier k judges only the verdicts the tiers before it abstained on.
 
         ``tiers``: ``(judge, calibration)`` in order, cheapest first; a judge is a :class:`Judge`, a backend
@@ -576,7 +576,7 @@ class Judge:
                     built.append(tier)
                 steps.append(_cascade.Tier(tier, calibration))
             return _cascade.run(item_list(items, mapping), steps, target=target, delta=delta, override=override,
-                                progress=progress)
+                                progress=progress, force_delta=force_delta)
         finally:
             for tier in built:
                 tier.close()

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from ..engine._aggregates import brier as brier
 from ..engine._aggregates import ece as ece
 from ..errors import ConfigError
+from ._levels import quote
 
 Floats = npt.NDArray[np.float64]
 BinaryMethod = Literal["platt", "temperature", "isotonic"]
@@ -222,9 +223,9 @@ def min_kept(alpha: float, delta: float) -> int:
 
 def _check_levels(alpha: float, delta: float) -> None:
     if not (math.isfinite(alpha) and 0 < alpha < 1):
-        raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {1 - alpha!r}")
+        raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {quote(1 - alpha)}")
     if not (math.isfinite(delta) and 0 < delta < 1):
-        raise ConfigError(f"delta must be between 0 and 1 (exclusive), got {delta!r}")
+        raise ConfigError(f"delta must be between 0 and 1 (exclusive), got {quote(delta)}")
 
 
 def clopper_pearson_lower(successes: int, n: int, delta: float) -> float:
@@ -259,6 +260,12 @@ def _grid(confidence: Floats, need: int, steps: int = 50) -> list[int]:
     return out
 
 
+MARGINAL_P = 0.5
+"""A chosen threshold whose p-value is at least this share of delta barely passed (:attr:`Selection.marginal`)."""
+MARGINAL_KEPT = 2
+"""A chosen threshold keeping fewer than this many times :func:`min_kept` barely passed."""
+
+
 @dataclass(frozen=True)
 class Selection:
     """A confidence threshold chosen on a calibration set, and what it guarantees."""
@@ -272,9 +279,12 @@ class Selection:
     kept: int
     """Calibration verdicts at or above the threshold."""
     agreement: float | None
-    """Agreement with humans on the kept calibration verdicts."""
+    """Agreement with humans on the kept calibration verdicts (in-sample: the very verdicts the threshold was chosen
+    on)."""
     lower_bound: float | None
-    """Clopper-Pearson lower bound (level 1 - delta) of the agreement on kept verdicts."""
+    """Clopper-Pearson lower bound (level 1 - delta) of the agreement on the kept calibration verdicts: in-sample,
+    computed after the selection that chose them, so optimistic and not the guarantee (which is the procedure's,
+    over calibration sets)."""
     map: CalibrationMap | None = field(default=None, hash=False)
     """The selection map: fitted on the calibration units the threshold was NOT tested on (part A of the split),
     so that the kept verdicts' agreement is measured on units the map never saw; ``None`` for a threshold
@@ -286,6 +296,10 @@ class Selection:
     model: Any = field(default=None, hash=False)
     """A features calibration's confidence model (:class:`~trustjudge.audit._estimators.ConfidenceModel`), fitted
     on part A under :attr:`map`; ``None`` where the confidence is the calibrated top probability."""
+    p_value: float | None = None
+    """The exact binomial p-value of the chosen threshold's test (the last that passed; at most ``delta``)."""
+    min_kept: int | None = None
+    """The fewest kept verdicts any threshold could pass with (:func:`min_kept`: zero disagreements)."""
 
     @property
     def target(self) -> float:
@@ -295,6 +309,17 @@ class Selection:
     def supported(self) -> bool:
         return math.isfinite(self.threshold)
 
+    @property
+    def marginal(self) -> bool:
+        """Whether the chosen threshold barely passed: its p-value at least :data:`MARGINAL_P` of delta, or fewer
+        than :data:`MARGINAL_KEPT` times the minimum kept. The guarantee is over calibration sets; among the sets
+        whose threshold passes this narrowly, the target fails on new verdicts more often than delta."""
+        if not self.supported:
+            return False
+        near_delta = self.p_value is not None and self.p_value >= MARGINAL_P * self.delta
+        near_minimum = self.min_kept is not None and self.kept < MARGINAL_KEPT * self.min_kept
+        return near_delta or near_minimum
+
     def keep(self, confidence: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         c = np.asarray(confidence, dtype=np.float64)
         return np.asarray(np.nan_to_num(c, nan=-np.inf) >= self.threshold)
@@ -303,6 +328,7 @@ class Selection:
         return {"threshold": self.threshold if self.supported else None, "target_agreement": self.target,
                 "alpha": self.alpha, "delta": self.delta, "calibration_n": self.n, "calibration_kept": self.kept,
                 "calibration_agreement": self.agreement, "agreement_lower_bound": self.lower_bound,
+                "p_value": self.p_value, "min_kept": self.min_kept, "marginal": self.marginal,
                 **({"selection": {"fit_units": self.fit_units, "test_units": self.n}}
                    if self.fit_units is not None else {}),
                 **({"confidence": "features", "confidence_model": self.model.to_dict()} if self.model is not None
@@ -334,22 +360,23 @@ def choose_threshold(confidence: npt.ArrayLike, agree: npt.ArrayLike, *, alpha: 
     order = np.argsort(-c, kind="stable")
     c, a = c[order], a[order]
     need = min_kept(alpha, delta)
-    best: tuple[float, int, int] | None = None
+    best: tuple[float, int, int, float] | None = None
     for k in _grid(c, need):
         errors = int(np.count_nonzero(~a[:k]))
-        if binom.cdf(errors, k, alpha) > delta:
+        p_value = float(binom.cdf(errors, k, alpha))
+        if p_value > delta:
             break
-        best = (float(c[k - 1]), k, k - errors)
+        best = (float(c[k - 1]), k, k - errors, p_value)
     if best is None:
         if strict:
             raise ConfigError(
-                f"the calibration set ({c.size} scored verdicts) cannot support agreement >= {1 - alpha:g} at "
-                f"delta {delta:g}: even the most confident verdicts fail the test (at least {need} kept "
+                f"the calibration set ({c.size} scored verdicts) cannot support agreement >= {quote(1 - alpha)} at "
+                f"delta {quote(delta)}: even the most confident verdicts fail the test (at least {need} kept "
                 f"verdicts with no disagreement are needed); label more items, or lower the target")
-        return Selection(math.inf, alpha, delta, int(c.size), 0, None, None)
-    threshold, n_kept, agreed = best
+        return Selection(math.inf, alpha, delta, int(c.size), 0, None, None, min_kept=need)
+    threshold, n_kept, agreed, p_value = best
     return Selection(threshold, alpha, delta, int(c.size), n_kept, agreed / n_kept,
-                     clopper_pearson_lower(agreed, n_kept, delta))
+                     clopper_pearson_lower(agreed, n_kept, delta), p_value=p_value, min_kept=need)
 
 
 @dataclass(frozen=True)

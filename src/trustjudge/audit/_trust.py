@@ -26,6 +26,9 @@ import numpy.typing as npt
 from ..errors import ConfigError
 from . import _calibration as C
 from . import _estimators as E
+from ._calfile import read_calibration_file
+from ._levels import check_levels
+from ._params import read_classes, read_map, read_position_bias
 from ._shift import ShiftMonitor
 from ._units import _READERS
 from ._units import Unit as Unit
@@ -326,15 +329,14 @@ class Calibration:
         thresholds (:func:`selection_split`)."""
         return selection_split(self.keys, self.n)
 
-    def selection(self, target: float, delta: float) -> C.Selection:
+    def selection(self, target: float, delta: float, force_delta: bool = False) -> C.Selection:
         """The threshold for agreement >= ``target`` with probability >= 1 - ``delta`` (ConfigError if unsupported).
 
         The calibration units are split in two (:meth:`split`): the selection map is fitted on part A with the
         file's method, and the thresholds are tested on part B's calibrated confidences under it; the returned
         selection carries that map, which :func:`annotate` applies to the verdicts it keeps or abstains on.
         """
-        if not (math.isfinite(target) and 0 < target < 1):
-            raise ConfigError(f"the target agreement must be between 0 and 1 (exclusive), got {target!r}")
+        check_levels(target, delta, force_delta)  # a delta above 0.5 is refused unless force_delta
         part_a = self.split()
         n_fit, n_test = int(part_a.sum()), int((~part_a).sum())
         where = (f"calibration file of {self.n} labelled {self.mode} verdicts: the selection map is fitted on "
@@ -405,7 +407,7 @@ class Calibration:
                               f"{d.get('trustjudge_calibration')!r}, this release reads {CALIBRATION_VERSION})")
         mode = need("mode", str)
         _check_mode(mode)
-        classes = tuple(need("classes", list))
+        classes = read_classes(need("classes", list), source)
         method = need("method", str)
         if method not in C.METHODS:
             raise ConfigError(f"{source}: field 'method' is {method!r}, not one of {', '.join(C.METHODS)}")
@@ -422,23 +424,16 @@ class Calibration:
         keys = _read_keys(cal_set.get("keys"), len(human), source)
         levels, tolerance = _read_pointwise(d, mode, classes, source)
         cal = cls(mode, need("judge", str), need("fingerprint", str), need("template", str), need("protocol", str),
-                  C.CalibrationMap(method, classes, dict(need("params", dict))), probs, human,
-                  d.get("position_bias"), keys=keys, levels=levels, tolerance=tolerance,
+                  read_map(method, classes, need("params", dict), source), probs, human,
+                  read_position_bias(d.get("position_bias"), source), keys=keys, levels=levels, tolerance=tolerance,
                   **E.read(d, len(human), source))
         check_integrity(d.get("data_hash"), cal, source)  # its data hash, required; no unit twice
-        cal.calibrated([[1.0 / len(classes)] * len(classes)])  # the parameters are usable
         return cal
 
     @classmethod
-    def load(cls, path: str | Path) -> Calibration:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read the calibration file {path}: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: a calibration file is a JSON object")
+    def load(cls, path: str | Path, max_bytes: int | None = None) -> Calibration:
+        """Read ``path``, at most ``max_bytes`` (default ``$TRUSTJUDGE_MAX_CALIBRATION_BYTES``, else 64 MiB)."""
+        data = read_calibration_file(path, max_bytes)
         try:
             return cls.from_dict(data, str(path))
         except (KeyError, TypeError, ValueError) as exc:

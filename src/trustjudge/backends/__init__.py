@@ -151,7 +151,7 @@ def _from_plugin(ep: EntryPoint, name: str, rest: str) -> Backend:
     what = _describe(ep)
     try:
         factory = ep.load()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit(0) in a plug-in must not end the run with status 0, silently
         raise ConfigError(f"judge {name!r}: {what} cannot be loaded: {type(exc).__name__}: {exc} "
                           f"(fix or uninstall the plugin's package)") from exc
     if not callable(factory):
@@ -159,7 +159,7 @@ def _from_plugin(ep: EntryPoint, name: str, rest: str) -> Backend:
                           "that takes the model part of the name and returns a trustjudge Backend")
     try:
         backend = factory(rest)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise ConfigError(f"judge {name!r}: {what} failed to build the backend for {rest!r}: "
                           f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(backend, Backend):

@@ -19,6 +19,7 @@ from rich.markup import escape
 from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
 from ..audit._evaluation import evaluation
+from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate
 from ..errors import ConfigError
 from ..io._outputs import atomic_output
@@ -53,7 +54,7 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
     selection = None
     if options.target is not None:
         try:
-            selection = cal.selection(options.target, options.delta)
+            selection = cal.selection(options.target, options.delta, options.force_delta)
         except ConfigError as exc:
             raise ConfigError(f"{options.path}: {exc}") from None
     return Loaded(options, cal, selection)
@@ -112,6 +113,9 @@ class Calibrator:
                 fh.write(json.dumps(summary, indent=2) + "\n")
         if not quiet:
             err.print(escape(describe(summary)), highlight=False)
+        warning = marginal_warning(summary.get("guarantee") or {})
+        if warning is not None:  # even with -q: the guarantee printed, or written, is at its weakest
+            err.print(escape(warning), highlight=False)
         return summary
 
 
@@ -130,12 +134,7 @@ def describe(summary: dict[str, Any]) -> str:
         parts.append("abstained: " + ", ".join(f"{k} {v}" for k, v in abstained.items()))
     g = summary.get("guarantee")
     if g:
-        parts.append(f"guaranteed agreement >= {g['target_agreement']:g} with probability >= {1 - g['delta']:g} "
-                     f"(threshold {g['threshold']:.4f}; on the calibration set {g['calibration_kept']} of "
-                     f"{g['calibration_n']} kept, agreement {g['calibration_agreement']:.3f}, lower bound "
-                     f"{g['agreement_lower_bound']:.3f}"
-                     + (f"; its map fitted on {g['selection']['fit_units']} other calibration verdicts"
-                        if g.get("selection") else "") + ")")
+        parts.append(guarantee_text(g))
         warning = (summary.get("shift") or {}).get("warning")
         if warning:
             parts.append(f"WARNING: {warning}")

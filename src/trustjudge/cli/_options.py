@@ -367,7 +367,8 @@ def parse_deltas(text: str, param: Any = None) -> list[float]:
 RISK_LEVEL = Finite(min=0.0, max=1.0, min_open=True, max_open=True)
 """``--target-agreement`` and ``--risk-delta`` (the risk level of a guarantee): strictly between 0 and 1, on every
 command that takes them."""
-RISK_DELTA_HELP = "With --target-agreement: the allowed probability that the guarantee fails."
+RISK_DELTA_HELP = ("With --target-agreement: the allowed probability that the guarantee fails (<= 0.5 unless "
+                   "--force-delta).")
 
 
 def resolve_risk_delta(risk_delta: float | None, old_delta: float | None, command: str,
@@ -405,8 +406,12 @@ def audit_options(fn: Command) -> Command:
 
 # -- calibration on the judging commands --------------------------------------------------------------------
 
+FORCE_DELTA = click.option("--force-delta", is_flag=True,
+                           help="Accept a risk delta above 0.5: a guarantee that holds with probability under 1/2, "
+                                "so fails more often than it holds (refused without this flag).")
+
 _CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary",
-                       "tolerance")
+                       "tolerance", "force_delta")
 
 
 SUMMARY_HELP = ("Also write each system's headline value (mean score, aggregate, satisfaction, claims F1 or "
@@ -425,6 +430,8 @@ class CalibrationOptions:
     summary: Path | None = None
     tolerance: float | None = None
     """Score: the agreement tolerance the file must have been fitted with (``None``: the file's)."""
+    force_delta: bool = False
+    """``--force-delta``: accept a risk delta above 0.5 (refused otherwise)."""
 
 
 def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command], Command]:
@@ -450,7 +457,8 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             click.option("--calibration", hidden=True, expose_value=False, callback=refuse),
             click.option("--calibration-override", is_flag=True, hidden=True, expose_value=False, callback=refuse),
             click.option("--target-agreement", hidden=True, expose_value=False, callback=refuse),
-            click.option("--risk-delta", hidden=True, expose_value=False, callback=refuse)]
+            click.option("--risk-delta", hidden=True, expose_value=False, callback=refuse),
+            click.option("--force-delta", is_flag=True, hidden=True, expose_value=False, callback=refuse)]
 
         def summary_only(fn: Command) -> Command:
             @functools.wraps(fn)
@@ -474,6 +482,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
                           "the kept ones is at least this with probability >= 1 - risk delta; the rest say "
                           "`abstained` and why."),
         click.option("--risk-delta", type=level, default=DEFAULT_RISK_DELTA, show_default=True, help=RISK_DELTA_HELP),
+        FORCE_DELTA,
     ]
     if mode in ("score", "criteria"):
         options.append(click.option("--tolerance", type=Finite(min=0.0), default=None,
@@ -491,14 +500,14 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             values = {name: params.pop(name, None) for name in _CALIBRATION_FIELDS}
             ctx = click.get_current_context(silent=True)
             if values["calibration"] is None:
-                for name in ("calibration_override", "target_agreement", "risk_delta", "tolerance"):
+                for name in ("calibration_override", "target_agreement", "risk_delta", "tolerance", "force_delta"):
                     if ctx is not None and name in ctx.params and \
                             ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
                         raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration")
             calibrating = CalibrationOptions(values["calibration"], bool(values["calibration_override"]),
                                              values["target_agreement"],
                                              0.1 if values["risk_delta"] is None else values["risk_delta"],
-                                             values["summary"], values["tolerance"])
+                                             values["summary"], values["tolerance"], bool(values["force_delta"]))
             return fn(calibrating=calibrating, **params)
 
         return _apply(options, command)

@@ -24,6 +24,7 @@ from rich.table import Table
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
 from ..audit._estimators import CALIBRATED, ESTIMATORS
+from ..audit._levels import guarantee_text, marginal_warning, quote
 from ..audit._support import DEFAULT_RISK_DELTA, selection_support
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
@@ -36,6 +37,7 @@ from ._common import err, progress
 from ._inputs import read_items
 from ._mode_options import suite_values
 from ._options import (
+    FORCE_DELTA,
     RISK_DELTA_HELP,
     RISK_LEVEL,
     SCALE_RANGE,
@@ -181,6 +183,7 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help=f"{RISK_DELTA_HELP}  [default: {DEFAULT_RISK_DELTA:g}]")
 @click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
               help="Deprecated spelling of --risk-delta (compare's --delta is its tie margin).")
+@FORCE_DELTA
 @click.option("--calibration-override", is_flag=True,
               help="Use the calibration file although it was fitted for another judge, template or protocol "
                    "(every record says so).")
@@ -193,8 +196,8 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
 def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
            calibration_paths: tuple[Path, ...], cascade: str | None, target_agreement: float | None,
-           risk_delta: float | None, old_delta: float | None, calibration_override: bool, scale: str | None,
-           out: Path | None, summary_out: Path | None, abstained_out: Path | None) -> None:
+           risk_delta: float | None, old_delta: float | None, force_delta: bool, calibration_override: bool,
+           scale: str | None, out: Path | None, summary_out: Path | None, abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
     risk_delta = resolve_risk_delta(risk_delta, old_delta, "select", DEFAULT_RISK_DELTA) or DEFAULT_RISK_DELTA
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
@@ -202,7 +205,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
         if scale is not None:
             raise click.UsageError("--scale applies to a score calibration, not to a cascade")
         _select_cascade(items, fmt, skip_invalid, quiet, judging, calibration_paths, cascade, target_agreement,
-                        risk_delta, calibration_override, outputs)
+                        risk_delta, calibration_override, outputs, force_delta)
         return
     if len(calibration_paths) != 1:
         raise click.UsageError(f"select takes one --calibration file, got {len(calibration_paths)} (several are for "
@@ -220,7 +223,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     if abstained_out is not None and target_agreement is None:
         raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
     if target_agreement is not None:
-        cal.selection(target_agreement, risk_delta)  # refuse an unsupported target before any judging
+        cal.selection(target_agreement, risk_delta, force_delta)  # refuse an unsupported target before any judging
     todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
     j = judging.make(**({"scale": scale} if scale is not None else {}))
     j.source = str(items)
@@ -229,7 +232,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             sized = j.calibration_task(cal.mode)
             task = bar.add_task(f"select {cal.mode} ({j.name})", total=sum(sized.size(it) for it in todo))
             records, summary = j.select(todo, cal, target=target_agreement, delta=risk_delta,
-                                        override=calibration_override, progress=lambda n: bar.advance(task, n))
+                                        override=calibration_override, progress=lambda n: bar.advance(task, n),
+                                        force_delta=force_delta)
         with record_output(out, "--out") as stream:
             for rec in records:
                 stream.write(json.dumps(rec) + "\n")
@@ -250,23 +254,24 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             err.print(escape(f"select {cal.mode}: {summary['verdicts']} verdicts, kept {summary['kept']}"
                       + (f" (coverage {cov:.2f})" if cov is not None else "")
                       + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
-                      + (f"; guaranteed agreement >= {g['target_agreement']:g} with probability >= "
-                         f"{1 - g['delta']:g} (threshold {g['threshold']:.4f}, on {g['calibration_n']} calibration "
-                         "verdicts)" if g else "")
+                      + (f"; {guarantee_text(g)}" if g else "")
                       + f"; model calls {s.model_calls}{s.recorded_note()}, from store {s.from_store}"),
                      highlight=False)
-            warning = (summary.get("shift") or {}).get("warning")
-            if g and warning:
-                err.print(escape(f"WARNING: {warning}"), highlight=False)
-            if out is not None:
-                err.print(escape(f"records written to {out}"), highlight=False)
+            shift = (summary.get("shift") or {}).get("warning")
+            if g and shift:
+                err.print(escape(f"WARNING: {shift}"), highlight=False)
+        warning = marginal_warning(summary.get("guarantee") or {})
+        if warning is not None:  # even with -q
+            err.print(escape(warning), highlight=False)
+        if out is not None and not quiet:
+            err.print(escape(f"records written to {out}"), highlight=False)
     finally:
         j.close()
 
 
 def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
                     calibration_paths: tuple[Path, ...], cascade: str, target: float | None, delta: float,
-                    override: bool, outputs: dict[str, Path | None]) -> None:
+                    override: bool, outputs: dict[str, Path | None], force_delta: bool = False) -> None:
     """``select --cascade``: the tiers in order, one calibration file per model tier, the rest for people."""
     names = [n.strip() for n in cascade.split(",")]
     if not all(names):
@@ -298,10 +303,10 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
     mode = modes[0]
     if mode not in CASCADE_MODES:
         raise click.UsageError(f"cascades judge the modes {', '.join(CASCADE_MODES)}, not {mode}")
-    selections = thresholds(cals, target, delta)  # refuse an unsupported target before any judging
+    selections = thresholds(cals, target, delta, force_delta)  # refuse an unsupported target before any judging
     if not any(sel.supported for sel in selections):
-        raise click.UsageError(f"no tier of the cascade can support agreement >= {target:g} at delta {delta:g} on "
-                               "its calibration set: label more items, or lower the target")
+        raise click.UsageError(f"no tier of the cascade can support agreement >= {quote(target)} at delta "
+                               f"{quote(delta)} on its calibration set: label more items, or lower the target")
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
     j = replace(judging, judge=model[0]).make()
     j.source = str(items)
@@ -310,7 +315,7 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
         with progress(quiet) as bar:
             task = bar.add_task(f"cascade {' -> '.join(names)}", total=None)
             records, summary = j.cascade(todo, tiers, target=target, delta=delta, override=override,
-                                         progress=lambda n: bar.advance(task, n))
+                                         progress=lambda n: bar.advance(task, n), force_delta=force_delta)
         with record_output(outputs["--out"], "--out") as stream:
             for rec in records:
                 stream.write(json.dumps(rec) + "\n")
@@ -333,7 +338,7 @@ def _cascade_table(summary: dict[str, Any]) -> None:
         return "-" if v is None else format(v, spec)
 
     table = Table(title=escape(f"Cascade: {summary['verdicts']} {summary['unit']}, target agreement "
-                               f"{summary['target_agreement']:g}, delta {summary['delta']:g}"))
+                               f"{quote(summary['target_agreement'])}, delta {quote(summary['delta'])}"))
     # short headers: the judge's name takes the room (it folds rather than being cut)
     table.add_column("tier", justify="right")
     table.add_column("judge", overflow="fold")
@@ -354,6 +359,10 @@ def _cascade_table(summary: dict[str, Any]) -> None:
                      f"{num(summary['machine_coverage'], '.2f')})"
                      + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
                      + f". Guarantee: {summary['guarantee']}"), highlight=False)
+    for row in summary["tiers"]:
+        warning = marginal_warning(row.get("guarantee") or {}, f"tier {row['tier']}'s threshold")
+        if warning is not None:
+            err.print(escape(warning), highlight=False)
 
 
 def _calls(row: dict[str, Any]) -> str:

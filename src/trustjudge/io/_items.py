@@ -479,6 +479,9 @@ def parse_record(record: Any, file: str, line: int, *, base: Path | None = None,
             annotators = raw.get("annotators") or []
             if not isinstance(annotators, list):
                 raise pf.error("annotators", "must be a list")
+            for k, v in enumerate(annotators):
+                if v is None or v == "":  # a missing label is left out of the list, not written as null
+                    raise pf.error(f"annotators[{k}]", f"must be first/second/tie (or A/B/C, 1/2/0), got {shown(v)}")
             ann = tuple(pf.human(f"annotators[{k}]", v) or "" for k, v in enumerate(annotators))
             built.append(Pair(str(first), str(second), pf.human("human"), ann))
         pairs = tuple(built)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from typing import Any
+
+import regex
 
 DEFAULT_TAGS = ("response", "response_a", "response_b", "question", "context", "reference_answer", "profile",
                 "knowledge", "evidence", "criterion", "check", "claim", "reference_claim", "reference_image")
@@ -24,11 +27,14 @@ def tag_pattern(names: Iterable[str]) -> re.Pattern[str]:
 
 
 _TAGS = tag_pattern(DEFAULT_TAGS)
-# Invisible format characters a text can hide inside a tag (soft hyphen, combining grapheme joiner, Arabic
-# letter mark, zero-width space/joiners, direction marks, overrides and isolates, word joiner and friends,
-# variation selectors, BOM, tag characters): a model reads "</res\u200bponse>" as the tag.
-_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufe00-\ufe0f\ufeff"
-                        "\U000e0000-\U000e007f]")
+# Invisible characters a text can hide inside a tag: a model reads "</res\u200bponse>" as the tag. Every
+# code point of Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt, as the `regex`
+# package ships it: soft hyphen, combining grapheme joiner, Arabic letter mark, Hangul fillers U+115F-1160,
+# U+3164 and U+FFA0, Khmer inherent vowels U+17B4-17B5, Mongolian free variation selectors U+180B-180F,
+# zero-width space/joiners, direction marks, overrides and isolates, word joiner and friends, variation
+# selectors U+FE00-FE0F and U+E0100-E01EF, BOM, shorthand format controls U+1BCA0-1BCA3, musical symbol
+# formatting U+1D173-1D17A, tag characters), not a hand list.
+_INVISIBLE: Any = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
 _OPENERS = ("<", "\uff1c", "\ufe64")  # "<", full-width and small variants: all that NFKC folds to "<"
 # Where a tag may be: an opener up to the next closer (">" and the variants that NFKC folds to it), or up to
 # the next opener or the end when none closes it. Spans do not overlap, so every opener starts one.
@@ -36,7 +42,10 @@ _SPAN = re.compile("[<\uff1c\ufe64][^<>\uff1c\uff1e\ufe64\ufe65]*[>\uff1e\ufe65]
 
 
 def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    """``text`` as a model may read it: invisible characters removed, NFKC look-alikes folded (full-width,
+    small and compatibility forms), and invisible characters removed again (from what NFKC gave)."""
+    folded: str = _INVISIBLE.sub("", unicodedata.normalize("NFKC", _INVISIBLE.sub("", text)))
+    return folded
 
 
 def quote(text: str, tags: re.Pattern[str] = _TAGS) -> str:

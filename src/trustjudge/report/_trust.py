@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..audit._levels import complement, marginal_warning, quote
 from ._html import _RC, _e, _figure, _figure_html, _fmt, _no_data, _num
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def _plot_risk(data: Mapping[str, Any]) -> Figure:
     target = _num(selection.get("target_agreement"))
     if target is not None:
         ax.axhline(target, linestyle="--", color="#D55E00", linewidth=1.0,
-                   label=f"target {target:g} (delta {_fmt(selection.get('delta'), 2)})", gid="target")
+                   label=f"target {quote(target)} (delta {quote(selection.get('delta'))})", gid="target")
         coverage, agreement = _num(selection.get("coverage")), _num(selection.get("agreement"))
         if coverage is not None and agreement is not None and coverage > 0:
             ax.plot([coverage], [agreement], "D", color="#D55E00", markersize=7, gid="chosen",
@@ -150,20 +151,25 @@ def calibration_section(data: Mapping[str, Any]) -> tuple[str, str, str]:
             ("accuracy before / after", f"{_fmt(before.get('accuracy'))} / {_fmt(after.get('accuracy'))}",
              "the most probable class against the human label")]
     if selection:
-        rows += [("target agreement", f"{_fmt(selection.get('target_agreement'), 2)}",
-                  f"guaranteed with probability >= {_fmt(1 - (_num(selection.get('delta')) or 0.0), 2)} over "
-                  "the calibration set"),
+        delta = _num(selection.get("delta"))
+        rows += [("target agreement", quote(selection.get("target_agreement")),
+                  "the procedure's guarantee, over calibration sets: with probability >= "
+                  f"{'?' if delta is None else complement(delta)} it keeps only verdicts agreeing with humans at "
+                  "least this often"),
                  ("threshold", _fmt(selection.get("threshold"), 4), "keep a verdict whose calibrated confidence "
                                                                    "is at least this"),
                  ("coverage here", _fmt(selection.get("coverage")), "share of these verdicts kept"),
                  ("agreement on kept here", _fmt(selection.get("agreement")), "on these verdicts"),
                  ("calibration kept", f"{_fmt(selection.get('calibration_kept'), 0)} / "
                                       f"{_fmt(selection.get('calibration_n'), 0)}",
-                  f"agreement {_fmt(selection.get('calibration_agreement'))}, Clopper-Pearson lower bound "
-                  f"{_fmt(selection.get('agreement_lower_bound'))}"
+                  f"in-sample, after selection (optimistic): agreement {_fmt(selection.get('calibration_agreement'))}, "
+                  f"Clopper-Pearson bound {_fmt(selection.get('agreement_lower_bound'))}"
                   + (f"; tested on these units, the selection map fitted on "
                      f"{_fmt(selection['selection'].get('fit_units'), 0)} others"
                      if isinstance(selection.get("selection"), dict) else ""))]
+        warning = marginal_warning(selection) if delta is not None else None
+        if warning is not None:
+            rows.append(("barely passed", f"p-value {_fmt(selection.get('p_value'), 3)}", warning))
     html = "\n".join([f'<section id="{SECTION_ID}"><h2>Calibrated verdicts</h2>',
                       f'<p class="note">{_e("Measured on " + where + ".")}</p>', *figures, _rows(rows),
                       "</section>"])

@@ -140,7 +140,7 @@ async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
             except (KeyError, TypeError, ValueError) as exc:
                 raise InputError(f"calibration: bad parameters ({exc})", line=0, field="calibration") from None
         try:
-            selection = cal.selection(body.target_agreement, body.risk_delta) \
+            selection = cal.selection(body.target_agreement, body.risk_delta, body.force_delta) \
                 if body.target_agreement is not None else None
         except ConfigError as exc:
             raise InputError(str(exc), line=0, field="target_agreement") from None

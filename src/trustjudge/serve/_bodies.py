@@ -25,6 +25,8 @@ __all__ = ["AuditRequest", "Body", "Calibrated", "Health", "ItemIn", "LevelCalib
            "Stats", "mode_bodies"]
 
 MAX_BOOTSTRAP = 10_000
+MAX_SEED = 2**32 - 1
+"""The largest bootstrap seed (numpy seeds are 0 .. 2**32 - 1)."""
 
 Scale = Literal[5, 10, 100]
 
@@ -173,7 +175,10 @@ class Calibrated(Body):
                                            "risk_delta; the rest get `abstained` with the reason. A target the "
                                            "calibration set cannot support is a 422 before any judging.")
     risk_delta: float = Field(0.1, gt=0.0, lt=1.0, description="With target_agreement: the allowed probability "
-                                                                "that the guarantee fails.")
+                                                                "that the guarantee fails (at most 0.5 unless "
+                                                                "force_delta: 422 otherwise).")
+    force_delta: bool = Field(False, description="Accept a risk_delta above 0.5: a guarantee that holds with "
+                                                 "probability under 1/2, so fails more often than it holds.")
 
 
 class LevelCalibrated(Calibrated):
@@ -194,7 +199,7 @@ class AuditRequest(Body):
     delta: float = Field(0.0, ge=0.0, description="Score tolerance of the conflict ratio.")
     ks: list[int] = Field([3, 4, 5], min_length=1, description="Subset sizes k (>= 3) for NTR_k.")
     bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="Bootstrap resamples (0: no intervals).")
-    seed: int = Field(0, description="Bootstrap seed.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Bootstrap seed.")
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
@@ -209,7 +214,7 @@ class RankRequest(Body):
     score_method: Literal["discrete", "geval", "expected", "trustjudge"] = "trustjudge"
     ties: Literal["davidson", "rao-kupper"] = "davidson"
     bootstrap: int = Field(200, ge=0, le=MAX_BOOTSTRAP, description="Bootstrap replicates over items (0: none).")
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Bootstrap seed.")
     protocol: Protocol | None = Field(None, description="direct or cot; default: the server's protocol.")
 
 
