@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.markup import escape
 
+from ..audit import _ledger
 from ..audit import _sample as V
+from ..audit._trust import Calibration
 from ..errors import ConfigError
 from ..io._outputs import atomic_output
 from ._common import err
-from ._inputs import read_items
+from ._inputs import digest, read_items
 from ._options import Finite
 from ._trust import _item_dict
 
@@ -46,19 +49,45 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _levels(summary: Path | None, target: float | None, delta: float | None) -> tuple[float, float]:
+def _read_summary(summary: Path | None) -> dict[str, Any]:
+    if summary is None:
+        return {}
+    try:
+        data = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{summary}: not a run summary with a guarantee ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{summary}: not a run summary with a guarantee (a JSON object)")
+    return data
+
+
+def _levels(summary: Mapping[str, Any], target: float | None, delta: float | None) -> tuple[float, float]:
     """The target and delta of the run: given, else its ``--summary``'s guarantee."""
-    g: dict[str, Any] = {}
-    if summary is not None:
-        try:
-            g = json.loads(summary.read_text(encoding="utf-8")).get("guarantee") or {}
-        except (OSError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"{summary}: not a run summary with a guarantee ({exc})") from None
+    g = summary.get("guarantee") or {}
+    if not isinstance(g, dict):
+        raise ConfigError("the run summary's field 'guarantee' is not an object")
     target = target if target is not None else g.get("target_agreement")
     delta = delta if delta is not None else g.get("delta")
     if not isinstance(target, (int, float)) or not isinstance(delta, (int, float)):
         raise click.UsageError("give the run's --summary (from `select --summary`) or --target-agreement and --delta")
     return float(target), float(delta)
+
+
+def _calibration_of(path: Path | None, summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The calibration the run applied (``--calibration``, else the summary's ``calibration.file``), so that
+    ``check-sample`` remembers its result beside it: its file and data hash; None when neither says."""
+    if path is None:
+        block = summary.get("calibration")
+        file = block.get("file") if isinstance(block, dict) else None
+        if not isinstance(file, str):
+            return None
+        path = Path(file)
+    cal = Calibration.load(path)
+    if isinstance(summary.get("calibration"), dict) and summary["calibration"].get("data_hash") not in (
+            None, cal.data_hash):
+        raise ConfigError(f"{path}: its data hash {cal.data_hash} is not the run summary's calibration.data_hash "
+                          f"{summary['calibration']['data_hash']!r}: give the calibration the run applied")
+    return {"file": str(path.resolve()), "data_hash": cal.data_hash}
 
 
 @click.command("sample")
@@ -70,7 +99,10 @@ def _levels(summary: Path | None, target: float | None, delta: float | None) -> 
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write what each sampled verdict was here (default: OUT.key.json; keep it from the labellers).")
 @click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The run's summary (`select --summary`): its target agreement and delta.")
+              help="The run's summary (`select --summary`): its target agreement and delta (and calibration file).")
+@click.option("--calibration", "calibration_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The calibration file the run applied: `check-sample` then remembers its result "
+                                 "beside it, and later runs on the same items say it (default: the summary's).")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None, help="The run's target.")
 @click.option("--delta", type=Finite(min=0.0, max=1.0), default=None, help="The run's delta.")
 @click.option("--size", type=click.IntRange(min=1), default=None,
@@ -82,10 +114,12 @@ def _levels(summary: Path | None, target: float | None, delta: float | None) -> 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
 def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summary_path: Path | None,
-           target_agreement: float | None, delta: float | None, size: int | None, precision: float,
-           abstained_size: int | None, seed: int, quiet: bool) -> None:
+           calibration_path: Path | None, target_agreement: float | None, delta: float | None, size: int | None,
+           precision: float, abstained_size: int | None, seed: int, quiet: bool) -> None:
     """Draw a seeded, stratified sample of VERDICTS (kept / abstained) to label, to check the guarantee."""
-    target, risk = _levels(summary_path, target_agreement, delta)
+    run_summary = _read_summary(summary_path)
+    target, risk = _levels(run_summary, target_agreement, delta)
+    calibration = _calibration_of(calibration_path, run_summary)
     units = V.pair_units(_read_jsonl(verdicts), str(verdicts))
     n = size if size is not None else V.sample_size(target, risk, precision)
     drawn = V.draw(units, size=n, abstained_size=abstained_size, seed=seed)
@@ -103,7 +137,8 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
             row["pairs"] = [{"first": f, "second": s, "human": None} for f, s in pairs]
             fh.write(json.dumps(row) + "\n")
     record = {"trustjudge_verification_sample": V.SAMPLE_VERSION, "verdicts": str(verdicts), "seed": seed,
-              "target_agreement": target, "delta": risk,
+              "target_agreement": target, "delta": risk, "items_sha256": digest(items_path),
+              **({"calibration": calibration} if calibration is not None else {}),
               "run": {s: sum(u["stratum"] == s for u in units) for s in (V.KEPT, V.ABSTAINED)}, "units": drawn}
     with atomic_output(key_path, "--key") as fh:
         fh.write(json.dumps(record, indent=1) + "\n")
@@ -145,8 +180,11 @@ def _read_key(path: Path) -> dict[str, Any]:
               help="The sample's key (default: LABELLED.key.json, as `trustjudge sample` wrote it).")
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result as JSON here.")
+@click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Remember the result here (default: beside the calibration file the sample's key names, "
+                   "CAL.checks.json); later runs of that calibration on the same items say it.")
 @click.option("--quiet", "-q", is_flag=True)
-def check_sample(labelled: Path, key: Path | None, out: Path | None, quiet: bool) -> None:
+def check_sample(labelled: Path, key: Path | None, out: Path | None, ledger: Path | None, quiet: bool) -> None:
     """Test, on LABELLED (a sample from `trustjudge sample` with its pairs labelled), whether the guarantee holds."""
     record = _read_key(_key_path(labelled, key))
     labels = {(it.id, p.first, p.second): p.human for it in read_items(labelled, False, 2) for p in it.all_pairs()}
@@ -154,7 +192,24 @@ def check_sample(labelled: Path, key: Path | None, out: Path | None, quiet: bool
     if out is not None:
         with atomic_output(out, "--out") as fh:
             fh.write(json.dumps(result, indent=2) + "\n")
+    kept = _remember(record, result, labelled, ledger)
     if not quiet:
         err.print(escape(V.describe(result)
                          + (f" ({result['kept_unlabelled']} kept verdicts of the sample not labelled)"
                             if result["kept_unlabelled"] else "")), highlight=False)
+        err.print(escape(f"remembered in {kept}: later runs of this calibration on these items say it" if kept
+                         else "not remembered: the sample's key names no calibration file (give `trustjudge "
+                              "sample --calibration CAL` or the run's --summary)"), highlight=False)
+
+
+def _remember(record: Mapping[str, Any], result: Mapping[str, Any], labelled: Path,
+              ledger: Path | None) -> Path | None:
+    """Write the result to the verification ledger of the calibration the sample's key names (None: none)."""
+    cal, items = record.get("calibration"), record.get("items_sha256")
+    if not (isinstance(cal, dict) and isinstance(cal.get("file"), str) and isinstance(cal.get("data_hash"), str)
+            and isinstance(items, str)):
+        return None
+    path = ledger if ledger is not None else _ledger.ledger_path(cal["file"])
+    _ledger.remember(path, _ledger.entry_of(result, data_hash=cal["data_hash"], items_sha256=items,
+                                            sample=str(labelled)))
+    return path

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
+from ..audit import _ledger
 from ..audit._estimators import CALIBRATED, ESTIMATORS
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
@@ -31,8 +32,9 @@ from ..errors import ConfigError
 from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
+from ._calibrated import remembered
 from ._common import err, progress
-from ._inputs import read_items
+from ._inputs import digest, read_items
 from ._options import SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
 
 _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
@@ -200,6 +202,10 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             task = bar.add_task(f"select {cal.mode} ({j.name})", total=None)
             records, summary = j.select(todo, cal, target=target_agreement, delta=risk_delta,
                                         override=calibration_override, progress=lambda n: bar.advance(task, n))
+        verification = remembered(calibration_path, cal, digest(items))
+        _ledger.stamp(cal.mode, records, cal.map.classes, cal.levels, verification)
+        if verification is not None:
+            summary["verification"] = {**verification, "notice": _ledger.notice(verification)}
         with record_output(out, "--out") as stream:
             for rec in records:
                 stream.write(json.dumps(rec) + "\n")
@@ -227,6 +233,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             warning = (summary.get("shift") or {}).get("warning")
             if g and warning:
                 err.print(escape(f"WARNING: {warning}"), highlight=False)
+            if verification is not None:
+                err.print(escape(f"VERIFICATION: {summary['verification']['notice']}"), highlight=False)
             if out is not None:
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
