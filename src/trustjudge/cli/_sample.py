@@ -26,9 +26,8 @@ from ..io._items import Item
 from ..io._outputs import atomic_output
 from ..modes._verification import Labelling, labelling
 from ._common import err
-from ._inputs import digest, read_items
+from ._inputs import digest, item_dict, read_items
 from ._options import Finite
-from ._trust import _item_dict
 
 PAIRWISE = "compare"
 """The mode of a sample whose key or summary names none (samples were pairwise first)."""
@@ -107,7 +106,7 @@ def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, It
         wanted.setdefault(item, {}).setdefault(at, []).append(unit.get("part") or {})
     with atomic_output(out, "--out") as fh:
         for item_id, parts in wanted.items():
-            row = _item_dict(by_id[item_id])
+            row = item_dict(by_id[item_id])
             if labels.pairs:
                 row["pairs"] = [{"first": f, "second": s, "human": None} for f, s in parts]
             else:

@@ -13,7 +13,7 @@ ones before it abstained on.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,13 @@ from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, cali
 from ..audit._verify import verification_problems
 from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
-from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
 from ._calibrated import remembered
 from ._common import err, progress
+from ._domains import select_domains
 from ._inputs import digest, read_items
+from ._inputs import item_dict as _item_dict
 from ._options import SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
 
 _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
@@ -143,9 +144,13 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
 @input_options
 @judge_options("compare")
 @click.option("--calibration", "calibration_paths", required=True, multiple=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A calibration file from `trustjudge calibrate` (its mode is the mode judged). With --cascade: "
-                   "one per model tier, in order (repeat the option).")
+                   "one per model tier, in order (repeat the option). With --calibration-by: DOMAIN=FILE for each "
+                   "domain, or one JSON map file of domain -> calibration file.")
+@click.option("--calibration-by", "calibration_by", default=None, metavar="FIELD",
+              help="A calibration per domain: the item field FIELD names each item's domain, and its verdicts are "
+                   "calibrated (and kept) by that domain's file; an item of a domain without one is abstained "
+                   "(no_calibration_for_domain).")
 @click.option("--cascade", default=None, metavar="J1,J2[,human]",
               help="Judge with a cascade: J1 judges every verdict (pair, check or claim: the calibration files' "
                    "mode), J2 only what J1 abstained on, and so on; a last `human` leaves the rest to people "
@@ -166,21 +171,26 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
 @click.option("--abstained-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
 def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
-           calibration_paths: tuple[Path, ...], cascade: str | None, target_agreement: float | None,
+           calibration_paths: tuple[str, ...], calibration_by: str | None, cascade: str | None,
+           target_agreement: float | None,
            risk_delta: float, calibration_override: bool, scale: str | None, out: Path | None,
            summary_out: Path | None, abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
+    if calibration_by is not None:
+        return select_domains(items, fmt, skip_invalid, quiet, judging, calibration_by, calibration_paths,
+                              target_agreement, risk_delta, calibration_override, outputs, cascade or scale)
+    paths = tuple(_existing(p) for p in calibration_paths)
     if cascade is not None:
         if scale is not None:
             raise click.UsageError("--scale applies to a score calibration, not to a cascade")
-        _select_cascade(items, fmt, skip_invalid, quiet, judging, calibration_paths, cascade, target_agreement,
+        _select_cascade(items, fmt, skip_invalid, quiet, judging, paths, cascade, target_agreement,
                         risk_delta, calibration_override, outputs)
         return
-    if len(calibration_paths) != 1:
-        raise click.UsageError(f"select takes one --calibration file, got {len(calibration_paths)} (several are for "
-                               "--cascade: one per model tier)")
-    calibration_path = calibration_paths[0]
+    if len(paths) != 1:
+        raise click.UsageError(f"select takes one --calibration file, got {len(paths)} (several are for "
+                               "--cascade: one per model tier, or --calibration-by: one per domain)")
+    calibration_path = paths[0]
     judging.guard(items, outputs)
     check_outputs(outputs, inputs=[calibration_path])
     _template_fits(judging, None)
@@ -331,6 +341,16 @@ def _cascade_table(summary: dict[str, Any]) -> None:
                      + f". Guarantee: {summary['guarantee']}"), highlight=False)
 
 
+def _existing(value: str) -> Path:
+    """A ``--calibration`` file, which must exist (under --calibration-by the values are DOMAIN=FILE)."""
+    path = Path(value)
+    if not path.is_file():
+        raise click.BadParameter(f"file {value!r} does not exist" + (" (DOMAIN=FILE needs --calibration-by FIELD)"
+                                                                      if "=" in value else ""),
+                                 param_hint="'--calibration'")
+    return path
+
+
 def _calibrated(name: str) -> str:
     """``--mode``: a mode with a calibration (a plug-in is loaded, and so registers its units)."""
     try:
@@ -347,14 +367,3 @@ def _template_fits(judging: JudgeOptions, mode: str | None) -> None:
     """``--template`` is the pairwise template here: refuse it where the mode asks no pairwise question."""
     if judging.pairwise_template is not None and mode not in (None, "compare"):
         raise click.UsageError(f"--template replaces the pairwise template; the {mode} mode does not use it")
-
-
-def _item_dict(item: Item) -> dict[str, Any]:
-    """An item as the items format writes it (the fields labelling needs)."""
-    d = asdict(item)
-    out: dict[str, Any] = {"id": d["id"], "question": d["question"]}
-    for key in ("context", "reference", "profile", "knowledge", "evidence", "checklist", "gold_claims"):
-        if d.get(key):
-            out[key] = d[key]
-    out["responses"] = [{k: v for k, v in r.items() if v not in (None, (), [], {})} for r in d["responses"]]
-    return out
