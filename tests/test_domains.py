@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from trustjudge import Judge, load_items
-from trustjudge._domains import NO_CALIBRATION, DomainCalibrations, apply_by_domain
+from trustjudge.audit._domains import NO_CALIBRATION, DomainCalibrations, apply_by_domain
 from trustjudge.audit._trust import Calibration
 from trustjudge.cli import cli
 from trustjudge.errors import ConfigError

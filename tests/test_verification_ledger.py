@@ -95,9 +95,13 @@ def test_a_refuted_guarantee_is_said_by_every_later_run_on_the_same_data_and_not
     assert all("verification" not in r["calibrated"] for r in _lines(tmp_path / "v3.jsonl"))
 
     selected = _invoke("select", new, "-j", "mock/hash", "--store", store, "--calibration", cal,
-                       "--target-agreement", 0.8, "--out", tmp_path / "v4.jsonl")
+                       "--target-agreement", 0.8, "--out", tmp_path / "v4.jsonl", "--summary", tmp_path / "sum4.json")
     assert notice in selected.stderr.replace("\n", "")
     assert all(r["calibrated"]["verification"]["result"] == "refuted" for r in _lines(tmp_path / "v4.jsonl"))
+    # a sample of the select run, drawn from its --summary alone, is remembered beside the same file
+    assert _invoke("sample", tmp_path / "v4.jsonl", "--items", new, "--summary", tmp_path / "sum4.json",
+                   "--out", tmp_path / "s4.jsonl", "--size", 20).exit_code == 0
+    assert json.loads((tmp_path / "s4.jsonl.key.json").read_text())["calibration"]["file"] == str(cal.resolve())
 
 
 def test_a_bad_ledger_is_refused_naming_the_file_and_field(tmp_path: Path) -> None:

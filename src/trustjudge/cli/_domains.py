@@ -11,7 +11,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from .._domains import NO_CALIBRATION, DomainCalibrations, select_by_domain
+from ..audit._domains import NO_CALIBRATION, DomainCalibrations, select_by_domain
 from ..audit._trust import abstained_items
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode

@@ -212,6 +212,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             task = bar.add_task(f"select {cal.mode} ({j.name})", total=None)
             records, summary = j.select(todo, cal, target=target_agreement, delta=risk_delta,
                                         override=calibration_override, progress=lambda n: bar.advance(task, n))
+        summary["calibration"]["file"] = str(calibration_path)  # `sample --summary` remembers its check beside it
         verification = remembered(calibration_path, cal, digest(items))
         _ledger.stamp(cal.mode, records, cal.map.classes, cal.levels, verification)
         if verification is not None:

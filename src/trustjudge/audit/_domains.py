@@ -18,15 +18,15 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .audit._calibration import Selection
-from .audit._trust import Calibration, Tally, annotate, units
-from .errors import ConfigError
-from .io._items import Item
+from ..errors import ConfigError
+from ..io._items import Item
+from ._calibration import Selection
+from ._trust import Calibration, Tally, annotate, units
 
-if TYPE_CHECKING:
-    from ._judge import Judge
+Judge = Any
+"""A :class:`~trustjudge.Judge` (named loosely: the audit layer sits below it and only calls its methods)."""
 
 NO_CALIBRATION = "no_calibration_for_domain"
 """Why a verdict of an item whose domain has no calibration is not kept."""
