@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -106,7 +107,8 @@ def test_the_recorded_judge_answers_from_its_file_and_says_so(tmp_path: Path) ->
         assert isinstance(backend, RecordedBackend)
         assert backend.fingerprint == "recorded:sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         recs = [r.to_dict() for r in judge.compare(items)]
-        assert judge.stats.model_calls == backend.lookups == 8  # two orders of each of the 4 usable rows
+        # two orders of each of the 4 usable rows, read from the file: recorded lookups, not model calls
+        assert judge.stats.recorded_lookups == backend.lookups == 8 and judge.stats.model_calls == 0
     by_item = {r["item_id"]: r for r in recs}
     assert {k: by_item[k]["verdicts"]["likelihood"] for k in ("q0", "q1", "q2", "q3")} == {
         "q0": "first", "q1": "second", "q2": "tie", "q3": "second"}
@@ -258,8 +260,8 @@ def test_the_cli_cascade_writes_the_human_tier_as_items_that_read_back_as_labels
     assert no_file.returncode == 2 and "give --abstained-out" in no_file.stderr
     args = ["select", new_items, "--cascade", f"mock/hash,{recorded},human", "--calibration",
             tmp_path / "cal1.json", "--calibration", tmp_path / "cal2.json", "--target-agreement", "0.8",
-            "--delta", "0.1", "--store", store, "--out", tmp_path / "out.jsonl", "--summary", tmp_path / "sum.json",
-            "--abstained-out", tmp_path / "todo.jsonl"]
+            "--risk-delta", "0.1", "--store", store, "--out", tmp_path / "out.jsonl", "--summary",
+            tmp_path / "sum.json", "--abstained-out", tmp_path / "todo.jsonl"]
     done = cli(*args)
     assert done.returncode == 0, done.stderr
     assert "Cascade: 30 pairs" in done.stderr and "human" in done.stderr
@@ -282,6 +284,12 @@ def test_the_cli_cascade_writes_the_human_tier_as_items_that_read_back_as_labels
     rerun = cli(*args)
     assert rerun.returncode == 0, rerun.stderr
     assert [t.get("model_calls") for t in json.loads((tmp_path / "sum.json").read_text())["tiers"][:2]] == [0, 0]
+    # $TRUSTJUDGE_JUDGE is a default, not a --judge: a cascade runs with it set; --judge itself is refused.
+    with_env = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "TRUSTJUDGE_JUDGE": "mock/hash"})
+    assert with_env.returncode == 0, with_env.stderr
+    named = cli(*args, "--judge", "mock/hash")
+    assert named.returncode == 2 and "leave out --judge" in named.stderr, named.stderr
 
 
 # -- the guarantee, in simulation ----------------------------------------------------------------------------
@@ -336,7 +344,8 @@ def _real_cascade(tmp_path: Path, judge: Judge, name: str) -> None:
     rows = summary["tiers"]
     assert rows[0]["judge"] == name and rows[0]["model_calls"] == 12  # 6 new pairs, both orders
     passed = [r for r in records if r["tier"] != 1]
-    assert rows[1]["asked"] == len(passed) and rows[1]["model_calls"] == 2 * len(passed)
+    assert rows[1]["asked"] == len(passed) and rows[1]["recorded_lookups"] == 2 * len(passed)
+    assert rows[1]["model_calls"] == 0  # a recorded judge asks no model
     assert sum(r["tier"] == 2 for r in records) == rows[1]["decided"]
     for r in records:
         first = r["cascade"][0]

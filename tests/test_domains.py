@@ -67,7 +67,7 @@ def test_each_domain_is_selected_by_its_own_calibration_and_a_domain_without_one
     mixed = _mixed(tmp_path)
     done = _invoke("select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain",
                    "--calibration", f"A={tmp_path / 'calA.json'}", "--calibration", f"B={tmp_path / 'calB.json'}",
-                   "--target-agreement", 0.8, "--delta", 0.1, "--out", tmp_path / "v.jsonl",
+                   "--target-agreement", 0.8, "--risk-delta", 0.1, "--out", tmp_path / "v.jsonl",
                    "--summary", tmp_path / "sum.json")
     assert done.exit_code == 0, done.output
     text = done.stderr.replace("\n", " ")

@@ -159,7 +159,7 @@ except trustjudge.PrerequisiteError as exc:
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert ("ERROR the inspect_ai scorer needs inspect-ai: install it with `pip install 'trustjudge[inspect]'`"
+    assert ("ERROR the inspect_ai scorer: inspect-ai is not installed; install with `pip install 'trustjudge[inspect]'`"
             in out.stdout)
     code = f"""
 from inspect_ai.util import registry_create, registry_info

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,38 @@ def test_the_library_draws_a_progress_bar_on_request(tmp_path: Path, capsys: pyt
     assert list(j.score(items, progress=False)) == records  # False: no bar, same records
     assert capsys.readouterr().err == ""
     j.close()
+
+
+def test_store_show_without_a_judge_builds_none(tmp_path: Path, items_file: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only command never builds a judge nobody asked for (issue 39): `store show` with no --judge lists
+    the item's stored outputs of every judge, by the question's text; with --judge, by key as before."""
+    from click.testing import CliRunner
+
+    from trustjudge.cli import cli
+    from trustjudge.cli._options import JudgeOptions
+
+    store = tmp_path / "s.sqlite"
+    assert run("score", items_file, "--judge", "mock/hash", "--store", store, "-q").returncode == 0
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml naming a judge
+    monkeypatch.delenv("TRUSTJUDGE_JUDGE", raising=False)
+
+    def refuse(self: JudgeOptions, **extra: object) -> None:
+        raise AssertionError(f"store show built the judge {self.judge}")
+
+    item_id = load_first_id(items_file)
+    with monkeypatch.context() as m:
+        m.setattr(JudgeOptions, "make", refuse)
+        shown = CliRunner().invoke(cli, ["store", "show", str(items_file), item_id, "--store", str(store)])
+    assert shown.exit_code == 0, shown.output + repr(shown.exception)
+    responses = len(json.loads(items_file.read_text().splitlines()[0])["responses"])
+    assert shown.output.count("backend mock:hash") == responses  # one score per response of the item
+    assert f"{responses} stored output(s) whose prompt holds item {item_id!r}'s question" in " ".join(
+        shown.output.split())
+    keyed = CliRunner().invoke(cli, ["store", "show", str(items_file), item_id, "--store", str(store), "-j",
+                                     "mock/hash", "--kind", "score"])
+    assert keyed.exit_code == 0 and keyed.output.count(f"score {item_id} /") == responses
+
+
+def load_first_id(path: Path) -> str:
+    return str(json.loads(path.read_text().splitlines()[0])["id"])

@@ -201,3 +201,29 @@ def test_the_plugin_imports_no_scipy_stats() -> None:
            "if m.startswith(('scipy.stats', 'scipy.optimize', 'torch', 'llama_cpp', 'pandas'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_judge_that_cannot_be_loaded_is_one_skip_reason_not_a_traceback_per_test(pytester: pytest.Pytester) -> None:
+    """Without llama-cpp-python the default judge cannot load: every test of the fixture is skipped with the
+    install line, once (issue 39), instead of failing with a traceback each."""
+    pytester.makeconftest("import sys\nsys.modules['llama_cpp'] = None  # as if llama-cpp-python were not installed\n")
+    pytester.makepyfile('''
+        from trustjudge.pytest_plugin import assert_scores_at_least
+
+        def test_one(trustjudge_judge):
+            assert_scores_at_least(trustjudge_judge, "2+2?", "4", 5)
+
+        def test_two(trustjudge_judge):
+            assert_scores_at_least(trustjudge_judge, "3+3?", "6", 5)
+
+        def test_three(trustjudge_judge):
+            assert_scores_at_least(trustjudge_judge, "4+4?", "8", 5)
+    ''')
+    result = pytester.runpytest_subprocess("--trustjudge-judge", "llamacpp/qwen2.5-coder-1.5b",
+                                           "--trustjudge-store", str(pytester.path / "s.sqlite"),
+                                           "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(skipped=3)
+    out = result.stdout.str()
+    assert "Traceback" not in out and "pip install" in out
+    assert "3 tests skipped: the trustjudge_judge fixture's judge llamacpp/qwen2.5-coder-1.5b cannot be loaded" in out
+    assert "pip install 'trustjudge[llamacpp]'" in out

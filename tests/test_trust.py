@@ -136,7 +136,7 @@ def test_selective_checklist_on_the_real_small_judge_and_the_abstained_file_roun
     file = json.loads(cal.read_text())
     assert file["mode"] == "checklist" and file["method"] == "platt" and file["n"] == 24
     args = ["select", new_items, "--calibration", cal, "-j", "hf/smollm2-135m", "--store", store,
-            "--target-agreement", "0.6", "--delta", "0.3", "--out", tmp_path / "kept.jsonl",
+            "--target-agreement", "0.6", "--risk-delta", "0.3", "--out", tmp_path / "kept.jsonl",
             "--summary", tmp_path / "summary.json", "--abstained-out", tmp_path / "todo.jsonl"]
     first = cli(*args)
     assert first.returncode == 0, first.stderr

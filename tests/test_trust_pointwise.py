@@ -417,7 +417,7 @@ def test_cli_calibrate_score_apply_and_refuse_a_tolerance_mismatch(tmp_path: Pat
     assert misplaced.exit_code == 2 and "--tolerance applies to --mode score" in misplaced.output
     # select: the same verdicts, and the abstained responses written for labelling
     sel = _invoke("select", new_items, "--scale", "5", "-j", "mock/knowscore", "--store", store, "--calibration",
-                  tmp_path / "cal.json", "--target-agreement", "0.9", "--delta", "0.1", "-o", tmp_path / "s.jsonl",
+                  tmp_path / "cal.json", "--target-agreement", "0.9", "--risk-delta", "0.1", "-o", tmp_path / "s.jsonl",
                   "--abstained-out", tmp_path / "todo.jsonl")
     assert sel.exit_code == 0, sel.output
     assert "model calls 0" in sel.stderr

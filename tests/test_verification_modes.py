@@ -121,7 +121,7 @@ def test_a_sample_of_every_calibrated_mode_is_labelled_and_tested(tmp_path: Path
     items.write_text("".join(json.dumps(r) + "\n" for r in _items(mode)))
     sample = tmp_path / "sample.jsonl"
     drew = _invoke("sample", verdicts, "--items", items, "--calibration", cal, "--out", sample,
-                   "--target-agreement", 0.8, "--delta", 0.1, "--size", 60)
+                   "--target-agreement", 0.8, "--risk-delta", 0.1, "--size", 60)
     assert drew.exit_code == 0, drew.output
     key = json.loads((tmp_path / "sample.jsonl.key.json").read_text())
     assert key["mode"] == mode and [u["stratum"] for u in key["units"]].count("kept") == 60
@@ -148,7 +148,7 @@ def test_a_sampled_score_outside_the_scale_is_refused_naming_the_verdict(tmp_pat
     items.write_text("".join(json.dumps(r) + "\n" for r in _items("score")))
     sample = tmp_path / "sample.jsonl"
     _invoke("sample", verdicts, "--items", items, "--calibration", cal, "--out", sample, "--target-agreement", 0.8,
-            "--delta", 0.1, "--size", 5)
+            "--risk-delta", 0.1, "--size", 5)
     rows = [json.loads(line) for line in sample.read_text().splitlines()]
     rows[0]["responses"][0]["human_score"] = 9
     sample.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -156,5 +156,5 @@ def test_a_sampled_score_outside_the_scale_is_refused_naming_the_verdict(tmp_pat
     with pytest.raises(ConfigError, match=where + r"the score 9(\.0)? lies outside the scale 1\.\.5"):
         _invoke("check-sample", sample)
     missing = CliRunner().invoke(cli, ["sample", str(verdicts), "--items", str(items), "--out", str(sample),
-                                       "--target-agreement", "0.8", "--delta", "0.1"])
+                                       "--target-agreement", "0.8", "--risk-delta", "0.1"])
     assert missing.exit_code != 0  # without the calibration, score records are not pairs

@@ -49,8 +49,8 @@ def test_a_labelled_sample_says_whether_the_guarantee_holds_on_this_data(tmp_pat
                                                                          result: str) -> None:
     items, verdicts = _run(tmp_path)
     sample = tmp_path / "sample.jsonl"
-    drew = _invoke("sample", verdicts, "--items", items, "--out", sample, "--target-agreement", 0.8, "--delta", 0.1,
-                   "--size", 60)
+    drew = _invoke("sample", verdicts, "--items", items, "--out", sample, "--target-agreement", 0.8,
+                   "--risk-delta", 0.1, "--size", 60)
     assert drew.exit_code == 0, drew.output
     key = json.loads((tmp_path / "sample.jsonl.key.json").read_text())
     assert [u["stratum"] for u in key["units"]].count("kept") == 60
@@ -97,9 +97,9 @@ def test_bad_input_is_refused_naming_the_file_line_and_field(tmp_path: Path) -> 
     bad.write_text(rows[0] + "\n" + json.dumps({**json.loads(rows[1]), "calibrated": {"verdict": "first"}}) + "\n")
     with pytest.raises(ConfigError, match=r"bad\.jsonl: line 2: field 'calibrated\.abstained' is missing"):
         _invoke("sample", bad, "--items", items, "--out", tmp_path / "s.jsonl", "--target-agreement", 0.8,
-                "--delta", 0.1)
+                "--risk-delta", 0.1)
     sample = tmp_path / "s.jsonl"
-    _invoke("sample", verdicts, "--items", items, "--out", sample, "--target-agreement", 0.8, "--delta", 0.1)
+    _invoke("sample", verdicts, "--items", items, "--out", sample, "--target-agreement", 0.8, "--risk-delta", 0.1)
     key = tmp_path / "s.jsonl.key.json"
     data = json.loads(key.read_text())
     data["units"][1]["stratum"] = "maybe"

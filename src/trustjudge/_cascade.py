@@ -209,7 +209,7 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
         judge = tier.judge
         assert judge is not None
         task = judge.calibration_task(mode)
-        calls, stored = judge.stats.model_calls, judge.stats.from_store
+        calls, stored, looked = judge.stats.model_calls, judge.stats.from_store, judge.stats.recorded_lookups
         asked = len(order) - len(final) if t > 1 else None
         records = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
         decided = labelled = agreed = 0
@@ -242,6 +242,7 @@ def run(items: Iterable[Item], tiers: Sequence[Tier], *, target: float, delta: f
                      "judgments": sum(task.size(it) for it in todo),
                      "judgments_alone": sum(task.size(it) for it in (items if t == 1 else full)),
                      "model_calls": judge.stats.model_calls - calls, "from_store": judge.stats.from_store - stored,
+                     "recorded_lookups": judge.stats.recorded_lookups - looked,
                      "calibration": {"n": cal.n, "method": cal.map.method, "data_hash": cal.data_hash},
                      "guarantee": sel.to_dict(), "keeps_nothing": not sel.supported})
         keep = {k for k in order if k not in final}

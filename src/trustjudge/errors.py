@@ -31,9 +31,9 @@ class PrerequisiteError(TrustJudgeError):
 
 def pip_dependency_error(feature: str, packages: list[str], extra: str) -> PrerequisiteError:
     """Build the error raised when an optional dependency is missing."""
-    return PrerequisiteError(
-        f"{feature} needs {', '.join(packages)}: install it with `pip install 'trustjudge[{extra}]'`."
-    )
+    names = ", ".join(packages)
+    return PrerequisiteError(f"{feature}: {names} {'are' if len(packages) > 1 else 'is'} not installed; install with "
+                             f"`pip install 'trustjudge[{extra}]'`.")
 
 
 class InputError(TrustJudgeError):

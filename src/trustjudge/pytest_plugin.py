@@ -34,7 +34,7 @@ from ._integrations import check_method, clip, fmt_number, fmt_scores, one_item,
 from ._judge import Judge
 from .backends import DEFAULT_JUDGE
 from .engine import _scoring as S
-from .errors import ConfigError
+from .errors import ConfigError, PrerequisiteError
 from .io._items import Criterion
 from .modes._prompts import scale as scale_of
 from .modes._records import CompareRecord, CriteriaRecord, CriterionResult, RecordBase, ScoreRecord
@@ -43,6 +43,8 @@ from .modes._registry import get_mode
 __all__ = ["assert_beats", "assert_metric_at_least", "assert_scores_at_least", "trustjudge_judge"]
 
 _JUDGE = pytest.StashKey[Judge]()
+_UNLOADABLE = pytest.StashKey[str]()
+"""Why the fixture's judge could not be loaded (one skip reason a session, summarised once)."""
 _RAN: weakref.WeakSet[Judge] = weakref.WeakSet()
 """Judges an assertion helper ran (the summary reports the fixture's judge only if it judged anything)."""
 
@@ -78,6 +80,16 @@ def _store_path(config: pytest.Config) -> Path | None:
 def trustjudge_judge(request: pytest.FixtureRequest) -> Iterator[Judge]:
     """The session's judge (``--trustjudge-judge``), backed by the judgment store (``--trustjudge-store``)."""
     judge = Judge(_judge_name(request.config), store=_store_path(request.config))
+    try:
+        judge.backend  # noqa: B018 (loaded now: a missing package is one skip reason, not a traceback per test)
+    except PrerequisiteError as exc:
+        judge.close()
+        reason = (f"the trustjudge_judge fixture's judge {judge.name} cannot be loaded: {exc} (or choose another "
+                  "judge with --trustjudge-judge NAME)")
+        request.config.stash[_UNLOADABLE] = reason  # pytest keeps the skip: the judge is tried once a session
+        pytest.skip(reason)
+    except ConfigError:
+        pass  # a judge name it cannot build fails where a test uses it, as before (the fixture alone may be asked)
     request.config.stash[_JUDGE] = judge
     try:
         yield judge
@@ -87,6 +99,11 @@ def trustjudge_judge(request: pytest.FixtureRequest) -> Iterator[Judge]:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
                             config: pytest.Config) -> None:
+    unloadable = config.stash.get(_UNLOADABLE, None)
+    if unloadable is not None:
+        terminalreporter.write_sep("-", "trustjudge")
+        n = sum(unloadable in str(r.longrepr) for r in terminalreporter.stats.get("skipped", []))
+        terminalreporter.write_line(f"{_count(n, 'test')} skipped: {unloadable}")
     judge = config.stash.get(_JUDGE, None)
     if judge is None or judge not in _RAN:
         return
@@ -94,7 +111,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     unscored = sum(stats.unscored.values())
     terminalreporter.write_sep("-", "trustjudge")
     terminalreporter.write_line(
-        f"judge {judge.name}, store {judge.store.path}: {_count(stats.model_calls, 'model call')}, "
+        f"judge {judge.name}, store {judge.store.path}: {_count(stats.model_calls, 'model call')}"
+        f"{stats.recorded_note()}, "
         f"{_count(stats.from_store, 'judgment')} from the store" + (f", {unscored} unscored" if unscored else ""))
 
 

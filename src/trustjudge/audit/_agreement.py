@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine._aggregates import kappa_of_confusion
 from ._stats import (
     CI,
     NAN,
@@ -98,17 +99,6 @@ def _small_rank_correlations(x: Sequence[float], y: Sequence[float]) -> tuple[fl
     return rho, float((sx[upper] * sy[upper]).sum() / math.sqrt(untied_x * untied_y))
 
 
-def _kappa(conf: Floats) -> Floats:
-    """Cohen's kappa of (..., 3, 3) confusion matrices; nan without data or when chance agreement is 1."""
-    # Written with numpy: scikit-learn's cohen_kappa_score would be the only reason to depend on it.
-    total = conf.sum(axis=(-2, -1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        observed = np.trace(conf, axis1=-2, axis2=-1) / total
-        chance = (conf.sum(axis=-1) * conf.sum(axis=-2)).sum(axis=-1) / total**2
-        kappa = (observed - chance) / (1.0 - chance)
-    return np.where(chance < 1.0, kappa, NAN)
-
-
 def cohen_kappa(pairs: Iterable[tuple[str, str]]) -> float:
     """Return Cohen's kappa over the three verdict classes (nan without data or if chance agreement is 1).
 
@@ -118,7 +108,7 @@ def cohen_kappa(pairs: Iterable[tuple[str, str]]) -> float:
     conf = np.zeros((3, 3), dtype=np.float64)
     for one, two in pairs:
         conf[VERDICTS.index(one), VERDICTS.index(two)] += 1
-    return float(_kappa(conf))
+    return float(kappa_of_confusion(conf))
 
 
 def _majority(labels: Sequence[str]) -> str:
@@ -173,7 +163,7 @@ def pairwise_agreement(compare_records: Sequence[Record], method: str, *, bootst
     hits = np.trace(stacked, axis1=1, axis2=2)
     return PairwiseAgreement(
         method, n, rate(float(np.trace(total)), n), int(strict.sum()), rate(float(np.trace(strict)), strict.sum()),
-        float(_kappa(total)), len(per_item), tuple((int(r[0]), int(r[1]), int(r[2])) for r in total),
+        float(kappa_of_confusion(total)), len(per_item), tuple((int(r[0]), int(r[1]), int(r[2])) for r in total),
         annotator_agreement(records),
         bootstrap_ratio(hits, stacked.sum(axis=(1, 2)), bootstrap=bootstrap, seed=seed),
         _bootstrap_kappa(stacked, bootstrap=bootstrap, seed=seed))
@@ -218,7 +208,7 @@ def _bootstrap_kappa(confusions: Floats, *, bootstrap: int, seed: int) -> CI:
     if bootstrap <= 0 or len(confusions) == 0:
         return NO_CI
     weights = resample_counts(len(confusions), bootstrap, seed)
-    return percentile_ci(_kappa((weights @ confusions.reshape(-1, 9)).reshape(bootstrap, 3, 3)))
+    return percentile_ci(kappa_of_confusion((weights @ confusions.reshape(-1, 9)).reshape(bootstrap, 3, 3)))
 
 
 __all__ = ["AnnotatorAgreement", "PairwiseAgreement", "ScoreAgreement", "annotator_agreement", "cohen_kappa",

@@ -32,6 +32,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ..engine._aggregates import brier as brier
+from ..engine._aggregates import ece as ece
 from ..errors import ConfigError
 
 Floats = npt.NDArray[np.float64]
@@ -206,31 +208,8 @@ def remove_position_bias(order: npt.ArrayLike, bias: float) -> Floats:
 
 # -- metrics -------------------------------------------------------------------------------------------
 
-def ece(probs: npt.ArrayLike, y: npt.ArrayLike, bins: int = 10) -> float:
-    """Expected calibration error of the top class (binary: of the predicted class), equal-width bins."""
-    p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
-    lab = np.asarray(y, dtype=np.int64).ravel()
-    if p.shape[0] == 0:
-        return float("nan")
-    conf = p.max(axis=1)
-    correct = (p.argmax(axis=1) == lab).astype(np.float64)
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    idx = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, bins - 1)
-    total = 0.0
-    for b in range(bins):
-        m = idx == b
-        if m.any():
-            total += int(m.sum()) * abs(float(conf[m].mean()) - float(correct[m].mean()))
-    return float(total / p.shape[0])
-
-
-def brier(probs: npt.ArrayLike, y: npt.ArrayLike) -> float:
-    """Mean squared distance between the probability rows and the one-hot labels (binary: 2x the usual)."""
-    p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
-    lab = np.asarray(y, dtype=np.int64).ravel()
-    if p.shape[0] == 0:
-        return float("nan")
-    return float(np.mean(np.sum((p - np.eye(p.shape[1])[lab]) ** 2, axis=1)))
+# ``ece`` and ``brier`` over rows of class probabilities are the engine's (one definition each):
+# :func:`trustjudge.engine._aggregates.ece` (top-class ECE) and :func:`~trustjudge.engine._aggregates.brier`.
 
 
 # -- selective verdicts ------------------------------------------------------------------------------

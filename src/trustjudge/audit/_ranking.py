@@ -114,8 +114,15 @@ class Ranking:
     skipped: dict[str, int]
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-serialisable dict (nan becomes None)."""
-        return {k: _clean(v) for k, v in asdict(self).items()}
+        """Return a JSON-serialisable dict (nan becomes None), with :meth:`basis`."""
+        return {**{k: _clean(v) for k, v in asdict(self).items()}, "basis": self.basis()}
+
+    def basis(self) -> str:
+        """What each ranking ranks on: two rankings of the same data agree only where they say the same."""
+        scores = (f"the mean {self.score_method} score on the {self.score_scale}-point scale"
+                  if self.score_scale is not None else "no scores")
+        return (f"bt_soft: the pairs' {self.method} probabilities; bt_hard, elo, win_rate: their {self.method} "
+                f"verdicts; mean_score: {scores}")
 
     def rows(self) -> list[Row]:
         """Return one row per system in ``COLUMNS`` order, sorted by the primary strength, best first."""

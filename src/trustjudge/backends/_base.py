@@ -98,6 +98,9 @@ class Backend(abc.ABC):
 
     #: Whether :meth:`label_logprobs` scores any text exactly (teacher forcing).
     exact_labels: bool = True
+    calls_model: bool = True
+    """Whether answering asks a model; ``False`` for a judge that reads answers from a file (``recorded/``): its
+    lookups are counted as ``recorded_lookups``, not as model calls."""
     #: Default prompt tokens per second used for time estimates before one is measured.
     default_tokens_per_s: float = 450.0
     #: Whether the judge sees images: a prompt then holds them as markers (``trustjudge._images.marker``), each

@@ -202,6 +202,7 @@ class RecordedBackend(Backend):
     """``recorded/<path>``: pairwise verdicts from a file (see the module docstring); no model."""
 
     exact_labels = False
+    calls_model = False
     default_tokens_per_s = 1e9
 
     def __init__(self, path: str | Path) -> None:

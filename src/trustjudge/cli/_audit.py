@@ -115,7 +115,8 @@ def audit(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judge
         methods_note([*(r for rs in result.score_records.values() for r in rs), *result.compare_records], quiet)
         if not quiet:
             s = j.stats
-            err.print(escape(f"model calls: {s.model_calls}; from store: {s.from_store}; store: {j.store.path}"),
+            err.print(escape(f"model calls: {s.model_calls}{s.recorded_note(':', '; ')}; from store: {s.from_store}; "
+                             f"store: {j.store.path}"),
                       highlight=False)
     finally:
         j.close()

@@ -31,10 +31,22 @@ def fail(message: str) -> int:
     return 2
 
 
+class _Bars(Progress):
+    """Progress bars that end on their real totals: a bar whose total was an upper bound (claims extracted, a
+    cascade's later tiers) or unknown reads done/done when its work finished, never 8/136 or 24/?."""
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            for bar in self.tasks:
+                self.update(bar.id, total=bar.completed)
+            self.refresh()
+        super().__exit__(exc_type, exc, tb)
+
+
 def progress(quiet: bool) -> Progress:
     """The progress bar on standard error (hidden with ``quiet``)."""
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, disable=quiet)
+    return _Bars(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, disable=quiet)
 
 
 def wide_console() -> Console:

@@ -40,6 +40,7 @@ from click.core import ParameterSource
 from rich.markup import escape
 
 from .._judge import Judge
+from .._plugins import disabled_message
 from ..engine._engine import BACKEND_ERROR
 from ..errors import BackendError, ConfigError, InputError
 from ..io._files import Suite, load_suite
@@ -47,7 +48,8 @@ from ..io._items import Item
 from ..io._outputs import atomic_output, readable_input, record_output, write_text
 from ..modes._base import RULE_MODES, AuditContext, Task, check_item
 from ..modes._records import RecordBase
-from ..modes._registry import MODES, Mode, mode_plugins
+from ..modes._registry import MODES, Mode, disabled_mode_plugins, mode_plugins
+from ..modes._registry import PLUGINS_ENV as MODE_PLUGINS_ENV
 from ..report._modes import render_mode_report
 from ..report._trust import calibration_section
 from . import _calibrated as calibrated
@@ -97,8 +99,9 @@ class Summary:
     def show(self, j: Judge, task: Task, out: Path | None, items: Path, quiet: bool) -> None:
         s = j.stats
         if not quiet:
-            err.print(escape(f"{task.kind}: {self.records} records; model calls {s.model_calls}, from store "
-                             f"{s.from_store}; unscored: {dict(self.unscored) or 'none'}; store: {j.store.path}"),
+            err.print(escape(f"{task.kind}: {self.records} records; model calls {s.model_calls}"
+                             f"{s.recorded_note()}, from store {s.from_store}; unscored: "
+                             f"{dict(self.unscored) or 'none'}; store: {j.store.path}"),
                       highlight=False)
             records_note(j, self.records, out, items)
         if self.unscored.get(BACKEND_ERROR) and s.last_error:
@@ -553,5 +556,11 @@ class ModeGroup(click.Group):
         if found is not None:
             return found
         modes = [m for m in _all_modes(cmd_name) if _word(m) == cmd_name]
-        return mode_command(cmd_name, modes) if modes else None
+        if modes:
+            return mode_command(cmd_name, modes)
+        off = disabled_mode_plugins().get(cmd_name)  # a plug-in's command is named like it, as a rule
+        if off:
+            raise click.UsageError(f"no command {cmd_name!r}: " + disabled_message(off[0], "mode plug-in",
+                                                                                  MODE_PLUGINS_ENV), ctx)
+        return None
 

@@ -21,6 +21,7 @@ from click.core import ParameterSource
 
 from .._judge import Judge
 from .._settings import JUDGE_ENV, STORE_ENV, judge_name, store_path
+from ..audit._support import DEFAULT_RISK_DELTA
 from ..audit._trust import calibrates, calibration_modes
 from ..backends import DEFAULT_JUDGE
 from ..engine._store import default_store_path
@@ -363,6 +364,28 @@ def parse_deltas(text: str, param: Any = None) -> list[float]:
     return values
 
 
+RISK_LEVEL = Finite(min=0.0, max=1.0, min_open=True, max_open=True)
+"""``--target-agreement`` and ``--risk-delta`` (the risk level of a guarantee): strictly between 0 and 1, on every
+command that takes them."""
+RISK_DELTA_HELP = "With --target-agreement: the allowed probability that the guarantee fails."
+
+
+def resolve_risk_delta(risk_delta: float | None, old_delta: float | None, command: str,
+                       default: float | None) -> float | None:
+    """``--risk-delta``, or the deprecated ``--delta`` of ``command`` with a warning (one name per meaning:
+    ``--delta`` is compare's tie margin); both, disagreeing, are refused; neither: ``default``."""
+    if old_delta is None:
+        return default if risk_delta is None else risk_delta
+    if risk_delta is not None and risk_delta != old_delta:
+        raise click.UsageError(f"--delta {old_delta:g} and --risk-delta {risk_delta:g} disagree: give "
+                               "--risk-delta only (--delta is its deprecated spelling)")
+    from ._common import err
+
+    err.print(f"warning: `{command} --delta` is deprecated: the risk level is --risk-delta, as on select, compare, "
+              "checklist, claims, score and criteria (where --delta, if any, is a tie margin)", highlight=False)
+    return old_delta
+
+
 def audit_options(fn: Command) -> Command:
     """Add what an audit measures: ``--scales``, ``--delta``, ``--ks``, ``--bootstrap``, ``--injection``."""
     return _apply([
@@ -438,7 +461,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
 
         return summary_only
 
-    level = Finite(min=0.0, max=1.0, min_open=True, max_open=True)
+    level = RISK_LEVEL
     options: list[Callable[[Command], Command]] = [
         click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help=f"A {mode} calibration file (`trustjudge calibrate --mode {mode}`): every verdict also gets "
@@ -450,8 +473,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
                      help="With --calibration: keep only verdicts confident enough that agreement with humans on "
                           "the kept ones is at least this with probability >= 1 - risk delta; the rest say "
                           "`abstained` and why."),
-        click.option("--risk-delta", type=level, default=0.1, show_default=True,
-                     help="With --target-agreement: the allowed probability that the guarantee fails."),
+        click.option("--risk-delta", type=level, default=DEFAULT_RISK_DELTA, show_default=True, help=RISK_DELTA_HELP),
     ]
     if mode in ("score", "criteria"):
         options.append(click.option("--tolerance", type=Finite(min=0.0), default=None,

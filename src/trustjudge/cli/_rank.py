@@ -110,6 +110,7 @@ def rank(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeO
             agree.add_row(escape(str(a.get("first"))), escape(str(a.get("second"))),
                           "-" if tau is None else f"{tau:.2f}", str(a.get("n")))
         wide.print(agree)
+        wide.print(escape(f"ranked on: {ranking.basis()}"), highlight=False)
         if json_out is not None:
             write_text(json_out, json.dumps({"judge": j.name, "protocol": j.protocol, **data}, indent=2) + "\n",
                        "--json")

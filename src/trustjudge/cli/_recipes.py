@@ -154,7 +154,7 @@ def _show_audit(audit: dict[str, Any]) -> None:
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="Input format: as for `trustjudge score`, or a benchmark's released format (the recipe's "
                    "[input] format: omnispatial, livedrbench, puzzleworld, sc-arena-scienceqa, geoprivacy, "
-                   "visplotbench, visplotbench-vis); "
+                   "visplotbench, visplotbench-vis, datamind); "
                    "auto: the recipe's reader where the file has its schema.")
 @click.option("--map", "column_map", multiple=True, metavar="FIELD=COLUMN,...",
               help="Read a table in another schema: which column holds each field (see docs/formats.md).")
@@ -238,8 +238,8 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
             _show_audit(result.audit)
         s = j.stats
         if not quiet:
-            err.print(escape(f"{r.name}: {len(result.records)} records; model calls {s.model_calls}, from store "
-                             f"{s.from_store}; store: {j.store.path}"), highlight=False)
+            err.print(escape(f"{r.name}: {len(result.records)} records; model calls {s.model_calls}"
+                             f"{s.recorded_note()}, from store {s.from_store}; store: {j.store.path}"), highlight=False)
         if json_out is not None:
             write_text(json_out, json.dumps({"judge": j.name, "items": str(items), **data}, indent=2) + "\n", "--json")
     finally:

@@ -65,6 +65,8 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             if not quiet:
                 err.print(escape(calibrated.describe(calibrator.summary())), highlight=False)
         name, used_protocol, calls, from_store = j.name, j.protocol, j.stats.model_calls, j.stats.from_store
+        calls_note = j.stats.recorded_note(":")
+        calls_text = f"model calls: {calls}{calls_note}, from store: {from_store}"
     finally:
         j.close()
     score_records = [r for rs in run.score_records.values() for r in rs]
@@ -89,4 +91,4 @@ def report(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     write_text(html_out, page, "--html")
     if not quiet:
         err.print(escape(f"report: {html_out} ({len(page) / 1024:,.0f} KiB); {run.report.items} items, "
-                         f"{run.report.pairs} pairs; model calls: {calls}, from store: {from_store}"), highlight=False)
+                         f"{run.report.pairs} pairs; {calls_text}"), highlight=False)

@@ -27,7 +27,7 @@ from ..io._outputs import atomic_output
 from ..modes._verification import Labelling, labelling
 from ._common import err
 from ._inputs import digest, item_dict, read_items
-from ._options import Finite
+from ._options import RISK_LEVEL, Finite, resolve_risk_delta
 
 PAIRWISE = "compare"
 """The mode of a sample whose key or summary names none (samples were pairwise first)."""
@@ -130,7 +130,9 @@ def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, It
               default=None, help="The calibration file the run applied: `check-sample` then remembers its result "
                                  "beside it, and later runs on the same items say it (default: the summary's).")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None, help="The run's target.")
-@click.option("--delta", type=Finite(min=0.0, max=1.0), default=None, help="The run's delta.")
+@click.option("--risk-delta", "delta", type=RISK_LEVEL, default=None, help="The run's risk level (--risk-delta).")
+@click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
+              help="Deprecated spelling of --risk-delta.")
 @click.option("--size", type=click.IntRange(min=1), default=None,
               help="Kept verdicts to sample (default: from --precision).")
 @click.option("--precision", type=Finite(min=0.0, max=1.0), default=0.05, show_default=True,
@@ -140,9 +142,11 @@ def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, It
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
 def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summary_path: Path | None,
-           calibration_path: Path | None, target_agreement: float | None, delta: float | None, size: int | None,
-           precision: float, abstained_size: int | None, seed: int, quiet: bool) -> None:
+           calibration_path: Path | None, target_agreement: float | None, delta: float | None,
+           old_delta: float | None, size: int | None, precision: float, abstained_size: int | None, seed: int,
+           quiet: bool) -> None:
     """Draw a seeded, stratified sample of VERDICTS (kept / abstained) to label, to check the guarantee."""
+    delta = resolve_risk_delta(delta, old_delta, "sample", None)
     run_summary = _read_summary(summary_path)
     target, risk = _levels(run_summary, target_agreement, delta)
     cal, calibration = _calibration_of(calibration_path, run_summary)

@@ -46,8 +46,9 @@ class _Tabled(Summary):
             return
         err.print(self.table(j, task))
         s = j.stats
-        err.print(escape(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls}); "
-                         f"from store: {s.from_store}; store: {j.store.path}"), highlight=False)
+        err.print(escape(f"model calls: {s.model_calls} (labels {s.label_calls}, generations {s.generate_calls})"
+                         f"{s.recorded_note(':', '; ')}; from store: {s.from_store}; store: {j.store.path}"),
+                  highlight=False)
         if self.unscored:
             err.print("unscored: " + ", ".join(f"{k} {v}" for k, v in sorted(self.unscored.items())), highlight=False)
         if self.methods:

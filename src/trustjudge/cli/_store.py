@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -30,11 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .._judge import Judge
+from .._settings import JUDGE_ENV, project_settings
 from ..backends import get_backend
 from ..engine._asking import Question
 from ..engine._engine import Job
@@ -301,6 +304,9 @@ def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, j
                             labels=labels or s.labels)
     item = _find(readable_input(items), fmt, item_id)
     path = judging.store if judging.store is not None else default_store_path()
+    if not _judge_asked():
+        _show_by_text(path, item, show_prompt, as_json)
+        return
     with _reading(path) as db, tempfile.TemporaryDirectory(prefix="trustjudge-show-") as tmp:
         # The judge only renders prompts and computes keys: its own store is a scratch file, never the real one.
         j = dataclasses.replace(judging, store=Path(tmp) / "keys.sqlite").make(scale=scale)
@@ -313,6 +319,28 @@ def show(items: Path, fmt: str, skip_invalid: bool, quiet: bool, item_id: str, j
 
 
 # -- store show ---------------------------------------------------------------------------------------------
+
+
+def _judge_asked() -> bool:
+    """Whether this command was given a judge (``--judge``, ``TRUSTJUDGE_JUDGE`` or the project's ``judge``)."""
+    ctx = click.get_current_context()
+    return (ctx.get_parameter_source("judge") not in (None, ParameterSource.DEFAULT)
+            or bool(os.environ.get(JUDGE_ENV)) or project_settings().judge is not None)
+
+
+def _show_by_text(path: Path, item: Item, show_prompt: bool, as_json: bool) -> None:
+    """``store show`` with no judge given: every stored output whose prompt quotes the item's question, of any
+    judge, with no judge built (a read-only command loads no model nobody asked for)."""
+    escaped = json.dumps(item.question, ensure_ascii=False)[1:-1]  # as the request's canonical JSON holds it
+    with _reading(path) as db:
+        rows = db.execute(f"SELECT {_COLUMNS} FROM outputs WHERE instr(request, ?) > 0 ORDER BY created_at, key",
+                          [escaped]).fetchall()
+    for row in rows:
+        output = _output(row)
+        click.echo(json.dumps(output) if as_json else _describe(output, show_prompt) + "\n")
+    click.echo(f"{len(rows)} stored output(s) whose prompt holds item {item.id!r}'s question, of any judge (no "
+               "judge was given, so none was built: give --judge NAME to list its judgments by mode and response, "
+               "with the prompts rebuilt)", err=True)
 
 
 def _find(path: Path, fmt: str, item_id: str) -> Item:

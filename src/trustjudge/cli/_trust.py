@@ -25,10 +25,11 @@ from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
 from ..audit import _ledger
 from ..audit._estimators import CALIBRATED, ESTIMATORS
+from ..audit._support import DEFAULT_RISK_DELTA, selection_support
 from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
 from ..audit._verify import verification_problems
-from ..backends import DEFAULT_JUDGE
 from ..errors import ConfigError
+from ..io._files import load_suite
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
 from ._calibrated import remembered
@@ -36,7 +37,17 @@ from ._common import err, progress
 from ._domains import select_domains
 from ._inputs import digest, read_items
 from ._inputs import item_dict as _item_dict
-from ._options import SCALE_RANGE, Finite, JudgeOptions, input_options, judge_options
+from ._mode_options import suite_values
+from ._options import (
+    RISK_DELTA_HELP,
+    RISK_LEVEL,
+    SCALE_RANGE,
+    Finite,
+    JudgeOptions,
+    input_options,
+    judge_options,
+    resolve_risk_delta,
+)
 
 _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
                       help="With a score calibration: the rating scale (a top value or a range such as 0-5; "
@@ -60,63 +71,78 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
                    "logistic regression over zero-call features of each verdict (margin, entropy, agreement of "
                    "the two orders, label mass...), fitted with the map. Stored in the file.")
 @_SCALE
+@click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="--mode checklist or criteria: the suite file whose checks or criteria (and labels, scale) apply "
+                   "to items carrying none, as the checklist and criteria commands take it.")
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the calibration file (JSON) here.")
 @click.option("--verify", "verify", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Instead of writing a file, check that this calibration file is what ITEMS' labels and the "
                    "store's judgments give (same units, labels, probabilities and map; zero model calls).")
 def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, mode: str,
-              method: str | None, tolerance: float | None, confidence: str, scale: str | None, out: Path | None,
-              verify: Path | None) -> None:
+              method: str | None, tolerance: float | None, confidence: str, scale: str | None, suite: Path | None,
+              out: Path | None, verify: Path | None) -> None:
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
     if (out is None) == (verify is None):
         raise click.UsageError("give --out FILE (fit a calibration) or --verify FILE (check one), not both"
                                if out is not None else "give --out FILE to write the calibration (or --verify FILE)")
     if verify is not None:
-        _verify(items, fmt, skip_invalid, quiet, judging, scale, verify)
+        _verify(items, fmt, skip_invalid, quiet, judging, scale, suite, verify)
         return
     assert out is not None
     if mode not in ("score", "criteria") and (tolerance is not None or scale is not None):
         raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode score or "
                                "criteria")
-    judging.guard(items, {"--out": out})
+    judging.guard(items, {"--out": out}, inputs=(suite,))
     _template_fits(judging, mode)
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
-    j, judged = _scaled_judge(judging, mode, scale, items)
+    j, judged = _scaled_judge(judging, mode, scale, items, suite)
     try:
         with progress(quiet) as bar:
-            task = bar.add_task(f"calibrate {mode} ({j.name})", total=None)
+            sized = judged if judged is not None else j.calibration_task(mode)
+            task = bar.add_task(f"calibrate {mode} ({j.name})", total=sum(sized.size(it) for it in todo))
             cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
                               progress=lambda n: bar.advance(task, n), confidence=confidence)
         cal.save(out)
         s = j.stats
+        support = selection_support(cal)
         if not quiet:
             err.print(escape(f"calibration ({cal.map.method}, confidence {cal.confidence}, {cal.n} labelled verdicts) "
-                             f"written to {out}; model calls "
-                      f"{s.model_calls}, from store {s.from_store}; store: {j.store.path}"), highlight=False)
+                             f"written to {out}; model calls {s.model_calls}{s.recorded_note()}, from store "
+                             f"{s.from_store}; store: {j.store.path}"), highlight=False)
+        if not quiet or support.highest is None:  # the warning is printed even with --quiet
+            err.print(escape(support.message(cal.n, cal.mode)), highlight=False)
     finally:
         j.close()
 
 
-def _scaled_judge(judging: JudgeOptions, mode: str, scale: str | None, items: Path) -> tuple[Any, Any]:
-    """The judge a calibration of ``mode`` is fitted with, and with ``--scale`` on criteria the task to judge."""
+def _scaled_judge(judging: JudgeOptions, mode: str, scale: str | None, items: Path,
+                  suite: Path | None = None) -> tuple[Any, Any]:
+    """The judge a calibration of ``mode`` is fitted with, and the task to judge where ``--scale`` (criteria)
+    or ``--suite`` (the suite's checks or criteria, labels and scale) changes the mode's defaults."""
+    options = suite_values(get_mode(mode), load_suite(suite)) if suite is not None else {}
+    if suite is not None and not options:
+        raise click.UsageError(f"--suite gives the {mode} mode nothing ({suite} holds none of its options: "
+                               "--suite is for --mode checklist or criteria)")
+    if scale is not None and mode == "criteria":
+        options["scale"] = scale
     j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
     j.source = str(items)
     try:
-        return j, (j.task(mode, scale=scale) if scale is not None and mode == "criteria" else None)
+        return j, (task_for_calibration(j.task(mode, **options)) if options else None)
     except BaseException:
         j.close()
         raise
 
 
 def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, scale: str | None,
-            path: Path) -> None:
+            suite: Path | None, path: Path) -> None:
     """``calibrate --verify CAL``: refit CAL's mode, method and tolerance on ITEMS from the store alone and
     compare (a calibration file is trusted input: its hash is no signature)."""
     cal = Calibration.load(path)
     _template_fits(judging, cal.mode)
     todo = read_items(items, skip_invalid, get_mode(cal.mode).min_responses, fmt)
-    j, judged = _scaled_judge(judging, cal.mode, scale, items)
+    j, judged = _scaled_judge(judging, cal.mode, scale, items, suite)
     try:
         task = task_for_calibration(judged if judged is not None else j.calibration_task(cal.mode))
         plan = j.plan(todo, task)
@@ -155,11 +181,13 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help="Judge with a cascade: J1 judges every verdict (pair, check or claim: the calibration files' "
                    "mode), J2 only what J1 abstained on, and so on; a last `human` leaves the rest to people "
                    "(written with --abstained-out). Needs --target-agreement.")
-@click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None,
+@click.option("--target-agreement", type=RISK_LEVEL, default=None,
               help="Keep only verdicts confident enough that agreement with humans on the kept ones is at least "
-                   "this, with probability >= 1 - delta (e.g. 0.8).")
-@click.option("--delta", "risk_delta", type=Finite(min=0.0, max=1.0), default=0.1, show_default=True,
-              help="With --target-agreement: the allowed probability that the guarantee fails.")
+                   "this, with probability >= 1 - risk delta (e.g. 0.8).")
+@click.option("--risk-delta", "risk_delta", type=RISK_LEVEL, default=None,
+              help=f"{RISK_DELTA_HELP}  [default: {DEFAULT_RISK_DELTA:g}]")
+@click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
+              help="Deprecated spelling of --risk-delta (compare's --delta is its tie margin).")
 @click.option("--calibration-override", is_flag=True,
               help="Use the calibration file although it was fitted for another judge, template or protocol "
                    "(every record says so).")
@@ -172,10 +200,11 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
 def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
            calibration_paths: tuple[str, ...], calibration_by: str | None, cascade: str | None,
-           target_agreement: float | None,
-           risk_delta: float, calibration_override: bool, scale: str | None, out: Path | None,
-           summary_out: Path | None, abstained_out: Path | None) -> None:
+           target_agreement: float | None, risk_delta: float | None, old_delta: float | None,
+           calibration_override: bool, scale: str | None, out: Path | None, summary_out: Path | None,
+           abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
+    risk_delta = resolve_risk_delta(risk_delta, old_delta, "select", DEFAULT_RISK_DELTA) or DEFAULT_RISK_DELTA
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
     if calibration_by is not None:
         return select_domains(items, fmt, skip_invalid, quiet, judging, calibration_by, calibration_paths,
@@ -209,14 +238,11 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     j.source = str(items)
     try:
         with progress(quiet) as bar:
-            task = bar.add_task(f"select {cal.mode} ({j.name})", total=None)
+            sized = j.calibration_task(cal.mode)
+            task = bar.add_task(f"select {cal.mode} ({j.name})", total=sum(sized.size(it) for it in todo))
             records, summary = j.select(todo, cal, target=target_agreement, delta=risk_delta,
                                         override=calibration_override, progress=lambda n: bar.advance(task, n))
-        summary["calibration"]["file"] = str(calibration_path)  # `sample --summary` remembers its check beside it
-        verification = remembered(calibration_path, cal, digest(items))
-        _ledger.stamp(cal.mode, records, cal.map.classes, cal.levels, verification)
-        if verification is not None:
-            summary["verification"] = {**verification, "notice": _ledger.notice(verification)}
+        verification = _verification(records, summary, calibration_path, cal, items)
         with record_output(out, "--out") as stream:
             for rec in records:
                 stream.write(json.dumps(rec) + "\n")
@@ -224,8 +250,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             with atomic_output(summary_out, "--summary") as fh:
                 fh.write(json.dumps(summary, indent=2) + "\n")
         if abstained_out is not None:
-            raw = {it.id: it for it in todo}
-            by_id = {k: _item_dict(v) for k, v in raw.items()}
+            by_id = {it.id: _item_dict(it) for it in todo}
             with atomic_output(abstained_out, "--abstained-out") as fh:
                 for item in abstained_items(cal.mode, records, by_id):
                     fh.write(json.dumps(item) + "\n")
@@ -240,7 +265,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                       + (f"; guaranteed agreement >= {g['target_agreement']:g} with probability >= "
                          f"{1 - g['delta']:g} (threshold {g['threshold']:.4f}, on {g['calibration_n']} calibration "
                          "verdicts)" if g else "")
-                      + f"; model calls {s.model_calls}, from store {s.from_store}"), highlight=False)
+                      + f"; model calls {s.model_calls}{s.recorded_note()}, from store {s.from_store}"),
+                     highlight=False)
             warning = (summary.get("shift") or {}).get("warning")
             if g and warning:
                 err.print(escape(f"WARNING: {warning}"), highlight=False)
@@ -250,6 +276,18 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                 err.print(escape(f"records written to {out}"), highlight=False)
     finally:
         j.close()
+
+
+def _verification(records: list[dict[str, Any]], summary: dict[str, Any], path: Path, cal: Calibration,
+                  items: Path) -> dict[str, Any] | None:
+    """What ``check-sample`` last concluded for ``cal`` on ``items``, said in the records and the summary (which
+    names the calibration file, so that ``sample --summary`` remembers its check beside it)."""
+    summary["calibration"]["file"] = str(path)
+    verification = remembered(path, cal, digest(items))
+    _ledger.stamp(cal.mode, records, cal.map.classes, cal.levels, verification)
+    if verification is not None:
+        summary["verification"] = {**verification, "notice": _ledger.notice(verification)}
+    return verification
 
 
 def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
@@ -269,7 +307,8 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
                                "order")
     if target is None:
         raise click.UsageError("--cascade needs --target-agreement (a tier passes on what it is not sure enough of)")
-    if judging.judge != DEFAULT_JUDGE:
+    given = click.get_current_context().get_parameter_source("judge")  # not $TRUSTJUDGE_JUDGE or the project's
+    if given is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("--cascade names the judges: leave out --judge")
     if human and outputs["--abstained-out"] is None:
         raise click.UsageError("a cascade ending in `human` writes what is left to people: give --abstained-out FILE")
@@ -328,18 +367,26 @@ def _cascade_table(summary: dict[str, Any]) -> None:
         table.add_column(col, justify="right", no_wrap=True)
     for row in summary["tiers"]:
         table.add_row(str(row["tier"]), escape(row["judge"]), str(row["asked"]), str(row["decided"]),
-                      num(row["share"], ".2f"), num(row.get("agreement"), ".3f"), str(row.get("model_calls", "-")),
+                      num(row["share"], ".2f"), num(row.get("agreement"), ".3f"), _calls(row),
                       str(row.get("from_store", "-")), str(row["alone"]))
     err.print(table)
     unit = summary["unit"]
     err.print(escape(f"asked / alone: {unit} sent to the tier / {unit} it would judge alone; calls: model calls "
-                     "made (a pair: both orders), stored: judgments read from the store; agree: with the labels "
+                     "made (a pair: both orders; rec N: N lookups in a recorded judge's file, no model), "
+                     "stored: judgments read from the store; agree: with the labels "
                      "given"), highlight=False)
     agree = summary["agreement_on_machine_verdicts"]
     err.print(escape(f"decided by a model: {summary['machine_decided']} (coverage "
                      f"{num(summary['machine_coverage'], '.2f')})"
                      + (f"; agreement with the labels given {agree:.3f}" if agree is not None else "")
                      + f". Guarantee: {summary['guarantee']}"), highlight=False)
+
+
+def _calls(row: dict[str, Any]) -> str:
+    """A tier's model calls, or a recorded tier's lookups (``rec N``: no model was asked)."""
+    if row.get("recorded_lookups"):
+        return f"rec {row['recorded_lookups']}"
+    return str(row.get("model_calls", "-"))
 
 
 def _existing(value: str) -> Path:

@@ -13,9 +13,9 @@ None conventions (a caller must handle these):
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +34,7 @@ __all__ = [
     "expected_f1_at_k",
     "expected_margin",
     "greedy_order_matching",
+    "kappa_of_confusion",
     "poisson_binomial",
     "prob_all",
     "reliability",
@@ -236,8 +237,28 @@ def _binary(probs: Sequence[float], labels: Sequence[int | bool]) -> tuple[list[
     return _probs(probs), ys
 
 
-def brier(probs: Sequence[float], labels: Sequence[int | bool]) -> float:
-    """Brier score ``(1/N) sum_i (p_i - y_i)^2`` (0 is perfect, lower is better)."""
+def _rows(probs: Any, labels: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``probs`` as rows of class probabilities (N, K) with ``labels`` as class indices, or ``None`` where
+    ``probs`` is one probability per item (the binary form)."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 2:
+        return None
+    lab = np.asarray(labels, dtype=np.int64).ravel()
+    if lab.shape[0] != p.shape[0]:
+        raise ValueError(f"probs and labels must have equal lengths, got {[p.shape[0], lab.shape[0]]}")
+    if lab.size and (lab.min() < 0 or lab.max() >= p.shape[1]):
+        raise ValueError(f"labels must be class indices 0..{p.shape[1] - 1}")
+    return p, lab
+
+
+def brier(probs: Sequence[float] | Any, labels: Sequence[int | bool] | Any) -> float:
+    """Brier score (0 is perfect, lower is better): ``(1/N) sum_i (p_i - y_i)^2`` of P(positive) against 0/1
+    labels (scikit-learn's ``brier_score_loss``); given rows of class probabilities (N, K) and class indices,
+    ``(1/N) sum_i sum_k (p_ik - [y_i = k])^2`` (two classes: twice the binary score); no rows: nan."""
+    rows = _rows(probs, labels)
+    if rows is not None:
+        p, lab = rows
+        return float(np.mean(np.sum((p - np.eye(p.shape[1])[lab]) ** 2, axis=1))) if p.shape[0] else math.nan
     ps, ys = _binary(probs, labels)
     return math.fsum((p - y) ** 2 for p, y in zip(ps, ys)) / len(ps)
 
@@ -263,11 +284,21 @@ def reliability(probs: Sequence[float], labels: Sequence[int | bool], bins: int 
     return out
 
 
-def ece(probs: Sequence[float], labels: Sequence[int | bool], bins: int = 10) -> float:
-    """Expected calibration error ``sum_b (n_b / N) |mean_prob_b - frequency_b|`` over :func:`reliability` bins."""
-    rows = reliability(probs, labels, bins)
-    n = sum(r.count for r in rows)
-    return math.fsum(r.count / n * abs(r.mean_prob - r.frequency) for r in rows)
+def ece(probs: Sequence[float] | Any, labels: Sequence[int | bool] | Any, bins: int = 10) -> float:
+    """Expected calibration error ``sum_b (n_b / N) |mean_prob_b - frequency_b|`` over :func:`reliability` bins.
+
+    One probability per item: P(positive) against the 0/1 labels. Rows of class probabilities (N, K) with
+    class indices: the top class's confidence against whether it is the label (the top-class ECE; no rows: nan).
+    """
+    rows = _rows(probs, labels)
+    if rows is not None:
+        p, lab = rows
+        if not p.shape[0]:
+            return math.nan
+        probs, labels = p.max(axis=1).tolist(), (p.argmax(axis=1) == lab).astype(int).tolist()
+    cells = reliability(probs, labels, bins)
+    n = sum(r.count for r in cells)
+    return math.fsum(r.count / n * abs(r.mean_prob - r.frequency) for r in cells)
 
 
 def auroc(probs: Sequence[float], labels: Sequence[int | bool]) -> float | None:
@@ -287,18 +318,31 @@ def auroc(probs: Sequence[float], labels: Sequence[int | bool]) -> float | None:
     return (r_pos - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
 
 
+def kappa_of_confusion(conf: Any) -> Any:
+    """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` of (..., K, K) confusion matrices (rater one by rater two), one
+    per matrix: ``p_o`` the share on the diagonal, ``p_e = sum_c row_c col_c / N^2``; nan without data or where
+    ``p_e == 1``. The one definition of kappa: :func:`cohen_kappa` and the audits' bootstraps use it."""
+    conf = np.asarray(conf, dtype=np.float64)
+    total = conf.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.trace(conf, axis1=-2, axis2=-1) / total
+        chance = (conf.sum(axis=-1) * conf.sum(axis=-2)).sum(axis=-1) / total**2
+        kappa = (observed - chance) / (1.0 - chance)
+    return np.where(chance < 1.0, kappa, math.nan)
+
+
 def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
-    """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` of two raters over the same items.
+    """Cohen's kappa of two raters over the same items (:func:`kappa_of_confusion` of their confusion matrix).
 
     ``p_o`` = fraction of items labelled alike; ``p_e = sum_c (n_a(c) / N) (n_b(c) / N)``. None if ``p_e == 1``.
     """
-    n = _same_len("the two label sequences", a, b)
-    p_o = sum(1 for x, y in zip(a, b) if x == y) / n
-    ca, cb = Counter(a), Counter(b)
-    p_e = math.fsum(ca[c] * cb[c] for c in ca) / (n * n)
-    if p_e >= 1.0:
-        return None
-    return (p_o - p_e) / (1.0 - p_e)
+    _same_len("the two label sequences", a, b)
+    classes = {c: i for i, c in enumerate(dict.fromkeys([*a, *b]))}
+    conf = np.zeros((len(classes), len(classes)))
+    for x, y in zip(a, b):
+        conf[classes[x], classes[y]] += 1
+    kappa = float(kappa_of_confusion(conf))
+    return None if math.isnan(kappa) else kappa
 
 
 # --- 6. matching gold claims to predicted claims ------------------------------------------------------------------

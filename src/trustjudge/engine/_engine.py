@@ -369,7 +369,7 @@ class Engine:
         if failed:
             self.store.release(failed, self._owner)
         if kind == "labels":
-            self.stats.label_calls += len(batch)
+            self.stats.count_labels(len(batch), model=getattr(self.backend, "calls_model", True))
             self.store.record_speed(self.backend.fingerprint, self._evaluated(batch, outputs), elapsed)
         else:
             self.stats.generate_calls += len(batch)

@@ -14,6 +14,8 @@ class EngineStats:
     label_calls: int = 0
     generate_calls: int = 0
     from_store: int = 0
+    recorded_lookups: int = 0
+    """Label requests a recorded judge answered from its file: no model was asked (not in :attr:`model_calls`)."""
     unscored: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0
     seconds: float = 0.0
@@ -23,6 +25,18 @@ class EngineStats:
     @property
     def model_calls(self) -> int:
         return self.label_calls + self.generate_calls
+
+    def count_labels(self, n: int, *, model: bool) -> None:
+        """Count ``n`` label requests answered: by a model (:attr:`label_calls`), or read from a recorded judge's
+        file (:attr:`recorded_lookups`)."""
+        if model:
+            self.label_calls += n
+        else:
+            self.recorded_lookups += n
+
+    def recorded_note(self, colon: str = "", sep: str = ", ") -> str:
+        """``", recorded lookups N"`` where a recorded judge answered (empty otherwise), for a summary line."""
+        return f"{sep}recorded lookups{colon} {self.recorded_lookups}" if self.recorded_lookups else ""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any, Protocol
 
-from .._plugins import describe, installed
+from .._plugins import describe, disabled, disabled_message, installed
 from ..audit._summary import SummaryMetrics, register_summary
 from ..audit._units import UnitReader, register_units, unregister_units
 from ..errors import ConfigError
@@ -254,6 +254,11 @@ def mode_plugins() -> dict[str, list[EntryPoint]]:
     return installed(PLUGIN_GROUP, PLUGINS_ENV, _MODES)
 
 
+def disabled_mode_plugins() -> dict[str, list[EntryPoint]]:
+    """The installed mode plug-ins ``TRUSTJUDGE_MODE_PLUGINS`` leaves out, by name (nothing is imported)."""
+    return disabled(PLUGIN_GROUP, PLUGINS_ENV, _MODES)
+
+
 def _describe(ep: EntryPoint) -> str:
     return describe(ep, "mode plug-in")
 
@@ -285,6 +290,9 @@ def get_mode(name: str) -> Mode:
             raise ConfigError(f"mode {name!r}: {len(found)} mode plug-ins claim it: "
                               + "; ".join(sorted(_describe(ep) for ep in found)) + " (uninstall all but one)")
         return _from_plugin(found[0])
+    off = disabled_mode_plugins().get(name)
+    if off:
+        raise ConfigError(disabled_message(off[0], "mode plug-in", PLUGINS_ENV))
     known = ", ".join(sorted({*_MODES, *plugins}))
     raise ConfigError(f"unknown mode {name!r}: the modes are {known}")
 

@@ -27,6 +27,8 @@ line (the row's position, 1-based) and field.
 - ``puzzleworld``: PuzzleWorld's annotated puzzles as JSON lines (``title``, ``flavor_text``, ``reasoning``: the
   list of reference steps, ``solution``), each with the model's output as ``raw_output``; the final answer is
   the item's ``context`` (the benchmark's grading instruction names it).
+- ``datamind``: DSGym's ``<run>_results.json`` (or ``_summary.json``) or its ``prediction_<i>.json`` objects, as
+  vendored by DataMind (:mod:`._readers_datamind`): one item per sample, the prediction its one response.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..io._items import Item, items_from_dicts
+from ._readers_datamind import looks_like_dsgym, read_dsgym
 from ._readers_visplot import VISPLOT_READERS, looks_like_results
 
 __all__ = ["READERS", "decrypt", "detect", "read", "read_benchmark"]
@@ -245,7 +248,7 @@ def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:
 
 READERS: dict[str, Reader] = {"omnispatial": _omnispatial, "sc-arena-scienceqa": _sc_arena_scienceqa,
                               "livedrbench": _livedrbench, "puzzleworld": _puzzleworld, "geoprivacy": _geoprivacy,
-                              **VISPLOT_READERS}
+                              "datamind": read_dsgym, **VISPLOT_READERS}
 SIGNATURES = {"omnispatial": {"options", "answer", "task_type"}, "sc-arena-scienceqa": {"response", "abstract"},
               "puzzleworld": {"reasoning", "solution"}}
 
@@ -286,6 +289,8 @@ def detect(path: Path, fmt: str) -> bool:
         return isinstance(data, dict) and {"labels", "responses"} <= data.keys()
     if fmt in VISPLOT_READERS:
         return looks_like_results(data)
+    if fmt == "datamind":
+        return looks_like_dsgym(data)
     first = data[0] if isinstance(data, list) and data else None
     return isinstance(first, dict) and SIGNATURES.get(fmt, {"\0"}) <= first.keys()
 

@@ -132,7 +132,8 @@ def _ranking_html(ranking: Mapping[str, Any]) -> str:
     agreements = [a for a in ranking.get("agreements") or [] if isinstance(a, Mapping)]
     if agreements:
         cells = ", ".join(f"{a.get('first')} vs {a.get('second')} {_fmt(a.get('tau'), 2)}" for a in agreements)
-        parts.append(f'<p class="note">Kendall tau-b between rankings: {_e(cells)}</p>')
+        basis = f" (ranked on: {ranking['basis']})" if ranking.get("basis") else ""
+        parts.append(f'<p class="note">Kendall tau-b between rankings{_e(basis)}: {_e(cells)}</p>')
     return "\n".join(parts)
 
 

@@ -1,0 +1,166 @@
+"""Every shell and Python block of the README and docs/ runs from a clone (issue 39): the documented commands,
+flags, files and APIs are the real ones, not only present.
+
+Each page runs in a fresh folder holding a copy of ``examples/``: its shell blocks in order (so a block may use
+what an earlier one wrote, as a reader following the page would), then its Python blocks in order in one
+interpreter (a later block may use an earlier one's names). Judges are swapped for the mock judge
+(``TRUSTJUDGE_JUDGE=mock/hash``, and every named model judge in a block): what the blocks check is the
+interface; the real judges have their own tests. A block that cannot run here says so in the page, on the line
+before its fence, with a reason a reader can check::
+
+    <!-- docs-test: skip: starts a server that runs until stopped -->
+
+and one that needs a user's file gets it made from the examples, also said in the page::
+
+    <!-- docs-test: before: cp examples/items.jsonl items.jsonl -->
+
+A block that installs packages (``pip install``, ``python -m venv``) must be skipped: the test never changes the
+environment it runs in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN = {"bash": "shell", "sh": "shell", "python": "python"}
+_OPEN = re.compile(r"^```(\w+)\s*$")
+_MARK = re.compile(r"^<!--\s*docs-test:\s*(skip|before):\s*(.+?)\s*-->\s*$")
+_MODEL_JUDGE = re.compile(r"\b(?:hf|llamacpp|llamacpp-server|openai|vllm|http|ollama|ray)/[^\s,'\"\]]+")
+_INSTALLS = re.compile(r"(?:^|&&|;|\|\|)\s*(?:pip3? install|python3? -m (?:pip|venv)|uv pip)\b", re.M)
+"""A command that changes the environment (not one named in a comment)."""
+TIMEOUT_S = 180
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    """The 1-based line of the block's first line of code."""
+    language: str
+    code: str
+    skip: str | None = None
+    before: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    """The page's shell and Python blocks with their markers."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = _OPEN.match(lines[i])
+        if m is None:
+            if lines[i].startswith("```"):  # a block without a language, or a closing fence
+                i += 1
+                while i < len(lines) and not lines[i].startswith("```"):
+                    i += 1
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and not lines[end].startswith("```"):
+            end += 1
+        marks: dict[str, str] = {}
+        back = i - 1
+        while back >= 0 and (mark := _MARK.match(lines[back])):
+            marks[mark.group(1)] = mark.group(2)
+            back -= 1
+        if m.group(1) in RUN:
+            found.append(Block(page, i + 2, RUN[m.group(1)], "\n".join(lines[i + 1:end]), marks.get("skip"),
+                               marks.get("before")))
+        i = end + 1
+    return found
+
+
+def _mocked(code: str) -> str:
+    return _MODEL_JUDGE.sub("mock/hash", code)
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRUSTJUDGE_")}
+    env.update(TRUSTJUDGE_JUDGE="mock/hash", HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], block: Block, stdin: str | None = None) -> None:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+                              timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{block.where}: the block ran past {TIMEOUT_S} s")
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        pytest.fail(f"{block.where}: exit status {done.returncode}\n{block.code}\n--- output (last lines)\n{tail}")
+
+
+_DRIVER = """
+import json, sys, traceback
+blocks = json.load(sys.stdin)
+scope = {"__name__": "__main__"}
+for where, code in blocks:
+    try:
+        exec(compile(code, where, "exec"), scope)
+    except BaseException:
+        print(f"FAILED {where}", file=sys.stderr)
+        traceback.print_exc()
+        sys.exit(1)
+"""
+
+
+def test_every_block_is_found_and_none_installs_unmarked() -> None:
+    found = [b for page in PAGES for b in blocks(page)]
+    assert len(found) >= 30, f"only {len(found)} blocks found: is the fence pattern right?"
+    unmarked = [b.where for b in found if b.skip is None and _INSTALLS.search(b.code)]
+    assert not unmarked, f"blocks that install packages must carry a docs-test skip marker: {unmarked}"
+    bare = [b.where for b in found if b.skip is not None and len(b.skip) < 10]
+    assert not bare, f"a skip marker gives its reason: {bare}"
+
+
+def test_the_block_reader_sees_markers_and_languages(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("text\n\n<!-- docs-test: skip: needs a key the test has not -->\n```bash\nexit 1\n```\n\n"
+                    "```toml\nx = 1\n```\n\n<!-- docs-test: before: touch a -->\n```python\nprint(1)\n```\n"
+                    "```\nplain\n```\n", encoding="utf-8")
+    got = [(b.line, b.language, b.code, b.skip, b.before) for b in blocks(page)]
+    assert got == [(5, "shell", "exit 1", "needs a key the test has not", None),
+                   (14, "python", "print(1)", None, "touch a")]
+    assert _mocked("trustjudge score x --judge llamacpp/qwen2.5-coder-1.5b -j hf/smollm2-135m "
+                   "--cascade openai/gpt-4o,recorded/g.jsonl,human") == (
+        "trustjudge score x --judge mock/hash -j mock/hash --cascade mock/hash,recorded/g.jsonl,human")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_the_page_s_blocks_run_from_a_clone(page: Path, tmp_path: Path) -> None:
+    runnable = [b for b in blocks(page) if b.skip is None]
+    installing = [b.where for b in runnable if _INSTALLS.search(b.code)]
+    assert not installing, f"not run: these blocks install packages and carry no skip marker: {installing}"
+    if not runnable:
+        pytest.skip(f"{page.name} has no block that runs here")
+    work = tmp_path / "clone"
+    shutil.copytree(ROOT / "examples", work / "examples")
+    env = _env(tmp_path / "home")
+    for block in runnable:
+        if block.before is not None:
+            _run(["bash", "-euo", "pipefail", "-c", block.before], work, env, block)
+        if block.language == "shell":
+            _run(["bash", "-euo", "pipefail", "-c", _mocked(block.code)], work, env, block)
+    python = [b for b in runnable if b.language == "python"]
+    if python:
+        payload = json.dumps([[b.where, _mocked(b.code)] for b in python])
+        _run([sys.executable, "-c", _DRIVER], work, env, python[0], stdin=payload)
