@@ -14,6 +14,8 @@ and one that needs a user's file gets it made from the examples, also said in th
 
     <!-- docs-test: before: cp examples/items.jsonl items.jsonl -->
 
+A shell block runs up to a line ``# label ...``: what follows needs a person's labels.
+
 A block that installs packages (``pip install``, ``python -m venv``) must be skipped: the test never changes the
 environment it runs in.
 """
@@ -159,7 +161,8 @@ def test_the_page_s_blocks_run_from_a_clone(page: Path, tmp_path: Path) -> None:
         if block.before is not None:
             _run(["bash", "-euo", "pipefail", "-c", block.before], work, env, block)
         if block.language == "shell":
-            _run(["bash", "-euo", "pipefail", "-c", _mocked(block.code)], work, env, block)
+            code = re.split(r"^# label\b", block.code, maxsplit=1, flags=re.M)[0]
+            _run(["bash", "-euo", "pipefail", "-c", _mocked(code)], work, env, block)
     python = [b for b in runnable if b.language == "python"]
     if python:
         payload = json.dumps([[b.where, _mocked(b.code)] for b in python])
