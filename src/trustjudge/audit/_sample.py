@@ -31,6 +31,7 @@ KEPT, ABSTAINED = "kept", "abstained"
 ABSTAINED_SHARE = 0.25
 """By default the abstained stratum gets a quarter as many verdicts as the kept one."""
 MAX_MORE = 100_000
+PAIR_CLASSES = ("first", "second", "tie")
 
 
 def sample_size(target: float, delta: float, precision: float) -> int:
@@ -63,6 +64,76 @@ def pair_units(records: Sequence[Mapping[str, Any]], source: str) -> list[dict[s
         out.append({"key": [rec["item_id"], rec["first_id"], rec["second_id"]],
                     "stratum": KEPT if block["abstained"] is None else ABSTAINED, "verdict": block["verdict"]})
     return out
+
+
+def verdict_units(mode: str, records: Sequence[Mapping[str, Any]], source: str, classes: Sequence[str],
+                  levels: Sequence[float] | None = None) -> list[dict[str, Any]]:
+    """Each verdict of annotated records of any calibrated mode, read through the mode's calibration units
+    (:func:`trustjudge.audit._trust.units`): its key (:func:`~trustjudge.audit._trust.unit_key`), stratum,
+    calibrated verdict and, for a part of a record (a check, claim or criterion), what the record says of it
+    (``part``: its ``id``, ``name`` or ``text``, by which the labelled sample is read back)."""
+    from ._trust import unit_key, units
+
+    out = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec.get("item_id"), str):
+            raise ConfigError(f"{source}: line {i + 1}: field 'item_id' is missing: not a {mode} verdict record")
+    for unit in units(mode, records, classes, levels):
+        rec = records[unit.record]
+        where = f"{source}: line {unit.record + 1}"
+        part: Any = rec
+        for step in unit.path:
+            part = part[step]
+        block = part.get("calibrated")
+        field = ".".join(map(str, (*unit.path, "calibrated", "abstained")))
+        if not isinstance(block, Mapping) or "abstained" not in block:
+            raise ConfigError(f"{where}: field '{field}' is missing: sample the records of a run with a target "
+                              "(`--calibration CAL --target-agreement T --out VERDICTS`)")
+        if block["abstained"] is not None and block.get("verdict") is None:
+            continue  # unscored
+        try:
+            key = list(unit_key(mode, rec, unit))
+        except KeyError as exc:
+            raise ConfigError(f"{where}: field {exc.args[0]!r} is missing: not a {mode} verdict record") from None
+        entry: dict[str, Any] = {"key": key, "stratum": KEPT if block["abstained"] is None else ABSTAINED,
+                                 "verdict": block["verdict"]}
+        if unit.path:
+            entry["part"] = {k: part[k] for k in ("id", "name", "text") if isinstance(part.get(k), str)}
+        out.append(entry)
+    return out
+
+
+def human_class(value: Any, key: Mapping[str, Any], where: str) -> int | None:
+    """The class index of a label read back from the sample (a class name; on a scale, a score)."""
+    classes = [str(c) for c in key.get("classes") or PAIR_CLASSES]
+    levels = key.get("levels")
+    if value is None:
+        return None
+    if levels is not None:
+        from ._trust import nearest_level
+
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: the label {value!r} is not a score")
+        h = nearest_level(float(value), [float(v) for v in levels])
+        if h is None:
+            raise ConfigError(f"{where}: the score {value!r} lies outside the scale {min(levels):g}..{max(levels):g}")
+        return h
+    found = [j for j, c in enumerate(classes) if c.lower() == str(value).lower()]
+    if not found:
+        raise ConfigError(f"{where}: the label {value!r} is not one of {', '.join(classes)}")
+    return found[0]
+
+
+def agrees(verdict: str, human: int, key: Mapping[str, Any]) -> bool:
+    """Whether a sampled verdict agrees with the human class (on a scale: within the key's tolerance)."""
+    classes = [str(c) for c in key.get("classes") or PAIR_CLASSES]
+    if verdict not in classes:
+        return False
+    v = classes.index(verdict)
+    levels = key.get("levels")
+    if levels is None:
+        return v == human
+    return abs(float(levels[v]) - float(levels[human])) <= float(key.get("tolerance") or 0.0) + 1e-9
 
 
 def draw(units: Sequence[Mapping[str, Any]], *, size: int, abstained_size: int | None = None,
@@ -114,8 +185,8 @@ def binomial_test(agreed: int, n: int, target: float, delta: float) -> dict[str,
     from scipy.stats import binom  # type: ignore[import-untyped, unused-ignore]
 
     if n < 1:
-        raise ConfigError("no kept verdict of the sample is labelled: label the sample's pairs (`human`: first, "
-                          "second or tie)")
+        raise ConfigError("no kept verdict of the sample is labelled: label the sample's verdicts (pairs' `human`: "
+                          "first, second or tie; `human_checks`, claims' `human`, `human_score`, `human_criteria`)")
     p_holds = float(binom.sf(agreed - 1, n, target))
     p_refuted = float(binom.cdf(agreed, n, target))
     result = "holds" if p_holds <= delta else "refuted" if p_refuted <= delta else "undecided"
@@ -124,18 +195,19 @@ def binomial_test(agreed: int, n: int, target: float, delta: float) -> dict[str,
             "label_more": _more(agreed, n, target, delta) if result == "undecided" else None}
 
 
-def check(key: Mapping[str, Any], labels: Mapping[tuple[str, str, str], str | None]) -> dict[str, Any]:
-    """The verification of a labelled sample: ``key`` as :func:`draw` wrote it (with target and delta), and
-    the human label of each pair the labelled items hold."""
+def check(key: Mapping[str, Any], labels: Mapping[Any, Any]) -> dict[str, Any]:
+    """The verification of a labelled sample: ``key`` as :func:`draw` wrote it (with target and delta, and the
+    calibration's ``classes``, ``levels`` and ``tolerance`` where not pairwise), and the human label of each
+    sampled verdict the labelled items hold, by its key as a tuple (a class name; on a scale, a score)."""
     counts = {s: {"labelled": 0, "agreed": 0, "unlabelled": 0} for s in (KEPT, ABSTAINED)}
-    for unit in key["units"]:
-        human = labels.get((str(unit["key"][0]), str(unit["key"][1]), str(unit["key"][2])))
+    for i, unit in enumerate(key["units"]):
+        human = human_class(labels.get(tuple(unit["key"])), key, f"sampled verdict {i + 1} ({unit['key']})")
         c = counts[unit["stratum"]]
         if human is None:
             c["unlabelled"] += 1
             continue
         c["labelled"] += 1
-        c["agreed"] += human == unit["verdict"]
+        c["agreed"] += agrees(unit["verdict"], human, key)
     kept = counts[KEPT]
     out = binomial_test(kept["agreed"], kept["labelled"], float(key["target_agreement"]), float(key["delta"]))
     out["kept_unlabelled"] = kept["unlabelled"]

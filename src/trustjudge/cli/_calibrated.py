@@ -17,6 +17,7 @@ from typing import Any
 from rich.markup import escape
 
 from .._judge import Judge, task_for_calibration
+from ..audit import _ledger
 from ..audit._calibration import Selection
 from ..audit._evaluation import evaluation
 from ..audit._levels import guarantee_text, marginal_warning
@@ -74,31 +75,38 @@ class Calibrator:
     mode: str
     calibration: Calibration
     selection: Selection | None
+    verification: dict[str, Any] | None = None
+    """What ``check-sample`` last concluded for this calibration on this run's items (the ledger beside the file)."""
     tally: Tally = field(init=False)
 
     def __post_init__(self) -> None:
         self.tally = Tally(self.mode, self.calibration, self.selection)
 
     @classmethod
-    def start(cls, loaded: Loaded, judge: Judge, task: Task) -> Calibrator:
+    def start(cls, loaded: Loaded, judge: Judge, task: Task, items_sha256: str | None = None) -> Calibrator:
         """Check the loaded calibration against ``judge`` judging ``task`` (a ConfigError naming the mismatch,
-        unless ``--calibration-override``)."""
+        unless ``--calibration-override``); ``items_sha256``: the run's items, to find what a verification
+        sample concluded on them (:mod:`~trustjudge.audit._ledger`)."""
         try:
             checked = judge.check_calibration(loaded.calibration, override=loaded.options.override, task=task)
         except ConfigError as exc:
             raise ConfigError(f"{loaded.options.path}: {exc}") from None
         assert loaded.options.path is not None
-        return cls(loaded.options.path, task.kind, checked, loaded.selection)
+        return cls(loaded.options.path, task.kind, checked, loaded.selection,
+                   remembered(loaded.options.path, checked, items_sha256))
 
     def annotate(self, row: dict[str, Any]) -> dict[str, Any]:
         """``row`` with its verdicts' ``calibrated`` blocks (the raw fields unchanged), counted."""
         out = annotate(self.mode, [row], self.calibration, self.selection)[0]
+        _ledger.stamp(self.mode, [out], self.calibration.map.classes, self.calibration.levels, self.verification)
         self.tally.add(out)
         return out
 
     def summary(self) -> dict[str, Any]:
         result = self.tally.result()
         result["calibration"]["file"] = str(self.path)
+        if self.verification is not None:
+            result["verification"] = {**self.verification, "notice": _ledger.notice(self.verification)}
         return result
 
     def evaluation(self, annotated: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,6 +125,13 @@ class Calibrator:
         if warning is not None:  # even with -q: the guarantee printed, or written, is at its weakest
             err.print(escape(warning), highlight=False)
         return summary
+
+
+def remembered(path: Path, calibration: Calibration, items_sha256: str | None) -> dict[str, Any] | None:
+    """The latest verification of ``calibration`` (the file at ``path``) on the items with ``items_sha256``."""
+    if items_sha256 is None:
+        return None
+    return _ledger.lookup(_ledger.ledger_path(path), calibration.data_hash, items_sha256)
 
 
 def describe(summary: dict[str, Any]) -> str:
@@ -138,6 +153,8 @@ def describe(summary: dict[str, Any]) -> str:
         warning = (summary.get("shift") or {}).get("warning")
         if warning:
             parts.append(f"WARNING: {warning}")
+    if summary.get("verification"):
+        parts.append(f"VERIFICATION: {summary['verification']['notice']}")
     if summary.get("agreement_on_kept") is not None:
         parts.append(f"agreement with the labels given {summary['agreement_on_kept']:.3f} on "
                      f"{summary['labelled_kept']} kept")

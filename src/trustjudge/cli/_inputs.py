@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 
@@ -169,3 +171,14 @@ def stream_items(path: Path, min_responses: int, fmt: str, skip_invalid: bool, s
         yield value
     if digest(path) != sha256:
         raise changed(path)
+
+
+def item_dict(item: Item) -> dict[str, Any]:
+    """An item as the items format writes it (the fields labelling needs)."""
+    d = asdict(item)
+    out: dict[str, Any] = {"id": d["id"], "question": d["question"]}
+    for key in ("context", "reference", "profile", "knowledge", "evidence", "checklist", "gold_claims"):
+        if d.get(key):
+            out[key] = d[key]
+    out["responses"] = [{k: v for k, v in r.items() if v not in (None, (), [], {})} for r in d["responses"]]
+    return out

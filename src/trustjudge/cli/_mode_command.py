@@ -475,7 +475,7 @@ def run_mode(run: Run, hooks: Hooks) -> None:
     records: list[dict[str, Any]] = []
     try:
         task = calibrated.task_for(loaded, run.task(j))
-        calibrator = calibrated.Calibrator.start(loaded, j, task) if loaded is not None else None
+        calibrator = calibrated.Calibrator.start(loaded, j, task, sha256) if loaded is not None else None
         with record_output(run.out, "--out") as stream, progress(run.quiet) as bar:
             bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)
             todo = stream_items(path, min_responses, fmt, run.skip_invalid, sha256, max_pairs=bound)

@@ -11,19 +11,26 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.markup import escape
 
+from ..audit import _ledger
 from ..audit import _sample as V
+from ..audit._trust import Calibration, classes_of
 from ..errors import ConfigError
+from ..io._items import Item
 from ..io._outputs import atomic_output
+from ..modes._verification import Labelling, labelling
 from ._common import err
-from ._inputs import read_items
+from ._inputs import digest, item_dict, read_items
 from ._options import RISK_LEVEL, Finite, resolve_risk_delta
-from ._trust import _item_dict
+
+PAIRWISE = "compare"
+"""The mode of a sample whose key or summary names none (samples were pairwise first)."""
 
 
 def _key_path(sample: Path, key: Path | None) -> Path:
@@ -46,19 +53,67 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _levels(summary: Path | None, target: float | None, delta: float | None) -> tuple[float, float]:
+def _read_summary(summary: Path | None) -> dict[str, Any]:
+    if summary is None:
+        return {}
+    try:
+        data = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{summary}: not a run summary with a guarantee ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{summary}: not a run summary with a guarantee (a JSON object)")
+    return data
+
+
+def _levels(summary: Mapping[str, Any], target: float | None, delta: float | None) -> tuple[float, float]:
     """The target and delta of the run: given, else its ``--summary``'s guarantee."""
-    g: dict[str, Any] = {}
-    if summary is not None:
-        try:
-            g = json.loads(summary.read_text(encoding="utf-8")).get("guarantee") or {}
-        except (OSError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"{summary}: not a run summary with a guarantee ({exc})") from None
+    g = summary.get("guarantee") or {}
+    if not isinstance(g, dict):
+        raise ConfigError("the run summary's field 'guarantee' is not an object")
     target = target if target is not None else g.get("target_agreement")
     delta = delta if delta is not None else g.get("delta")
     if not isinstance(target, (int, float)) or not isinstance(delta, (int, float)):
         raise click.UsageError("give the run's --summary (from `select --summary`) or --target-agreement and --delta")
     return float(target), float(delta)
+
+
+def _calibration_of(path: Path | None, summary: Mapping[str, Any]) -> tuple[Calibration | None, dict[str, Any] | None]:
+    """The calibration the run applied (``--calibration``, else the summary's ``calibration.file``) and what the
+    key says of it (its file and data hash, so that ``check-sample`` remembers its result beside it)."""
+    if path is None:
+        block = summary.get("calibration")
+        file = block.get("file") if isinstance(block, dict) else None
+        if not isinstance(file, str):
+            return None, None
+        path = Path(file)
+    cal = Calibration.load(path)
+    if isinstance(summary.get("calibration"), dict) and summary["calibration"].get("data_hash") not in (
+            None, cal.data_hash):
+        raise ConfigError(f"{path}: its data hash {cal.data_hash} is not the run summary's calibration.data_hash "
+                          f"{summary['calibration']['data_hash']!r}: give the calibration the run applied")
+    return cal, {"file": str(path.resolve()), "data_hash": cal.data_hash}
+
+
+def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, Item], labels: Labelling,
+                  source: str) -> None:
+    """The sampled verdicts in the items format, each one's label empty: pairs, or the responses holding them."""
+    wanted: dict[str, dict[Any, list[dict[str, Any]]]] = {}
+    for unit in drawn:
+        item = unit["key"][0]
+        if item not in by_id:
+            raise ConfigError(f"{source}: no item {item!r} (the item of a sampled verdict)")
+        at = (unit["key"][1], unit["key"][2]) if labels.pairs else unit["key"][1]
+        wanted.setdefault(item, {}).setdefault(at, []).append(unit.get("part") or {})
+    with atomic_output(out, "--out") as fh:
+        for item_id, parts in wanted.items():
+            row = item_dict(by_id[item_id])
+            if labels.pairs:
+                row["pairs"] = [{"first": f, "second": s, "human": None} for f, s in parts]
+            else:
+                row["responses"] = [r for r in row["responses"] if r["id"] in parts]
+                for response in row["responses"]:
+                    labels.blank(response, parts[response["id"]])
+            fh.write(json.dumps(row) + "\n")
 
 
 @click.command("sample")
@@ -70,7 +125,10 @@ def _levels(summary: Path | None, target: float | None, delta: float | None) -> 
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write what each sampled verdict was here (default: OUT.key.json; keep it from the labellers).")
 @click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The run's summary (`select --summary`): its target agreement and delta.")
+              help="The run's summary (`select --summary`): its target agreement and delta (and calibration file).")
+@click.option("--calibration", "calibration_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The calibration file the run applied: `check-sample` then remembers its result "
+                                 "beside it, and later runs on the same items say it (default: the summary's).")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None, help="The run's target.")
 @click.option("--risk-delta", "delta", type=RISK_LEVEL, default=None, help="The run's risk level (--risk-delta).")
 @click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
@@ -84,36 +142,39 @@ def _levels(summary: Path | None, target: float | None, delta: float | None) -> 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
 def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summary_path: Path | None,
-           target_agreement: float | None, delta: float | None, old_delta: float | None, size: int | None,
-           precision: float, abstained_size: int | None, seed: int, quiet: bool) -> None:
+           calibration_path: Path | None, target_agreement: float | None, delta: float | None,
+           old_delta: float | None, size: int | None, precision: float, abstained_size: int | None, seed: int,
+           quiet: bool) -> None:
     """Draw a seeded, stratified sample of VERDICTS (kept / abstained) to label, to check the guarantee."""
     delta = resolve_risk_delta(delta, old_delta, "sample", None)
-    target, risk = _levels(summary_path, target_agreement, delta)
-    units = V.pair_units(_read_jsonl(verdicts), str(verdicts))
+    run_summary = _read_summary(summary_path)
+    target, risk = _levels(run_summary, target_agreement, delta)
+    cal, calibration = _calibration_of(calibration_path, run_summary)
+    mode = cal.mode if cal is not None else str(run_summary.get("mode", PAIRWISE))
+    labels = labelling(mode)
+    records = _read_jsonl(verdicts)
+    if cal is None and not labels.pairs:
+        raise click.UsageError(f"a sample of {mode} verdicts reads them through the calibration's units: give "
+                               "--calibration CAL (or the run's --summary, which names it)")
+    classes = cal.map.classes if cal is not None else classes_of(mode, records)
+    units = V.verdict_units(mode, records, str(verdicts), classes, cal.levels if cal is not None else None)
     n = size if size is not None else V.sample_size(target, risk, precision)
     drawn = V.draw(units, size=n, abstained_size=abstained_size, seed=seed)
-    by_id = {it.id: it for it in read_items(items_path, False, 2)}
-    wanted: dict[str, list[tuple[str, str]]] = {}
-    for unit in drawn:
-        item, first, second = unit["key"]
-        if item not in by_id:
-            raise ConfigError(f"{items_path}: no item {item!r} (the item of a verdict of {verdicts})")
-        wanted.setdefault(item, []).append((first, second))
+    by_id = {it.id: it for it in read_items(items_path, False, 2 if labels.pairs else 1)}
+    _write_sample(out, drawn, by_id, labels, str(items_path))
     key_path = _key_path(out, key)
-    with atomic_output(out, "--out") as fh:
-        for item_id, pairs in wanted.items():
-            row = _item_dict(by_id[item_id])
-            row["pairs"] = [{"first": f, "second": s, "human": None} for f, s in pairs]
-            fh.write(json.dumps(row) + "\n")
     record = {"trustjudge_verification_sample": V.SAMPLE_VERSION, "verdicts": str(verdicts), "seed": seed,
-              "target_agreement": target, "delta": risk,
+              "mode": mode, "classes": list(classes), "levels": cal.levels if cal is not None else None,
+              "tolerance": cal.tolerance if cal is not None else None,
+              "target_agreement": target, "delta": risk, "items_sha256": digest(items_path),
+              **({"calibration": calibration} if calibration is not None else {}),
               "run": {s: sum(u["stratum"] == s for u in units) for s in (V.KEPT, V.ABSTAINED)}, "units": drawn}
     with atomic_output(key_path, "--key") as fh:
         fh.write(json.dumps(record, indent=1) + "\n")
     if not quiet:
         kept = sum(u["stratum"] == V.KEPT for u in drawn)
         err.print(escape(f"sample of {kept} kept and {len(drawn) - kept} abstained verdicts (of {record['run']}) "
-                         f"written to {out}, its key to {key_path}: label each pair's `human`, then "
+                         f"written to {out}, its key to {key_path}: label each sampled verdict, then "
                          f"`trustjudge check-sample {out}`"), highlight=False)
 
 
@@ -135,10 +196,20 @@ def _read_key(path: Path) -> dict[str, Any]:
     if not isinstance(units, list):
         raise ConfigError(f"{path}: field 'units' is not a list")
     for i, u in enumerate(units):
-        if not (isinstance(u, dict) and isinstance(u.get("key"), list) and len(u["key"]) == 3
-                and u.get("stratum") in (V.KEPT, V.ABSTAINED) and isinstance(u.get("verdict"), str)):
-            raise ConfigError(f"{path}: units[{i}] needs 'key' (item, first, second), 'stratum' (kept or "
-                              "abstained) and 'verdict'")
+        if not (isinstance(u, dict) and isinstance(u.get("key"), list) and len(u["key"]) >= 2
+                and all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in u["key"])
+                and u.get("stratum") in (V.KEPT, V.ABSTAINED) and isinstance(u.get("verdict"), str)
+                and isinstance(u.get("part", {}), dict)):
+            raise ConfigError(f"{path}: units[{i}] needs 'key' (item, first, second; or item, response, place), "
+                              "'stratum' (kept or abstained) and 'verdict'")
+    classes, levels = key.get("classes"), key.get("levels")
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        raise ConfigError(f"{path}: field 'classes' is not a list of class names")
+    if levels is not None and not (isinstance(levels, list) and len(levels) == len(classes or ())
+                                   and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in levels)):
+        raise ConfigError(f"{path}: field 'levels' needs one number per class")
+    if not isinstance(key.get("mode", PAIRWISE), str):
+        raise ConfigError(f"{path}: field 'mode' is not a mode's name")
     return key
 
 
@@ -148,16 +219,56 @@ def _read_key(path: Path) -> dict[str, Any]:
               help="The sample's key (default: LABELLED.key.json, as `trustjudge sample` wrote it).")
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result as JSON here.")
+@click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Remember the result here (default: beside the calibration file the sample's key names, "
+                   "CAL.checks.json); later runs of that calibration on the same items say it.")
 @click.option("--quiet", "-q", is_flag=True)
-def check_sample(labelled: Path, key: Path | None, out: Path | None, quiet: bool) -> None:
+def check_sample(labelled: Path, key: Path | None, out: Path | None, ledger: Path | None, quiet: bool) -> None:
     """Test, on LABELLED (a sample from `trustjudge sample` with its pairs labelled), whether the guarantee holds."""
     record = _read_key(_key_path(labelled, key))
-    labels = {(it.id, p.first, p.second): p.human for it in read_items(labelled, False, 2) for p in it.all_pairs()}
-    result = V.check(record, labels)
+    result = V.check(record, _labels(labelled, record))
     if out is not None:
         with atomic_output(out, "--out") as fh:
             fh.write(json.dumps(result, indent=2) + "\n")
+    kept = _remember(record, result, labelled, ledger)
     if not quiet:
         err.print(escape(V.describe(result)
                          + (f" ({result['kept_unlabelled']} kept verdicts of the sample not labelled)"
                             if result["kept_unlabelled"] else "")), highlight=False)
+        err.print(escape(f"remembered in {kept}: later runs of this calibration on these items say it" if kept
+                         else "not remembered: the sample's key names no calibration file (give `trustjudge "
+                              "sample --calibration CAL` or the run's --summary)"), highlight=False)
+
+
+def _labels(labelled: Path, record: Mapping[str, Any]) -> dict[tuple[Any, ...], Any]:
+    """Each sampled verdict's label as the labelled items give it, by its key (through the mode's labelling)."""
+    labels = labelling(str(record.get("mode", PAIRWISE)))
+    items = read_items(labelled, False, 2 if labels.pairs else 1)
+    if labels.pairs:
+        return {(it.id, p.first, p.second): p.human for it in items for p in it.all_pairs()}
+    responses = {(it.id, r.id): (it, r) for it in items for r in it.responses}
+    out: dict[tuple[Any, ...], Any] = {}
+    for unit in record["units"]:
+        found = responses.get((str(unit["key"][0]), str(unit["key"][1])))
+        if found is not None:
+            item, response = found
+            part = unit.get("part") or {}
+            value = labels.label(response, part)
+            what = "".join(f", {k} {v!r}" for k, v in part.items())
+            V.human_class(value, record, f"{labelled}: line {item.line}: item {item.id!r}, response "
+                                         f"{response.id!r}{what}")  # a bad label names where it is
+            out[tuple(unit["key"])] = value
+    return out
+
+
+def _remember(record: Mapping[str, Any], result: Mapping[str, Any], labelled: Path,
+              ledger: Path | None) -> Path | None:
+    """Write the result to the verification ledger of the calibration the sample's key names (None: none)."""
+    cal, items = record.get("calibration"), record.get("items_sha256")
+    if not (isinstance(cal, dict) and isinstance(cal.get("file"), str) and isinstance(cal.get("data_hash"), str)
+            and isinstance(items, str)):
+        return None
+    path = ledger if ledger is not None else _ledger.ledger_path(cal["file"])
+    _ledger.remember(path, _ledger.entry_of(result, data_hash=cal["data_hash"], items_sha256=items,
+                                            sample=str(labelled)))
+    return path

@@ -13,7 +13,7 @@ ones before it abstained on.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
+from ..audit import _ledger
 from ..audit._estimators import CALIBRATED, ESTIMATORS
 from ..audit._levels import guarantee_text, marginal_warning, quote
 from ..audit._support import DEFAULT_RISK_DELTA, selection_support
@@ -30,11 +31,13 @@ from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, cali
 from ..audit._verify import verification_problems
 from ..errors import ConfigError
 from ..io._files import load_suite
-from ..io._items import Item
 from ..io._outputs import atomic_output, check_outputs, record_output
 from ..modes._registry import get_mode
+from ._calibrated import remembered
 from ._common import err, progress
-from ._inputs import read_items
+from ._domains import select_domains
+from ._inputs import digest, read_items
+from ._inputs import item_dict as _item_dict
 from ._mode_options import suite_values
 from ._options import (
     FORCE_DELTA,
@@ -169,9 +172,13 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
 @input_options
 @judge_options("compare")
 @click.option("--calibration", "calibration_paths", required=True, multiple=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A calibration file from `trustjudge calibrate` (its mode is the mode judged). With --cascade: "
-                   "one per model tier, in order (repeat the option).")
+                   "one per model tier, in order (repeat the option). With --calibration-by: DOMAIN=FILE for each "
+                   "domain, or one JSON map file of domain -> calibration file.")
+@click.option("--calibration-by", "calibration_by", default=None, metavar="FIELD",
+              help="A calibration per domain: the item field FIELD names each item's domain, and its verdicts are "
+                   "calibrated (and kept) by that domain's file; an item of a domain without one is abstained "
+                   "(no_calibration_for_domain).")
 @click.option("--cascade", default=None, metavar="J1,J2[,human]",
               help="Judge with a cascade: J1 judges every verdict (pair, check or claim: the calibration files' "
                    "mode), J2 only what J1 abstained on, and so on; a last `human` leaves the rest to people "
@@ -195,22 +202,27 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
 @click.option("--abstained-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the items behind abstained verdicts here (items JSONL, ready for human labels).")
 def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
-           calibration_paths: tuple[Path, ...], cascade: str | None, target_agreement: float | None,
-           risk_delta: float | None, old_delta: float | None, force_delta: bool, calibration_override: bool,
-           scale: str | None, out: Path | None, summary_out: Path | None, abstained_out: Path | None) -> None:
+           calibration_paths: tuple[str, ...], calibration_by: str | None, cascade: str | None,
+           target_agreement: float | None, risk_delta: float | None, old_delta: float | None, force_delta: bool,
+           calibration_override: bool, scale: str | None, out: Path | None, summary_out: Path | None,
+           abstained_out: Path | None) -> None:
     """Judge ITEMS with calibrated probabilities, and with --target-agreement keep only guaranteed verdicts."""
     risk_delta = resolve_risk_delta(risk_delta, old_delta, "select", DEFAULT_RISK_DELTA) or DEFAULT_RISK_DELTA
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
+    if calibration_by is not None:
+        return select_domains(items, fmt, skip_invalid, quiet, judging, calibration_by, calibration_paths,
+                              target_agreement, risk_delta, calibration_override, outputs, cascade or scale)
+    paths = tuple(_existing(p) for p in calibration_paths)
     if cascade is not None:
         if scale is not None:
             raise click.UsageError("--scale applies to a score calibration, not to a cascade")
-        _select_cascade(items, fmt, skip_invalid, quiet, judging, calibration_paths, cascade, target_agreement,
+        _select_cascade(items, fmt, skip_invalid, quiet, judging, paths, cascade, target_agreement,
                         risk_delta, calibration_override, outputs, force_delta)
         return
-    if len(calibration_paths) != 1:
-        raise click.UsageError(f"select takes one --calibration file, got {len(calibration_paths)} (several are for "
-                               "--cascade: one per model tier)")
-    calibration_path = calibration_paths[0]
+    if len(paths) != 1:
+        raise click.UsageError(f"select takes one --calibration file, got {len(paths)} (several are for "
+                               "--cascade: one per model tier, or --calibration-by: one per domain)")
+    calibration_path = paths[0]
     judging.guard(items, outputs)
     check_outputs(outputs, inputs=[calibration_path])
     _template_fits(judging, None)
@@ -234,6 +246,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             records, summary = j.select(todo, cal, target=target_agreement, delta=risk_delta,
                                         override=calibration_override, progress=lambda n: bar.advance(task, n),
                                         force_delta=force_delta)
+        verification = _verification(records, summary, calibration_path, cal, items)
         with record_output(out, "--out") as stream:
             for rec in records:
                 stream.write(json.dumps(rec) + "\n")
@@ -241,8 +254,7 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             with atomic_output(summary_out, "--summary") as fh:
                 fh.write(json.dumps(summary, indent=2) + "\n")
         if abstained_out is not None:
-            raw = {it.id: it for it in todo}
-            by_id = {k: _item_dict(v) for k, v in raw.items()}
+            by_id = {it.id: _item_dict(it) for it in todo}
             with atomic_output(abstained_out, "--abstained-out") as fh:
                 for item in abstained_items(cal.mode, records, by_id):
                     fh.write(json.dumps(item) + "\n")
@@ -260,6 +272,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             shift = (summary.get("shift") or {}).get("warning")
             if g and shift:
                 err.print(escape(f"WARNING: {shift}"), highlight=False)
+            if verification is not None:
+                err.print(escape(f"VERIFICATION: {summary['verification']['notice']}"), highlight=False)
         warning = marginal_warning(summary.get("guarantee") or {})
         if warning is not None:  # even with -q
             err.print(escape(warning), highlight=False)
@@ -267,6 +281,18 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
             err.print(escape(f"records written to {out}"), highlight=False)
     finally:
         j.close()
+
+
+def _verification(records: list[dict[str, Any]], summary: dict[str, Any], path: Path, cal: Calibration,
+                  items: Path) -> dict[str, Any] | None:
+    """What ``check-sample`` last concluded for ``cal`` on ``items``, said in the records and the summary (which
+    names the calibration file, so that ``sample --summary`` remembers its check beside it)."""
+    summary["calibration"]["file"] = str(path)
+    verification = remembered(path, cal, digest(items))
+    _ledger.stamp(cal.mode, records, cal.map.classes, cal.levels, verification)
+    if verification is not None:
+        summary["verification"] = {**verification, "notice": _ledger.notice(verification)}
+    return verification
 
 
 def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions,
@@ -372,6 +398,16 @@ def _calls(row: dict[str, Any]) -> str:
     return str(row.get("model_calls", "-"))
 
 
+def _existing(value: str) -> Path:
+    """A ``--calibration`` file, which must exist (under --calibration-by the values are DOMAIN=FILE)."""
+    path = Path(value)
+    if not path.is_file():
+        raise click.BadParameter(f"file {value!r} does not exist" + (" (DOMAIN=FILE needs --calibration-by FIELD)"
+                                                                      if "=" in value else ""),
+                                 param_hint="'--calibration'")
+    return path
+
+
 def _calibrated(name: str) -> str:
     """``--mode``: a mode with a calibration (a plug-in is loaded, and so registers its units)."""
     try:
@@ -388,14 +424,3 @@ def _template_fits(judging: JudgeOptions, mode: str | None) -> None:
     """``--template`` is the pairwise template here: refuse it where the mode asks no pairwise question."""
     if judging.pairwise_template is not None and mode not in (None, "compare"):
         raise click.UsageError(f"--template replaces the pairwise template; the {mode} mode does not use it")
-
-
-def _item_dict(item: Item) -> dict[str, Any]:
-    """An item as the items format writes it (the fields labelling needs)."""
-    d = asdict(item)
-    out: dict[str, Any] = {"id": d["id"], "question": d["question"]}
-    for key in ("context", "reference", "profile", "knowledge", "evidence", "checklist", "gold_claims"):
-        if d.get(key):
-            out[key] = d[key]
-    out["responses"] = [{k: v for k, v in r.items() if v not in (None, (), [], {})} for r in d["responses"]]
-    return out

@@ -1,0 +1,193 @@
+"""Per-domain calibrations: one calibration file per domain, chosen per item by an item field (issue 34).
+
+A guarantee holds where the new verdicts are exchangeable with the calibration set's. Data that mixes domains
+(news and dialogue, code and prose) is better served by one calibration per domain than by one fitted on the
+mix: each domain's threshold is then tested on that domain's labels, and its guarantee is said separately.
+:class:`DomainCalibrations` maps each domain (the value of the item field ``field``, e.g. ``domain`` or
+``subset``, as :attr:`~trustjudge.io._items.Item.fields` holds it) to its calibration;
+:func:`select_by_domain` judges items and annotates each record with its domain's calibration (and, with a
+target, its domain's selection), and :func:`apply_by_domain` does the same to records already judged (zero
+model calls). A record whose item has no domain, or a domain with no calibration, has every verdict abstained
+with the reason :data:`NO_CALIBRATION`; nothing is guaranteed for it. The summary has one block per domain
+(coverage, guarantee, shift warning: :class:`~trustjudge.audit._trust.Tally`'s) under ``domains``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..io._items import Item
+from ._calibration import Selection
+from ._trust import Calibration, Tally, annotate, units
+
+Judge = Any
+"""A :class:`~trustjudge.Judge` (named loosely: the audit layer sits below it and only calls its methods)."""
+
+NO_CALIBRATION = "no_calibration_for_domain"
+"""Why a verdict of an item whose domain has no calibration is not kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainCalibrations:
+    """A calibration per domain, the domain of an item being the value of its field ``field``."""
+
+    field: str
+    calibrations: Mapping[str, Calibration]
+    files: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Where each domain's calibration was read from (for the summary), where it was."""
+
+    def __post_init__(self) -> None:
+        if not self.field:
+            raise ConfigError("per-domain calibrations need the item field that names the domain")
+        if not self.calibrations:
+            raise ConfigError("per-domain calibrations need at least one domain's calibration")
+        modes = sorted({c.mode for c in self.calibrations.values()})
+        if len(modes) > 1:
+            raise ConfigError(f"the domains' calibrations are of different modes ({', '.join(modes)}): one run judges "
+                              "one mode")
+
+    @property
+    def mode(self) -> str:
+        return next(iter(self.calibrations.values())).mode
+
+    @classmethod
+    def load(cls, path: str | Path, field_name: str) -> DomainCalibrations:
+        """Read a map file: a JSON object of domain -> calibration file (a path relative to the map's folder)."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read the domain map {path}: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+        if not isinstance(data, dict) or not data:
+            raise ConfigError(f"{path}: a domain map is a JSON object of domain -> calibration file")
+        cals, files = {}, {}
+        for domain, file in data.items():
+            if not isinstance(file, str) or not file:
+                raise ConfigError(f"{path}: field {domain!r} is not the path of a calibration file")
+            where = Path(file) if Path(file).is_absolute() else path.parent / file
+            cals[domain], files[domain] = Calibration.load(where), str(where)
+        return cls(field_name, cals, files)
+
+    @classmethod
+    def of_files(cls, field_name: str, given: Mapping[str, str | Path]) -> DomainCalibrations:
+        """Per-domain calibrations from ``{domain: calibration file}``."""
+        return cls(field_name, {d: Calibration.load(p) for d, p in given.items()},
+                   {d: str(p) for d, p in given.items()})
+
+    def selections(self, target: float | None, delta: float) -> dict[str, Selection | None]:
+        """Each domain's selection for ``target`` (None without one); a domain that cannot support it is refused,
+        named."""
+        out: dict[str, Selection | None] = {}
+        for domain, cal in self.calibrations.items():
+            try:
+                out[domain] = cal.selection(target, delta) if target is not None else None
+            except ConfigError as exc:
+                raise ConfigError(f"domain {domain!r} ({self.files.get(domain, 'its calibration')}): {exc}") from None
+        return out
+
+    def domain_of(self, item: Item) -> str | None:
+        """An item's domain: the value of its field (None when it has none)."""
+        value = item.fields.get(self.field)
+        return None if value is None else str(value)
+
+
+def _blocks(mode: str, record: dict[str, Any], classes: Sequence[str], levels: Sequence[float] | None) -> list[Any]:
+    out = []
+    for unit in units(mode, [record], classes, levels):
+        target: Any = record
+        for step in unit.path:
+            target = target[step]
+        out.append(target)
+    return out
+
+
+def annotate_by_domain(records: Sequence[Mapping[str, Any]], domains: Sequence[str | None],
+                       calibrations: DomainCalibrations,
+                       selections: Mapping[str, Selection | None]) -> list[dict[str, Any]]:
+    """Copies of ``records`` (``domains``: each one's domain), each verdict annotated by its domain's calibration
+    and selection, with ``domain`` in its block; a domain without a calibration abstains (:data:`NO_CALIBRATION`)."""
+    mode = calibrations.mode
+    first = next(iter(calibrations.calibrations.values()))
+    out = []
+    for rec, domain in zip(records, domains):
+        cal = calibrations.calibrations.get(domain) if domain is not None else None
+        if cal is not None:
+            row = annotate(mode, [dict(rec)], cal, selections.get(str(domain)))[0]
+            for part in _blocks(mode, row, cal.map.classes, cal.levels):
+                part["calibrated"]["domain"] = domain
+        else:
+            row = json.loads(json.dumps(rec))
+            for part in _blocks(mode, row, first.map.classes, first.levels):
+                part["calibrated"] = {"probabilities": None, "verdict": None, "confidence": None,
+                                      "abstained": NO_CALIBRATION, "domain": domain}
+        out.append(row)
+    return out
+
+
+def summary_by_domain(annotated: Sequence[Mapping[str, Any]], domains: Sequence[str | None],
+                      calibrations: DomainCalibrations, selections: Mapping[str, Selection | None]) -> dict[str, Any]:
+    """The run's totals and, under ``domains``, each domain's own summary (coverage, guarantee, shift)."""
+    mode = calibrations.mode
+    tallies = {d: Tally(mode, cal, selections.get(d)) for d, cal in calibrations.calibrations.items()}
+    first = next(iter(calibrations.calibrations.values()))
+    uncovered, seen = 0, set()
+    for rec, domain in zip(annotated, domains):
+        if domain is not None and domain in tallies:
+            tallies[domain].add(rec)
+        else:
+            uncovered += len(_blocks(mode, dict(rec), first.map.classes, first.levels))
+            seen.add(domain)
+    per = {d: t.result() for d, t in tallies.items()}
+    for d, s in per.items():
+        if d in calibrations.files:
+            s["calibration"]["file"] = calibrations.files[d]
+    verdicts = sum(s["verdicts"] for s in per.values()) + uncovered
+    kept = sum(s["kept"] for s in per.values())
+    abstained: dict[str, int] = {}
+    for s in per.values():
+        for reason, n in s["abstained"].items():
+            abstained[reason] = abstained.get(reason, 0) + n
+    if uncovered:
+        abstained[NO_CALIBRATION] = uncovered
+    return {"mode": mode, "calibration_by": calibrations.field, "verdicts": verdicts, "kept": kept,
+            "coverage": kept / verdicts if verdicts else None, "abstained": dict(sorted(abstained.items())),
+            "domains": per, "domains_without_calibration": sorted(seen, key=lambda d: (d is not None, d or ""))}
+
+
+def select_by_domain(judge: Judge, items: Iterable[Item], calibrations: DomainCalibrations, *,
+                     target: float | None = None, delta: float = 0.1, override: bool = False,
+                     progress: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """:meth:`Judge.select` with a calibration per domain: judge ``items`` in the calibrations' mode and annotate
+    each record with its item's domain's calibration (a domain without one: every verdict abstained)."""
+    todo = list(items)
+    checked = {d: judge.check_calibration(c, override=override) for d, c in calibrations.calibrations.items()}
+    cals = DomainCalibrations(calibrations.field, checked, calibrations.files)
+    selections = cals.selections(target, delta)
+    of_item = {it.id: cals.domain_of(it) for it in todo}
+    task = judge.calibration_task(cals.mode)
+    records = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
+    domains = [of_item.get(str(r.get("item_id"))) for r in records]
+    annotated = annotate_by_domain(records, domains, cals, selections)
+    return annotated, summary_by_domain(annotated, domains, cals, selections)
+
+
+def apply_by_domain(judge: Judge, records: Iterable[Any], items: Iterable[Item], calibrations: DomainCalibrations, *,
+                    target: float | None = None, delta: float = 0.1,
+                    override: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """:meth:`Judge.apply_calibration` with a calibration per domain, on records already judged (zero model
+    calls); ``items`` give each record's domain (by its ``item_id``)."""
+    rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
+    checked = {d: judge.check_calibration(c, override=override) for d, c in calibrations.calibrations.items()}
+    cals = DomainCalibrations(calibrations.field, checked, calibrations.files)
+    selections = cals.selections(target, delta)
+    of_item = {it.id: cals.domain_of(it) for it in items}
+    domains = [of_item.get(str(r.get("item_id"))) for r in rows]
+    annotated = annotate_by_domain(rows, domains, cals, selections)
+    return annotated, summary_by_domain(annotated, domains, cals, selections)

@@ -1,0 +1,89 @@
+"""``select --calibration-by FIELD``: a calibration per domain, chosen per item by an item field
+(:mod:`trustjudge._domains`). ``--calibration`` is then a JSON map file of domain -> calibration file, or repeated
+as ``DOMAIN=cal.json``; each domain's guarantee is printed on its own line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from ..audit._domains import NO_CALIBRATION, DomainCalibrations, select_by_domain
+from ..audit._trust import abstained_items
+from ..io._outputs import atomic_output, check_outputs, record_output
+from ..modes._registry import get_mode
+from ._calibrated import describe
+from ._common import err, progress
+from ._inputs import item_dict, read_items
+from ._options import JudgeOptions
+
+
+def domain_calibrations(field: str, given: tuple[str, ...]) -> DomainCalibrations:
+    """``--calibration`` values under ``--calibration-by``: one map file, or ``DOMAIN=PATH`` each."""
+    if len(given) == 1 and "=" not in given[0]:
+        return DomainCalibrations.load(given[0], field)
+    pairs: dict[str, str] = {}
+    for value in given:
+        domain, sep, path = value.partition("=")
+        if not sep or not domain or not path:
+            raise click.BadParameter(f"with --calibration-by, give DOMAIN=PATH (or one JSON map file), got {value!r}",
+                                     param_hint="--calibration")
+        if domain in pairs:
+            raise click.BadParameter(f"domain {domain!r} given twice", param_hint="--calibration")
+        pairs[domain] = path
+    return DomainCalibrations.of_files(field, pairs)
+
+
+def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, field: str,
+                   given: tuple[str, ...], target: float | None, delta: float, override: bool,
+                   outputs: dict[str, Path | None], other: str | None = None) -> None:
+    """``select --calibration-by FIELD``: judge ITEMS, each verdict calibrated by its item's domain's file
+    (``other``: a --cascade or --scale given too, refused)."""
+    if other is not None:
+        raise click.UsageError("--calibration-by takes neither --cascade nor --scale")
+    if outputs["--abstained-out"] is not None and target is None:
+        raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
+    cals = domain_calibrations(field, given)
+    judging.guard(items, outputs)
+    check_outputs(outputs, inputs=[Path(f) for f in cals.files.values()])
+    cals.selections(target, delta)  # refuse a target some domain cannot support before any judging
+    todo = read_items(items, skip_invalid, get_mode(cals.mode).min_responses, fmt)
+    j = judging.make()
+    j.source = str(items)
+    try:
+        with progress(quiet) as bar:
+            task = bar.add_task(f"select {cals.mode} by {field} ({j.name})", total=None)
+            records, summary = select_by_domain(j, todo, cals, target=target, delta=delta, override=override,
+                                                progress=lambda n: bar.advance(task, n))
+        with record_output(outputs["--out"], "--out") as stream:
+            for rec in records:
+                stream.write(json.dumps(rec) + "\n")
+        if outputs["--summary"] is not None:
+            with atomic_output(outputs["--summary"], "--summary") as fh:
+                fh.write(json.dumps(summary, indent=2) + "\n")
+        if outputs["--abstained-out"] is not None:
+            by_id = {it.id: item_dict(it) for it in todo}
+            with atomic_output(outputs["--abstained-out"], "--abstained-out") as fh:
+                for item in abstained_items(cals.mode, records, by_id):
+                    fh.write(json.dumps(item) + "\n")
+        if not quiet:
+            _print(summary, j.stats)
+    finally:
+        j.close()
+
+
+def _print(summary: dict[str, Any], stats: Any) -> None:
+    cov = summary["coverage"]
+    err.print(escape(f"select {summary['mode']} by {summary['calibration_by']}: {summary['verdicts']} verdicts, kept "
+                     f"{summary['kept']}" + (f" (coverage {cov:.2f})" if cov is not None else "")
+                     + f"; model calls {stats.model_calls}, from store {stats.from_store}"), highlight=False)
+    for domain, s in summary["domains"].items():
+        err.print(escape(f"domain {domain}: {describe(s)}"), highlight=False)
+    missing = summary["abstained"].get(NO_CALIBRATION)
+    if missing:
+        names = ", ".join("(no field)" if d is None else repr(d) for d in summary["domains_without_calibration"])
+        err.print(escape(f"{missing} verdicts abstained ({NO_CALIBRATION}): domains {names} have no calibration; "
+                         "nothing is guaranteed for them"), highlight=False)

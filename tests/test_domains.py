@@ -1,0 +1,124 @@
+"""Per-domain calibrations (issue 34): `select --calibration-by FIELD` calibrates each item's verdicts by its
+domain's file, says each domain's guarantee separately, and abstains on an item whose domain has none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from trustjudge import Judge, load_items
+from trustjudge.audit._domains import NO_CALIBRATION, DomainCalibrations, apply_by_domain
+from trustjudge.audit._trust import Calibration
+from trustjudge.cli import cli
+from trustjudge.errors import ConfigError
+
+
+def _invoke(*args: Any) -> Result:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _pairs(path: Path, ids: range, domain: str | None = None, human: Any = None) -> Path:
+    path.write_text("".join(json.dumps({
+        "id": f"q{i}", "question": f"What is {i} + 2?", **({"domain": domain} if domain else {}),
+        "responses": [{"id": "a", "text": f"It is {i + 2}."}, {"id": "b", "text": f"Maybe {i + 7}."}],
+        "pairs": [{"first": "a", "second": "b", "human": None if human is None else human(i)}]}) + "\n"
+        for i in ids))
+    return path
+
+
+def _domain_calibrations(tmp_path: Path, b_label: Any = None) -> tuple[Path, dict[str, str]]:
+    """Domain A calibrated on labels that are the judge's own verdicts, domain B on ``b_label`` (default: the
+    judge's verdicts too), on items of their own."""
+    store = tmp_path / "s.sqlite"
+    raw = _pairs(tmp_path / "raw.jsonl", range(1000, 1240))
+    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", tmp_path / "r.jsonl",
+                   "-q").exit_code == 0
+    verdict = {r["item_id"]: r["verdicts"]["likelihood"] for r in _lines(tmp_path / "r.jsonl")}
+
+    def own(i: int) -> str:
+        return verdict[f"q{i}"]
+
+    for name, ids, label in (("A", range(1000, 1120), own), ("B", range(1120, 1240), b_label or own)):
+        labelled = _pairs(tmp_path / f"cal{name}.jsonl", ids, human=label)
+        assert _invoke("calibrate", labelled, "-j", "mock/hash", "--store", store, "--out",
+                       tmp_path / f"cal{name}.json").exit_code == 0
+    return store, verdict
+
+
+def _mixed(tmp_path: Path) -> Path:
+    rows = []
+    for name, ids in (("A", range(0, 60)), ("B", range(60, 120)), ("C", range(120, 150))):
+        rows += _pairs(tmp_path / "part.jsonl", ids, domain=name).read_text().splitlines()
+    rows += _pairs(tmp_path / "part.jsonl", range(150, 155)).read_text().splitlines()  # no domain field at all
+    (tmp_path / "mixed.jsonl").write_text("\n".join(rows) + "\n")
+    return tmp_path / "mixed.jsonl"
+
+
+def test_each_domain_is_selected_by_its_own_calibration_and_a_domain_without_one_abstains(tmp_path: Path) -> None:
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    done = _invoke("select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain",
+                   "--calibration", f"A={tmp_path / 'calA.json'}", "--calibration", f"B={tmp_path / 'calB.json'}",
+                   "--target-agreement", 0.8, "--risk-delta", 0.1, "--out", tmp_path / "v.jsonl",
+                   "--summary", tmp_path / "sum.json")
+    assert done.exit_code == 0, done.output
+    text = done.stderr.replace("\n", " ")
+    a, b = Calibration.load(tmp_path / "calA.json"), Calibration.load(tmp_path / "calB.json")
+    said = {"A": text[text.index("domain A:"):text.index("domain B:")], "B": text[text.index("domain B:"):]}
+    for name, cal in (("A", a), ("B", b)):  # each domain's guarantee said apart, on its own calibration set
+        assert "guaranteed agreement >= 0.8" in said[name] and cal.data_hash in said[name]
+    assert a.data_hash not in said["B"]
+    assert f"35 verdicts abstained ({NO_CALIBRATION})" in text
+    summary = json.loads((tmp_path / "sum.json").read_text())
+    assert set(summary["domains"]) == {"A", "B"} and summary["verdicts"] == 155
+    assert summary["domains"]["A"]["calibration"]["data_hash"] == a.data_hash
+    assert summary["domains"]["B"]["calibration"]["data_hash"] == b.data_hash
+    assert summary["domains"]["A"]["verdicts"] == 60 and summary["abstained"][NO_CALIBRATION] == 35
+    assert summary["domains_without_calibration"] == [None, "C"]
+    for rec in _lines(tmp_path / "v.jsonl"):
+        block, i = rec["calibrated"], int(rec["item_id"][1:])
+        want = "A" if i < 60 else "B" if i < 120 else "C" if i < 150 else None
+        assert block["domain"] == want
+        if want in (None, "C"):
+            assert block["abstained"] == NO_CALIBRATION and block["verdict"] is None
+        else:
+            assert block["abstained"] in (None, "below_threshold") and block["verdict"] is not None
+
+
+def test_the_domain_s_file_is_the_one_applied_and_the_library_does_the_same(tmp_path: Path) -> None:
+    store, _ = _domain_calibrations(tmp_path, b_label=lambda i: "tie")  # B's humans always say tie
+    mixed = _mixed(tmp_path)
+    (tmp_path / "map.json").write_text(json.dumps({"A": "calA.json", "B": "calB.json"}))
+    done = _invoke("select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain",
+                   "--calibration", tmp_path / "map.json", "--out", tmp_path / "v.jsonl")
+    assert done.exit_code == 0, done.output
+    recs = _lines(tmp_path / "v.jsonl")
+    by = {d: [r["calibrated"]["verdict"] for r in recs if r["calibrated"]["domain"] == d] for d in ("A", "B")}
+    assert set(by["B"]) == {"tie"}  # B's calibration learnt that its humans say tie
+    assert by["A"].count("tie") < len(by["A"]) / 2  # A's did not
+    cals = DomainCalibrations.load(tmp_path / "map.json", "domain")
+    with Judge("mock/hash", store=store) as judge:
+        raw = [{k: v for k, v in r.items() if k != "calibrated"} for r in recs]
+        again, summary = apply_by_domain(judge, raw, load_items(mixed), cals)
+    assert [r["calibrated"] for r in again] == [r["calibrated"] for r in recs]
+    assert summary["abstained"][NO_CALIBRATION] == 35
+
+
+def test_bad_domain_maps_are_refused_naming_the_file_and_field(tmp_path: Path) -> None:
+    (tmp_path / "map.json").write_text(json.dumps({"A": 3}))
+    with pytest.raises(ConfigError, match=r"map\.json: field 'A' is not the path of a calibration file"):
+        DomainCalibrations.load(tmp_path / "map.json", "domain")
+    bad = CliRunner().invoke(cli, ["select", str(tmp_path / "map.json"), "-j", "mock/hash", "--calibration-by",
+                                   "domain", "--calibration", "A"])
+    assert bad.exit_code != 0
+    missing = CliRunner().invoke(cli, ["select", str(tmp_path / "map.json"), "-j", "mock/hash", "--calibration",
+                                       "A=cal.json"])
+    assert missing.exit_code != 0 and "DOMAIN=FILE needs --calibration-by FIELD" in missing.output

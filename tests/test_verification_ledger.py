@@ -1,0 +1,121 @@
+"""A refuted guarantee is remembered (issue 34): `check-sample` writes its result beside the calibration file,
+and every later run of that calibration on the same items says it on the guarantee line, in the summary and in
+each record's calibrated block; a run on other items does not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from trustjudge.audit import _ledger as L
+from trustjudge.cli import cli
+from trustjudge.errors import ConfigError
+
+
+def _invoke(*args: Any) -> Result:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _pairs(path: Path, n: int, start: int = 0, human: Any = None) -> Path:
+    path.write_text("".join(json.dumps({
+        "id": f"q{i}", "question": f"What is {i} + 2?",
+        "responses": [{"id": "a", "text": f"It is {i + 2}."}, {"id": "b", "text": f"Maybe {i + 7}."}],
+        "pairs": [{"first": "a", "second": "b", "human": None if human is None else human(i)}]}) + "\n"
+        for i in range(start, start + n)))
+    return path
+
+
+def _calibrated(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A calibration of mock/hash whose labels are the judge's own verdicts (so that a target keeps most pairs),
+    and the judge's verdict on each pair of new items."""
+    store = tmp_path / "s.sqlite"
+    raw = _pairs(tmp_path / "cal-raw.jsonl", 120, start=1000)
+    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", tmp_path / "r.jsonl",
+                   "-q").exit_code == 0
+    verdict = {r["item_id"]: r["verdicts"]["likelihood"] for r in _lines(tmp_path / "r.jsonl")}
+    labelled = _pairs(tmp_path / "cal.jsonl", 120, start=1000, human=lambda i: verdict[f"q{i}"])
+    assert _invoke("calibrate", labelled, "-j", "mock/hash", "--store", store, "--out",
+                   tmp_path / "cal.json").exit_code == 0
+    return store, tmp_path / "cal.json", verdict
+
+
+def _run(items: Path, store: Path, cal: Path, out: Path, summary: Path) -> Result:
+    done = _invoke("compare", items, "-j", "mock/hash", "--store", store, "--calibration", cal,
+                   "--target-agreement", 0.8, "--risk-delta", 0.1, "--out", out, "--summary", summary)
+    assert done.exit_code == 0, done.output
+    return done
+
+
+def test_a_refuted_guarantee_is_said_by_every_later_run_on_the_same_data_and_not_on_other_data(
+        tmp_path: Path) -> None:
+    store, cal, _ = _calibrated(tmp_path)
+    new = _pairs(tmp_path / "new.jsonl", 150)
+    first = _run(new, store, cal, tmp_path / "v.jsonl", tmp_path / "sum.json")
+    assert "check-sample" not in first.stderr  # nothing checked yet
+    records = _lines(tmp_path / "v.jsonl")
+    kept = sum(r["calibrated"]["abstained"] is None for r in records)
+    assert kept >= 60, kept
+    sample = tmp_path / "sample.jsonl"
+    assert _invoke("sample", tmp_path / "v.jsonl", "--items", new, "--summary", tmp_path / "sum.json",
+                   "--out", sample, "--size", 50).exit_code == 0
+    # planted labels: the judge's verdict on 3 pairs in 5, the other response on the rest (agreement 0.6)
+    said = {r["item_id"]: r["calibrated"]["verdict"] for r in records}
+    rows = _lines(sample)
+    for row in rows:
+        for pair in row["pairs"]:
+            i = int(row["id"][1:])
+            pair["human"] = said[row["id"]] if i % 5 < 3 else ("second" if said[row["id"]] == "first" else "first")
+    sample.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checked = _invoke("check-sample", sample)
+    assert checked.exit_code == 0 and "REFUTED" in checked.stderr, checked.output
+    ledger = L.ledger_path(cal)
+    assert ledger.exists() and f"remembered in {ledger}" in checked.stderr.replace("\n", "")
+    (entry,) = L.read(ledger)
+    assert entry["result"] == "refuted" and entry["kept_labelled"] == 50
+
+    again = _run(new, store, cal, tmp_path / "v2.jsonl", tmp_path / "sum2.json")
+    notice = (f"guarantee refuted by check-sample on 50 labels: agreement {entry['agreement']:.3f} < target 0.8")
+    assert notice in again.stderr.replace("\n", "")
+    summary = json.loads((tmp_path / "sum2.json").read_text())
+    assert summary["verification"]["result"] == "refuted" and summary["verification"]["notice"].startswith(notice)
+    assert all(r["calibrated"]["verification"]["result"] == "refuted" for r in _lines(tmp_path / "v2.jsonl"))
+
+    other = _pairs(tmp_path / "other.jsonl", 150, start=500)  # other data, same calibration: nothing to say
+    elsewhere = _run(other, store, cal, tmp_path / "v3.jsonl", tmp_path / "sum3.json")
+    assert "check-sample on" not in elsewhere.stderr
+    assert "verification" not in json.loads((tmp_path / "sum3.json").read_text())
+    assert all("verification" not in r["calibrated"] for r in _lines(tmp_path / "v3.jsonl"))
+
+    selected = _invoke("select", new, "-j", "mock/hash", "--store", store, "--calibration", cal,
+                       "--target-agreement", 0.8, "--out", tmp_path / "v4.jsonl", "--summary", tmp_path / "sum4.json")
+    assert notice in selected.stderr.replace("\n", "")
+    assert all(r["calibrated"]["verification"]["result"] == "refuted" for r in _lines(tmp_path / "v4.jsonl"))
+    # a sample of the select run, drawn from its --summary alone, is remembered beside the same file
+    assert _invoke("sample", tmp_path / "v4.jsonl", "--items", new, "--summary", tmp_path / "sum4.json",
+                   "--out", tmp_path / "s4.jsonl", "--size", 20).exit_code == 0
+    assert json.loads((tmp_path / "s4.jsonl.key.json").read_text())["calibration"]["file"] == str(cal.resolve())
+
+
+def test_a_bad_ledger_is_refused_naming_the_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "cal.json.checks.json"
+    good = {"calibration_data_hash": "abc", "items_sha256": "def", "result": "refuted", "kept_labelled": 10,
+            "kept_agreed": 5, "agreement": 0.5, "target_agreement": 0.8, "delta": 0.1}
+    L.remember(path, good)
+    assert L.lookup(path, "abc", "def") is not None and L.lookup(path, "abc", "other") is None
+    data = json.loads(path.read_text())
+    data["checks"][0]["result"] = "maybe"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"cal\.json\.checks\.json: checks\[0\]: field 'result' is 'maybe'"):
+        L.read(path)
+    data["checks"][0] = {**good, "agreement": 2}
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"checks\[0\]: field 'agreement' is not a number"):
+        L.lookup(path, "abc", "def")
