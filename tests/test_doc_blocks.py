@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_docs_blocks import blocks as marked_blocks
+
 ROOT = Path(__file__).resolve().parents[1]
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
@@ -23,8 +25,10 @@ def blocks(page: Path, language: str) -> list[str]:
 
 
 def guarantee_blocks(page: Path) -> list[str]:
-    """The bash blocks of ``page`` that judge the labelled example (calibrate, select, a calibrated mode)."""
-    return [b for b in blocks(page, "bash") if "examples/labelled.jsonl" in b or "--calibration" in b]
+    """The bash blocks of ``page`` that judge the labelled example (calibrate, select, a calibrated mode), less
+    those the page marks as not runnable here (``<!-- docs-test: skip: ... -->``, tests/test_docs_blocks.py)."""
+    return [b.code for b in marked_blocks(page) if b.language == "shell" and b.skip is None
+            and ("examples/labelled.jsonl" in b.code or "--calibration" in b.code)]
 
 
 def run_bash(text: str, cwd: Path) -> subprocess.CompletedProcess[str]:

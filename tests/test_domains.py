@@ -74,7 +74,7 @@ def test_each_domain_is_selected_by_its_own_calibration_and_a_domain_without_one
     a, b = Calibration.load(tmp_path / "calA.json"), Calibration.load(tmp_path / "calB.json")
     said = {"A": text[text.index("domain A:"):text.index("domain B:")], "B": text[text.index("domain B:"):]}
     for name, cal in (("A", a), ("B", b)):  # each domain's guarantee said apart, on its own calibration set
-        assert "guaranteed agreement >= 0.8" in said[name] and cal.data_hash in said[name]
+        assert "keeps only verdicts agreeing with humans >= 0.8" in said[name] and cal.data_hash in said[name]
     assert a.data_hash not in said["B"]
     assert f"35 verdicts abstained ({NO_CALIBRATION})" in text
     summary = json.loads((tmp_path / "sum.json").read_text())
