@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from _common import RESULTS
-from guarantee_estimators import estimator_study, render_transfer, transfer_shift
+from guarantee_estimators import auroc, estimator_study, render_transfer, transfer_shift
 from guarantee_estimators import render as render_estimators
 from guarantee_judge import CHUNKS, DATA, EXPORT, JUDGE, PANDALM, STORE, records
 from trustjudge import ConfigError, Item, Judge
@@ -97,16 +97,6 @@ def _kappa(pred: np.ndarray, y: np.ndarray, k: int) -> float:
     po = float(np.mean(pred == y))
     pe = sum(float(np.mean(pred == c)) * float(np.mean(y == c)) for c in range(k))
     return (po - pe) / (1 - pe) if pe < 1 else float("nan")
-
-
-def _auroc(score: np.ndarray, positive: np.ndarray) -> float:
-    from scipy.stats import rankdata
-
-    pos, neg = int(positive.sum()), int((~positive).sum())
-    if pos == 0 or neg == 0:
-        return float("nan")
-    ranks = rankdata(score)
-    return float((ranks[positive].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
 def _fit(probs: np.ndarray, y: np.ndarray) -> C.CalibrationMap:
@@ -483,9 +473,9 @@ def main() -> None:
                 views = order_views(kept)
                 agree_raw = probs.argmax(axis=1) == y
                 q = _fit(probs, y).apply(probs)
-                entry["auroc"] = {"calibrated_top": _auroc(q.max(axis=1), agree_raw),
-                                  "order_agreement": _auroc(views["order_agreement"], agree_raw),
-                                  "margin": _auroc(views["margin"], agree_raw)}
+                entry["auroc"] = {"calibrated_top": auroc(q.max(axis=1), agree_raw),
+                                  "order_agreement": auroc(views["order_agreement"], agree_raw),
+                                  "margin": auroc(views["margin"], agree_raw)}
                 entry["study"] = split_study(probs, y, args.splits, args.seed,
                                              {"order_agreement": views["order_agreement"], "margin": views["margin"]})
                 entry["agreement"] = balanced_agreement(kept)
@@ -502,7 +492,7 @@ def main() -> None:
             if len(y) >= 20:
                 entry["mean_p_positive"] = float(probs[:, 1].mean())
                 entry["positive_rate"] = float(y.mean())
-                entry["auroc"] = _auroc(probs[:, 1], y.astype(bool))
+                entry["auroc"] = auroc(probs[:, 1], y.astype(bool))
                 entry["study"] = split_study(probs, y, args.splits, args.seed)
         entry["estimators"] = estimator_study(mode, recs, args.splits, args.seed)
         result["datasets"][name] = entry

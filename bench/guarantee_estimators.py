@@ -33,7 +33,7 @@ DELTA = 0.1
 _WHO = {"judge": "study", "fingerprint": "study", "template": "study", "protocol": "direct"}
 
 
-def _auroc(score: np.ndarray, positive: np.ndarray) -> float:
+def auroc(score: np.ndarray, positive: np.ndarray) -> float:
     from scipy.stats import rankdata
 
     pos, neg = int(positive.sum()), int((~positive).sum())
@@ -90,7 +90,7 @@ def estimator_study(mode: str, recs: list[dict[str, Any]], splits: int, seed: in
             v_t, c_t, x_t = E.confidences(cal, cmap, model, a["probs"][test_rows], feats_t)
             agree_t = cal.agrees(v_t, a["human"][test_rows])
             d = acc[est]
-            d["auroc"].append(_auroc(c_t, agree_t))
+            d["auroc"].append(auroc(c_t, agree_t))
             for t in TARGETS:
                 sel = C.choose_threshold(c_b, agree_b, alpha=1 - t, delta=DELTA, strict=False)
                 kept = sel.keep(c_t)
