@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..io._files import read_json_file
 from ..io._items import Item
 from ._calibration import Selection
 from ._trust import Calibration, Tally, annotate, units
@@ -59,12 +60,7 @@ class DomainCalibrations:
     def load(cls, path: str | Path, field_name: str) -> DomainCalibrations:
         """Read a map file: a JSON object of domain -> calibration file (a path relative to the map's folder)."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot read the domain map {path}: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+        data = read_json_file(path, "the domain map")
         if not isinstance(data, dict) or not data:
             raise ConfigError(f"{path}: a domain map is a JSON object of domain -> calibration file")
         cals, files = {}, {}

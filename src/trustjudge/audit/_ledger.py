@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..io._files import read_json_file
 
 LEDGER_VERSION = 1
 SUFFIX = ".checks.json"
@@ -59,12 +60,7 @@ def read(path: Path) -> list[dict[str, Any]]:
     """The ledger's entries, oldest first (none when the file does not exist); a bad file names its field."""
     if not path.exists():
         return []
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read the verification ledger {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    data = read_json_file(path, "the verification ledger")
     if not isinstance(data, dict) or data.get("trustjudge_verification_ledger") != LEDGER_VERSION:
         raise ConfigError(f"{path}: not a trustjudge verification ledger (field 'trustjudge_verification_ledger')")
     checks = data.get("checks")

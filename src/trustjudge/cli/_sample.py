@@ -22,6 +22,7 @@ from ..audit import _ledger
 from ..audit import _sample as V
 from ..audit._trust import Calibration, classes_of
 from ..errors import ConfigError
+from ..io._files import read_json_file
 from ..io._items import Item
 from ..io._outputs import atomic_output
 from ..modes._verification import Labelling, labelling
@@ -179,13 +180,8 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
 
 
 def _read_key(path: Path) -> dict[str, Any]:
-    try:
-        key = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read the sample's key {path}: {exc} (written by `trustjudge sample` beside the "
-                          "sample; give it with --key)") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    key = read_json_file(path, "the sample's key",
+                         " (written by `trustjudge sample` beside the sample; give it with --key)")
     if not isinstance(key, dict) or key.get("trustjudge_verification_sample") != V.SAMPLE_VERSION:
         raise ConfigError(f"{path}: not the key of a trustjudge verification sample")
     for name in ("target_agreement", "delta"):

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ._items import MAX_FIELD_CHARS, Item, parse_record, unicode_problem
 from ._suites import Suite as Suite  # re-exported: a suite file is read here
 from ._suites import parse_suite
@@ -393,4 +393,15 @@ def load_array(path: Path) -> list[Any]:
     return data
 
 
-__all__ = ["decode_json", "iter_items", "left_out", "load_array", "load_items", "load_suite"]
+def read_json_file(path: Path, what: str, hint: str = "") -> Any:
+    """A settings file's JSON value (a domain map, a ledger, a sample's key): a ConfigError naming ``what`` when
+    the file cannot be read (``hint`` follows the reason), or the file and line when it is not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc}{hint}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+
+
+__all__ = ["decode_json", "iter_items", "left_out", "load_array", "load_items", "load_suite", "read_json_file"]
