@@ -10,6 +10,7 @@ annotated as it is written (:meth:`Calibrator.annotate`, zero model calls) and c
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from ..audit._evaluation import evaluation
 from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate
 from ..errors import ConfigError
-from ..io._outputs import atomic_output
+from ..io._outputs import atomic_output, record_output
 from ..modes._base import Task
 from ._common import err
 from ._options import CalibrationOptions
@@ -159,3 +160,19 @@ def describe(summary: dict[str, Any]) -> str:
         parts.append(f"agreement with the labels given {summary['agreement_on_kept']:.3f} on "
                      f"{summary['labelled_kept']} kept")
     return "; ".join(parts)
+
+
+def write_selected(outputs: Mapping[str, Path | None], records: Iterable[dict[str, Any]], summary: dict[str, Any],
+                   to_label: Callable[[], Iterable[dict[str, Any]]]) -> None:
+    """What ``select`` writes: the records to ``--out`` (standard output without it), the summary to
+    ``--summary`` and the items left to people, ``to_label()`` (made only when asked), to ``--abstained-out``."""
+    with record_output(outputs["--out"], "--out") as stream:
+        for rec in records:
+            stream.write(json.dumps(rec) + "\n")
+    if outputs["--summary"] is not None:
+        with atomic_output(outputs["--summary"], "--summary") as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")
+    if outputs["--abstained-out"] is not None:
+        with atomic_output(outputs["--abstained-out"], "--abstained-out") as fh:
+            for item in to_label():
+                fh.write(json.dumps(item) + "\n")

@@ -4,7 +4,6 @@ as ``DOMAIN=cal.json``; each domain's guarantee is printed on its own line."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,9 @@ from rich.markup import escape
 
 from ..audit._domains import NO_CALIBRATION, DomainCalibrations, select_by_domain
 from ..audit._trust import abstained_items
-from ..io._outputs import atomic_output, check_outputs, record_output
+from ..io._outputs import check_outputs
 from ..modes._registry import get_mode
-from ._calibrated import describe
+from ._calibrated import describe, write_selected
 from ._common import err, progress
 from ._inputs import item_dict, read_items
 from ._options import JudgeOptions
@@ -58,17 +57,8 @@ def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judgi
             task = bar.add_task(f"select {cals.mode} by {field} ({j.name})", total=None)
             records, summary = select_by_domain(j, todo, cals, target=target, delta=delta, override=override,
                                                 progress=lambda n: bar.advance(task, n))
-        with record_output(outputs["--out"], "--out") as stream:
-            for rec in records:
-                stream.write(json.dumps(rec) + "\n")
-        if outputs["--summary"] is not None:
-            with atomic_output(outputs["--summary"], "--summary") as fh:
-                fh.write(json.dumps(summary, indent=2) + "\n")
-        if outputs["--abstained-out"] is not None:
-            by_id = {it.id: item_dict(it) for it in todo}
-            with atomic_output(outputs["--abstained-out"], "--abstained-out") as fh:
-                for item in abstained_items(cals.mode, records, by_id):
-                    fh.write(json.dumps(item) + "\n")
+        write_selected(outputs, records, summary,
+                       lambda: abstained_items(cals.mode, records, {it.id: item_dict(it) for it in todo}))
         if not quiet:
             _print(summary, j.stats)
     finally:

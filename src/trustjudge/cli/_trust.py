@@ -12,7 +12,6 @@ ones before it abstained on.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +30,9 @@ from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, cali
 from ..audit._verify import verification_problems
 from ..errors import ConfigError
 from ..io._files import load_suite
-from ..io._outputs import atomic_output, check_outputs, record_output
+from ..io._outputs import check_outputs
 from ..modes._registry import get_mode
-from ._calibrated import remembered
+from ._calibrated import remembered, write_selected
 from ._common import err, progress
 from ._domains import select_domains
 from ._inputs import digest, read_items
@@ -247,17 +246,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
                                         override=calibration_override, progress=lambda n: bar.advance(task, n),
                                         force_delta=force_delta)
         verification = _verification(records, summary, calibration_path, cal, items)
-        with record_output(out, "--out") as stream:
-            for rec in records:
-                stream.write(json.dumps(rec) + "\n")
-        if summary_out is not None:
-            with atomic_output(summary_out, "--summary") as fh:
-                fh.write(json.dumps(summary, indent=2) + "\n")
-        if abstained_out is not None:
-            by_id = {it.id: _item_dict(it) for it in todo}
-            with atomic_output(abstained_out, "--abstained-out") as fh:
-                for item in abstained_items(cal.mode, records, by_id):
-                    fh.write(json.dumps(item) + "\n")
+        write_selected(outputs, records, summary,
+                       lambda: abstained_items(cal.mode, records, {it.id: _item_dict(it) for it in todo}))
         s = j.stats
         if not quiet:
             cov = summary["coverage"]
@@ -342,17 +332,8 @@ def _select_cascade(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judg
             task = bar.add_task(f"cascade {' -> '.join(names)}", total=None)
             records, summary = j.cascade(todo, tiers, target=target, delta=delta, override=override,
                                          progress=lambda n: bar.advance(task, n), force_delta=force_delta)
-        with record_output(outputs["--out"], "--out") as stream:
-            for rec in records:
-                stream.write(json.dumps(rec) + "\n")
-        if outputs["--summary"] is not None:
-            with atomic_output(outputs["--summary"], "--summary") as fh:
-                fh.write(json.dumps(summary, indent=2) + "\n")
-        if outputs["--abstained-out"] is not None:
-            by_id = {it.id: _item_dict(it) for it in todo}
-            with atomic_output(outputs["--abstained-out"], "--abstained-out") as fh:
-                for item in human_items(records, by_id, mode):
-                    fh.write(json.dumps(item) + "\n")
+        write_selected(outputs, records, summary,
+                       lambda: human_items(records, {it.id: _item_dict(it) for it in todo}, mode))
         if not quiet:
             _cascade_table(summary)
     finally:
