@@ -5,10 +5,10 @@ their :class:`Outcome` objects into records), its record (a dataclass over :clas
 :class:`PairHeader`), its options (a frozen dataclass of :func:`option` fields) and, where it has them, its
 calibration (:class:`LabelUnits`, or any :class:`UnitReader`), its summary (:class:`SummaryMetrics`) and its
 report sections (:class:`Section` of :class:`Note` and :class:`Table` blocks), its cascade (:class:`ByResponse`,
-:class:`ByPair`, :class:`ByPart`, or any :class:`Cascading`) and its templates (:class:`TemplateSpec`, a file in
-the mode's own package). Images: an item's and a
-response's :class:`Image` objects go into a prompt as :func:`images_block` (their markers; a vision judge sends
-the images there), :func:`pictures` gives a judgment's :class:`Pictures` for the built-in templates' image
+:class:`ByPair`, :class:`ByPart`, or any :class:`Cascading`), its templates (:class:`TemplateSpec`, a file in
+the mode's own package) and how ``store show`` lists its judgments (:class:`StoredJudgments`). Images: an
+item's and a response's :class:`Image` objects go into a prompt as :func:`images_block` (their markers; a vision
+judge sends the images there), :func:`pictures` gives a judgment's :class:`Pictures` for the built-in templates' image
 fields, and :func:`judged_empty` says a response has neither text nor image. The built-in modes and a plug-in
 (``[project.entry-points."trustjudge.modes"]``) are written against these same names; docs/modes.md shows one.
 """
@@ -28,6 +28,7 @@ from .modes._prompts import ANSWER_MARKER, SYSTEM, Pictures
 from .modes._records import PairHeader, RecordBase, ResponseHeader, optional
 from .modes._registry import MODES, JudgeSettings, Mode, TemplateSpec, get_mode, option, register_mode, unregister_mode
 from .modes._sections import Note, Section, Table, fields_section
+from .modes._stored import StoredJudgments
 
 __all__ = [
     "ANSWER_MARKER",
@@ -54,6 +55,7 @@ __all__ = [
     "Response",
     "ResponseHeader",
     "Section",
+    "StoredJudgments",
     "SummaryMetrics",
     "Table",
     "Task",

@@ -11,6 +11,7 @@ registry (:meth:`trustjudge.modes._base.Task.audit`).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from ._mode_command import Hooks, Run
 
 
 def _criteria_check(run: Run) -> None:
-    if run.mode.name != "criteria" and "--scale" in run.given and not run.auditing:
+    if "scale" not in {f.name for f in dataclasses.fields(run.mode.options)} and "--scale" in run.given \
+            and not run.auditing:  # --pairwise: the mode that runs takes no scale
         raise click.UsageError("--scale is the scale of criteria scores: with --pairwise only the audit "
                                "(--audit or --report) scores them")
 

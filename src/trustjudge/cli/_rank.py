@@ -11,20 +11,33 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._judge import Judge
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io._files import load_suite
 from ..io._items import Item
 from ..io._outputs import readable_input, record_output, write_text
 from ..io._suites import Suite
 from ..modes._base import RULE_MODES
-from ..modes._prompts import LabelSet
+from ..modes._registry import get_mode, registered_modes
 from ._common import fail, methods_note, print_plan, progress, wide_console, write_records
 from ._inputs import read_items
+from ._mode_options import suite_values
 from ._options import MAX_PAIRS_OPTION, SCALE_RANGE, JudgeOptions, input_options, judge_options, output_options
 from ._summary import show_summary, write_summary
 
-SUMMARY_MODES = ["score", "criteria", "checklist", "claims", "criteria-compare"]
-"""The modes `rank --mode` ranks by (compare is the default ranking)."""
+
+def _summary_mode(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--mode``: a mode with a summary (``Mode.summary_metrics``), a plug-in's too (checked by asking it)."""
+    if value is None:
+        return None
+    try:
+        summarised = get_mode(value).summary_metrics is not None
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not summarised:
+        ranked = [m.name for m in registered_modes().values() if m.summary_metrics is not None]
+        raise click.BadParameter(f"the {value} mode has no summary to rank by; the modes with one are "
+                                 f"{', '.join(ranked)} (or a plug-in's)")
+    return value
 
 
 @click.command("rank")
@@ -43,10 +56,11 @@ SUMMARY_MODES = ["score", "criteria", "checklist", "claims", "criteria-compare"]
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the ranking as JSON here.")
 @MAX_PAIRS_OPTION
-@click.option("--mode", "summary_mode", type=click.Choice(SUMMARY_MODES), default=None,
+@click.option("--mode", "summary_mode", default=None, callback=_summary_mode, metavar="MODE",
               help="Rank by one mode's per-system headline value instead (score: mean expected score; criteria: "
                    "mean weighted aggregate; checklist: mean satisfaction; claims: expected precision, F1 with "
-                   "gold claims; criteria-compare: win rate with BT strength), 95% CI over items.")
+                   "gold claims; criteria-compare: win rate with BT strength; any other mode with a summary, a "
+                   "plug-in's too: its headline value), 95% CI over items.")
 @click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="With --mode criteria/checklist/criteria-compare: the suite whose criteria/checklist apply to "
                    "items carrying none.")
@@ -125,29 +139,22 @@ def _rank_mode(j: Judge, loaded: list[Item], mode: str, suite: Path | None, metr
     from ..audit._summary import summarize
 
     s = load_suite(suite) if suite is not None else Suite()
-    options: dict[str, Any] = {}
-    if mode in ("criteria", "criteria-compare"):
-        options["criteria"] = s.criteria
-    if mode == "criteria":
-        options["scale"] = s.scale or (scale if scale in (5, 10) else 5)
-    if mode == "checklist":
-        options["checklist"] = s.checklist
-        if s.labels:
-            options["labels"] = LabelSet.parse(s.labels)
-    if mode == "claims":
-        options["match"] = any(it.gold_claims is not None or it.reference for it in loaded)
-    if s.rules:
-        if mode not in RULE_MODES:
-            raise InputError(f"the {mode} mode takes no rules (rules apply to the modes {', '.join(RULE_MODES)})",
-                             file=str(suite), field="rules")
-        options["rules"] = s.rules
+    declared = get_mode(mode)
+    # The mode's own options from the items and --scale (Mode.rank_options), then the suite's (its fields'
+    # metadata["suite"], as its command reads them).
+    options: dict[str, Any] = dict(declared.rank_options(loaded, scale) if declared.rank_options else {})
+    given = suite_values(declared, s)
+    if s.rules and "rules" not in given:
+        raise InputError(f"the {mode} mode takes no rules (rules apply to the modes {', '.join(RULE_MODES)})",
+                         file=str(suite), field="rules")
+    options.update(given)
     try:
         task = j.task(mode, **options)
     except InputError as exc:
         if exc.file is None and (exc.field or "").startswith("rules"):
             raise InputError(exc.reason, file=str(suite), field=exc.field) from None
         raise
-    todo = [it for it in loaded if len(it.responses) >= 2] if mode == "criteria-compare" else loaded
+    todo = [it for it in loaded if len(it.responses) >= declared.min_responses]
     if dry_run:
         print_plan(j, todo, task)
         return

@@ -362,69 +362,23 @@ def _task(j: Judge, name: str, suite: Suite) -> Any:
     return mode.task_of(j, mode.options(**suite_values(mode, suite)))
 
 
-def _score(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
-    task = _task(j, "score", suite)
-    for response, question in zip(item.responses, task.questions(item, j.backend.format_prompt)):
-        yield {"judgment": "score", "item_id": item.id, "response_id": response.id, "scale": task.scale.points,
-               "protocol": task.protocol, "question": question}
-
-
-def _compare(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
-    if len(item.responses) < 2:
-        return
-    task = _task(j, "compare", suite)
-    for pair in item.all_pairs():
-        for order, question in enumerate(task.pair_questions(item, pair, j.backend.format_prompt), start=1):
-            yield {"judgment": "compare", "item_id": item.id, "first_id": pair.first, "second_id": pair.second,
-                   "order": order, "shown_first": pair.first if order == 1 else pair.second,
-                   "protocol": task.protocol, "question": question}
-
-
-def _criteria(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
-    task = _task(j, "criteria", suite)
-    criteria = task.criteria_of(item)
-    if asked:
-        task.check(item)
-    pairs = [(r, c) for r in item.responses for c in criteria]
-    for (r, c), question in zip(pairs, task.questions(item, j.backend.format_prompt)):
-        yield {"judgment": "criteria", "item_id": item.id, "response_id": r.id, "criterion": c.name,
-               "scale": task.points(c), "protocol": task.protocol, "question": question}
-
-
-def _checklist(j: Judge, item: Item, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
-    task = _task(j, "checklist", suite)
-    if asked:
-        task.check(item)
-    checks = [(r, check) for r in item.responses for check in task.checks_of(item, r)]
-    for (responder, check), question in zip(checks, task.questions(item, j.backend.format_prompt)):
-        yield {"judgment": "checklist", "item_id": item.id, "response_id": responder.id, "check": check.id,
-               "labels": list(task.labels.labels), "protocol": task.protocol, "question": question}
-
-
-_DESCRIBED = {"score": _score, "compare": _compare, "criteria": _criteria, "checklist": _checklist}
-"""The modes whose judgments store show names in their own terms (response, pair and order, criterion,
-check), in the order ``--kind all`` lists them; any other mode's are its task's questions, numbered."""
+def _entries(j: Judge, item: Item, mode: Mode, suite: Suite, asked: bool) -> Iterator[dict[str, Any]]:
+    """Each judgment of ``item`` under ``mode`` as it declares them (``Mode.stored``), named by the mode."""
+    task = _task(j, mode.name, suite)
+    for entry in mode.stored.entries(task, item, j.backend.format_prompt, asked):
+        yield {"judgment": mode.name, **entry}
 
 
 def _judgments(j: Judge, item: Item, judgment: str, suite: Suite) -> Iterator[dict[str, Any]]:
-    """Each judgment of ``item`` that mode ``judgment`` (``all``: those of :data:`_DESCRIBED`) would make, with
-    its question (with ``all``, criteria and checklist only where the item or the suite gives some)."""
+    """Each judgment of ``item`` that mode ``judgment`` (``all``: those the modes list there, ``Mode.stored``)
+    would make, with its question (with ``all``, criteria and checklist only where the item or the suite gives
+    some)."""
     if judgment != "all":
-        described = _DESCRIBED.get(judgment)
-        yield from (described(j, item, suite, True) if described is not None
-                    else _mode_judgments(j, item, get_mode(judgment), suite))
+        yield from _entries(j, item, get_mode(judgment), suite, True)
         return
-    for describe in _DESCRIBED.values():
-        yield from describe(j, item, suite, False)
-
-
-def _mode_judgments(j: Judge, item: Item, mode: Mode, suite: Suite) -> Iterator[dict[str, Any]]:
-    """Every question of ``item`` under ``mode``'s task (default options, the suite's where the mode takes them)."""
-    task = _task(j, mode.name, suite)
-    task.check(item)
-    for n, question in enumerate(task.questions(item, j.backend.format_prompt)):
-        yield {"judgment": mode.name, "item_id": item.id, "index": n, "protocol": task.protocol,
-               "question": question}
+    for mode in registered_modes():
+        if mode.stored.listed:
+            yield from _entries(j, item, mode, suite, False)
 
 
 def _get(db: sqlite3.Connection, key: str) -> dict[str, Any] | None:
@@ -483,17 +437,5 @@ def _describe(output: dict[str, Any], show_prompt: bool, indent: str = "") -> st
 
 
 def _describe_judgment(entry: dict[str, Any], show_prompt: bool) -> str:
-    if entry["judgment"] == "score":
-        head = f"score {entry['item_id']} / {entry['response_id']} ({entry['scale']} points, {entry['protocol']})"
-    elif entry["judgment"] == "criteria":
-        head = (f"criteria {entry['item_id']} / {entry['response_id']}: {entry['criterion']} ({entry['scale']} "
-                f"points, {entry['protocol']})")
-    elif entry["judgment"] == "checklist":
-        head = (f"checklist {entry['item_id']} / {entry['response_id']}: check {entry['check']} "
-                f"({'/'.join(entry['labels'])}, {entry['protocol']})")
-    elif entry["judgment"] == "compare":
-        head = (f"compare {entry['item_id']} / {entry['first_id']} vs {entry['second_id']}, order {entry['order']} "
-                f"({entry['shown_first']} shown first, {entry['protocol']})")
-    else:
-        head = f"{entry['judgment']} {entry['item_id']}: question {entry['index'] + 1} ({entry['protocol']})"
+    head = get_mode(entry["judgment"]).stored.heading(entry)
     return "\n".join([head, *(_describe(o, show_prompt, "  ") for o in entry["outputs"])]) + "\n"

@@ -38,6 +38,7 @@ from ._base import Task
 from ._cascading import Cascading
 from ._prompts import Prompts, Scale, read_template
 from ._prompts import Protocol as JudgeProtocol
+from ._stored import StoredJudgments
 
 __all__ = ["MODES", "PLUGIN_GROUP", "JudgeSettings", "Mode", "TemplateSpec", "builtin_modes", "get_mode",
            "mode_plugins", "option", "register_mode", "registered_modes", "template_spec", "unregister_mode"]
@@ -135,6 +136,13 @@ class Mode:
     """The service route that runs it (``/v1/score``), ``None`` where it is not served."""
     not_served: str | None = None
     """Why the service has no route for it (where :attr:`route` is ``None``)."""
+    # -- how the CLI's generic verbs read it (rank --mode, store show) --
+    rank_options: Callable[[Sequence[Any], int | str], Mapping[str, Any]] | None = field(default=None, hash=False)
+    """``rank_options(items, scale)``: options ``trustjudge rank --mode <name>`` builds its task with from the
+    items and rank's ``--scale``, under the suite's (claims: ``match`` where an item has gold claims or a
+    reference); ``None``: the suite's alone."""
+    stored: StoredJudgments = field(default=StoredJudgments(), hash=False)
+    """How ``trustjudge store show`` lists its judgments (default: its task's questions, numbered)."""
     calibration: UnitReader | None = field(default=None, hash=False)
     """Its calibration contract: the classes and units ``trustjudge calibrate --mode <name>`` and
     :meth:`Judge.calibrate` fit on (:class:`~trustjudge.mode_api.LabelUnits` for a verdict over fixed labels);

@@ -9,13 +9,14 @@ matters. Records marked ``unscored`` count as unscored before any metric here is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ..audit._stats import finite
 from ..audit._summary import Record, SummaryMetrics, Weights, soft_weights
 
 __all__ = ["CHECKLIST_SUMMARY", "CLAIMS_SUMMARY", "COMPARE_SUMMARY", "CRITERIA_COMPARE_SUMMARY", "CRITERIA_SUMMARY",
-           "SCORE_SUMMARY"]
+           "SCORE_SUMMARY", "claims_ranked"]
 
 _SCORE_METHODS = ("expected", "trustjudge", "geval", "discrete")
 _HARD: Mapping[str, Weights] = {"first": (1.0, 0.0, 0.0), "second": (0.0, 1.0, 0.0), "tie": (0.0, 0.0, 1.0)}
@@ -53,6 +54,12 @@ CLAIMS_SUMMARY = SummaryMetrics(
     default=lambda rows: "f1" if any(r.get("matching") for r in rows) else "precision")
 """claims: the mean expected ``precision``; with matching, ``f1`` (the one-to-one assignment's expected F1) is the
 default; ``recall`` (expected recall) and ``f1_at_k`` (``f1_at_k.f1``) can be asked."""
+
+
+def claims_ranked(items: Sequence[Any], scale: int | str) -> dict[str, Any]:
+    """``rank --mode claims`` (``Mode.rank_options``): matching where any item has gold claims or a reference."""
+    return {"match": any(it.gold_claims is not None or it.reference for it in items)}
+
 
 CRITERIA_SUMMARY = SummaryMetrics(
     {m: _in("aggregate", m) for m in _SCORE_METHODS},

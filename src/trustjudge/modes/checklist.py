@@ -47,6 +47,7 @@ from ._records import (
 )
 from ._registry import PROTOCOL_HELP, RULES_HELP, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
+from ._stored import StoredJudgments
 from ._summaries import CHECKLIST_SUMMARY
 
 POSITION = 50
@@ -241,8 +242,22 @@ CASCADE = ByPart("checks", lambda item, r: item.checks(r),
 """A checklist cascades check by check: later tiers are asked only the checks still open (as the response's)."""
 
 
+def _stored(task: ChecklistTask, item: Item, fmt: Format, asked: bool) -> Iterator[dict[str, Any]]:
+    if asked:
+        task.check(item)
+    checks = [(r, check) for r in item.responses for check in task.checks_of(item, r)]
+    for (responder, check), question in zip(checks, task.questions(item, fmt)):
+        yield {"item_id": item.id, "response_id": responder.id, "check": check.id,
+               "labels": list(task.labels.labels), "protocol": task.protocol, "question": question}
+
+
+STORED = StoredJudgments(_stored, lambda e: f"checklist {e['item_id']} / {e['response_id']}: check {e['check']} "
+                                            f"({'/'.join(e['labels'])}, {e['protocol']})", listed=True)
+"""``store show``: each response asked each check (with ``--kind all``, where the item or suite has checks)."""
+
+
 MODE = Mode(
     "checklist", ChecklistTask, ChecklistRecord, ChecklistOptions, build_checklist,
     templates={"check": TemplateSpec("check.txt", frozenset(CHECK_FIELDS))},
     min_responses=1, summary="Each response asked each check of its checklist.",
-    command="checklist", route="/v1/checklist", cascade=CASCADE, summary_metrics=CHECKLIST_SUMMARY)
+    command="checklist", route="/v1/checklist", cascade=CASCADE, summary_metrics=CHECKLIST_SUMMARY, stored=STORED)

@@ -63,7 +63,7 @@ from ._provenance import share_se, stamp
 from ._records import ClaimResult, ClaimsRecord
 from ._registry import MAX_EXTRACTION_TOKENS, JudgeSettings, Mode, TemplateSpec, option
 from ._sections import Section
-from ._summaries import CLAIMS_SUMMARY
+from ._summaries import CLAIMS_SUMMARY, claims_ranked
 
 UNPARSEABLE = "unparseable_extraction"
 NOT_EXTRACTED = "not_extracted"
@@ -591,10 +591,10 @@ CASCADE = ByPart("claims", lambda item, r: r.claims or (), lambda item, r, chose
 
 
 MODE = Mode(
-    "claims", ClaimsTask, ClaimsRecord, ClaimsOptions, build_claims,
+    "claims", ClaimsTask, ClaimsRecord, ClaimsOptions, build_claims, command="claims", route="/v1/claims",
     templates={"extract": TemplateSpec("extract.txt", frozenset(EXTRACT_FIELDS)),
                "verify": TemplateSpec("verify.txt", frozenset(VERIFY_FIELDS)),
                "match": TemplateSpec("match.txt", frozenset(MATCH_FIELDS))},
-    min_responses=1, summary="Claims extracted (or given), verified against the evidence, matched against gold claims.",
-    command="claims", route="/v1/claims", cascade=CASCADE, summary_metrics=CLAIMS_SUMMARY)
+    summary="Claims extracted (or given), verified against the evidence, matched against gold claims.", cascade=CASCADE,
+    summary_metrics=CLAIMS_SUMMARY, rank_options=claims_ranked)
 

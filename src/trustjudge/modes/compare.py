@@ -41,6 +41,7 @@ from ._records import (
     CompareRecord,
 )
 from ._registry import PROTOCOL_HELP, JudgeSettings, Mode, TemplateSpec, option
+from ._stored import StoredJudgments
 from ._summaries import COMPARE_SUMMARY
 
 POSITION = 20
@@ -227,8 +228,24 @@ def build_compare(j: JudgeSettings, o: CompareOptions) -> CompareTask:
                        None if labels == DEFAULT_PAIR_LABELS else labels)
 
 
+def _stored(task: CompareTask, item: Item, fmt: Format, asked: bool) -> Iterator[dict[str, Any]]:
+    if len(item.responses) < 2:
+        return
+    for pair in item.all_pairs():
+        for order, question in enumerate(task.pair_questions(item, pair, fmt), start=1):
+            yield {"item_id": item.id, "first_id": pair.first, "second_id": pair.second, "order": order,
+                   "shown_first": pair.first if order == 1 else pair.second, "protocol": task.protocol,
+                   "question": question}
+
+
+STORED = StoredJudgments(_stored, lambda e: f"compare {e['item_id']} / {e['first_id']} vs {e['second_id']}, order "
+                                            f"{e['order']} ({e['shown_first']} shown first, {e['protocol']})",
+                         listed=True)
+"""``store show``: each pair in each order."""
+
+
 MODE = Mode(
     "compare", CompareTask, CompareRecord, CompareOptions, build_compare,
     templates={"pairwise": TemplateSpec("pairwise.txt", frozenset(PAIRWISE_FIELDS))},
     min_responses=2, summary="Every pair judged in both presentation orders.",
-    command="compare", route="/v1/compare", cascade=ByPair(), summary_metrics=COMPARE_SUMMARY)
+    command="compare", route="/v1/compare", cascade=ByPair(), summary_metrics=COMPARE_SUMMARY, stored=STORED)

@@ -16,7 +16,7 @@ import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..backends import GenerateRequest
 from ..engine import _aggregates as A
@@ -77,6 +77,7 @@ from ._registry import (
     keep_distribution,
     option,
 )
+from ._stored import StoredJudgments
 from ._summaries import CRITERIA_SUMMARY
 
 POSITION = 30
@@ -468,9 +469,30 @@ def build_criteria(j: JudgeSettings, o: CriteriaOptions) -> CriteriaTask:
                         (o.criteria_focus or "").strip(), o.generation_tokens, prompt, rules)
 
 
+def _stored(task: CriteriaTask, item: Item, fmt: Format, asked: bool) -> Iterator[dict[str, Any]]:
+    criteria = task.criteria_of(item)
+    if asked:
+        task.check(item)
+    pairs = [(r, c) for r in item.responses for c in criteria]
+    for (r, c), question in zip(pairs, task.questions(item, fmt)):
+        yield {"item_id": item.id, "response_id": r.id, "criterion": c.name, "scale": task.points(c),
+               "protocol": task.protocol, "question": question}
+
+
+STORED = StoredJudgments(_stored, lambda e: f"criteria {e['item_id']} / {e['response_id']}: {e['criterion']} "
+                                            f"({e['scale']} points, {e['protocol']})", listed=True)
+"""``store show``: each response on each criterion (with ``--kind all``, where the item or suite has criteria)."""
+
+
+def _ranked(items: Sequence[Item], scale: int | str) -> dict[str, Any]:
+    """``rank --mode criteria``: rank's ``--scale`` where it is one of criteria's usual tops (else 5)."""
+    return {"scale": scale if scale in (5, 10) else 5}
+
+
 MODE = Mode(
     "criteria", CriteriaTask, CriteriaRecord, CriteriaOptions, build_criteria,
     templates={"criterion": TemplateSpec("criterion.txt", frozenset(CRITERION_FIELDS)),
                "generate_criteria": TemplateSpec("generate_criteria.txt", GENERATE_FIELDS)},
     min_responses=1, summary="Each response judged on each named criterion, with a weighted aggregate.",
-    command="criteria", route="/v1/criteria", summary_metrics=CRITERIA_SUMMARY)
+    command="criteria", route="/v1/criteria", summary_metrics=CRITERIA_SUMMARY,
+    rank_options=_ranked, stored=STORED)

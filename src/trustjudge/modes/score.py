@@ -51,6 +51,7 @@ from ._registry import (
     keep_distribution,
     option,
 )
+from ._stored import StoredJudgments
 from ._summaries import SCORE_SUMMARY
 
 POSITION = 10
@@ -156,8 +157,19 @@ def build_score(j: JudgeSettings, o: ScoreOptions) -> ScoreTask:
                      keep_distribution(j, o.keep_distribution), j.closing_mark, rules_option(o.rules))
 
 
+def _stored(task: ScoreTask, item: Item, fmt: Format, asked: bool) -> Iterator[dict[str, Any]]:
+    for response, question in zip(item.responses, task.questions(item, fmt)):
+        yield {"item_id": item.id, "response_id": response.id, "scale": task.scale.points,
+               "protocol": task.protocol, "question": question}
+
+
+STORED = StoredJudgments(_stored, lambda e: f"score {e['item_id']} / {e['response_id']} ({e['scale']} points, "
+                                            f"{e['protocol']})", listed=True)
+"""``store show``: one judgment per response."""
+
+
 MODE = Mode(
     "score", ScoreTask, ScoreRecord, ScoreOptions, build_score,
     templates={"pointwise": TemplateSpec("pointwise.txt", frozenset(POINTWISE_FIELDS))},
     min_responses=1, summary="One holistic score per response on an integer scale.",
-    command="score", route="/v1/score", summary_metrics=SCORE_SUMMARY)
+    command="score", route="/v1/score", summary_metrics=SCORE_SUMMARY, stored=STORED)
