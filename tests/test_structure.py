@@ -254,7 +254,7 @@ OVERSIZED: dict[str, int] = {
     # Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES (``file`` or ``file:function``) with
     # their line counts when this check was written; each may only shrink. Left for the lead to split after the
     # parallel branches that edit them are merged (issue 37): do not add to this list.
-    "_judge.py": 630, "audit/_trust.py": 793, "backends/_openai.py": 743,
+    "_judge.py": 630, "audit/_trust.py": 793, "backends/_openai.py": 639,
     "recipes/_metrics.py": 642, "recipes/_recipe.py": 612,
     "recipes/_recipe.py:load_recipe": 82,
 }

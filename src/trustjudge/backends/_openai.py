@@ -21,13 +21,14 @@ detected, never assumed (:meth:`OpenAICompatibleBackend.api`): a one-token compl
 404, or a 400 that names chat (OpenAI's "This is a chat model ..."), means chat; ``?api=`` forces one. It is kept
 per server and model for the process, and a chat judge's fingerprint (so every store key) says ``api=chat``.
 
-The backend's jobs live in five modules: :mod:`._openai_presets` (the judge-name prefixes, :data:`PRESETS`,
+The backend's jobs live in six modules: :mod:`._openai_presets` (the judge-name prefixes, :data:`PRESETS`,
 :func:`split_name`, where a key goes, the prompt text and chat template), :mod:`._openai_http` (the wire: the
 client, shared concurrency and rate limits, each request's deadline, HTTP statuses as the engine's errors,
 retries), :mod:`._openai_labels` (label distributions from log-probabilities: exact echo scoring, detected by a
 probe, and the top-k fallback), :mod:`._openai_chat` (the chat path: messages and images as content parts,
-continuing an assistant message, reading the label in the judge's answer) and this one (the backend class:
-capabilities, context length, token counts, generation; :func:`build`).
+continuing an assistant message, reading the label in the judge's answer), :mod:`._openai_server` (what a server
+says of itself: which API, its chat template, context length, tokenizer) and this one (the backend class:
+capabilities, token counts, generation; :func:`build`).
 
 On the completions endpoint label distributions come exactly (``method="exact"``: the label's echoed
 log-probabilities, used only when a probe on the first label call finds the server's echo present and aligned)
@@ -50,7 +51,6 @@ answered this backend (it then gets one retry, not the budget) or the request be
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
@@ -58,7 +58,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from .._images import MARKER
@@ -93,9 +93,8 @@ from ._openai_chat import (
     choice_content,
     probe_prefill,
     read_answer,
-    refused_completions,
 )
-from ._openai_http import CONNECT_TIMEOUT_S, SILENT_LIMIT, Channel, ClientError, json_object
+from ._openai_http import CONNECT_TIMEOUT_S, SILENT_LIMIT, Channel, json_object
 from ._openai_labels import exact_labels, probe_echo, probe_lists, top_k_labels, trie_values, walk_top_k
 from ._openai_presets import (
     CHATML,
@@ -107,6 +106,15 @@ from ._openai_presets import (
     split_name,
     warn_key_destination,
 )
+from ._openai_server import (
+    Capabilities,
+    Unreachable,
+    context_length_of,
+    detect_api,
+    server_facts,
+    server_template,
+    tokenize,
+)
 
 log = logging.getLogger("trustjudge.backends.openai")
 
@@ -117,36 +125,6 @@ ANSWER_TOKENS = 32
 """Tokens a chat judge may write by default before its label is found (``?answer_tokens=``)."""
 KEEP_TOKENS = 16
 """Tokens a ``cot`` critique on a chat server that cannot continue it may run past its stop: the label."""
-
-_FACTS_LOCK = threading.Lock()
-_FACTS: dict[tuple[str, str, int], dict[str, Any]] = {}
-"""What was found of each server and model (``api``, ``prefill``, ``lists``), kept for the process (an
-injected transport, a test's fake server, is a server of its own)."""
-
-
-def _facts(base_url: str, model: str, transport: Any = None) -> dict[str, Any]:
-    with _FACTS_LOCK:
-        return _FACTS.setdefault((base_url, model, 0 if transport is None else id(transport)), {})
-
-
-class _Unreachable(Exception):
-    """The tokenizer endpoint failed transiently (after retries)."""
-
-
-@dataclass
-class Capabilities:
-    """What the server was found to support (``None``: not probed yet)."""
-
-    exact: bool | None = None
-    exact_reason: str = ""
-    prompt_lists: bool | None = None
-    prefill: str | None = None
-    """The chat path's way of continuing an assistant message (``vllm``, ``trailing``; ``""``: none)."""
-    prefill_reason: str = ""
-    tokenizer: str | None = None
-    """``/tokenize`` (vLLM, llama-server), ``/extras/tokenize`` (llama-cpp-python) or ``estimate``."""
-    context_length: int | None = None
-
 
 class OpenAICompatibleBackend(Backend):
     """A judge served over an OpenAI-compatible HTTP API.
@@ -294,48 +272,16 @@ class OpenAICompatibleBackend(Backend):
             return self.api_option
         if self.labels == "exact":
             return "completions"  # exact labels need the completions endpoint's echo: nothing to detect
-        facts = _facts(self.base_url, self.model, self._transport)
-        if "api" in facts:
-            return str(facts["api"])
-        body = {"model": self.model, "prompt": "Hello", "max_tokens": 1, "temperature": 0.0}
-        try:  # tried once: a server failing now fails the first real request too, which is retried
-            self._http.request("POST", self.base_url + "/completions", body)
-        except ClientError as exc:
-            if not refused_completions(exc):
-                return "completions"  # kept for this backend only: its first real request reports the error
-            log.info("%s: the completions endpoint refuses %r (%s): judging through /chat/completions",
-                     self.base_url, self.model, exc)
-            facts["api"] = "chat"
-            return "chat"
-        except TransientBackendError:
-            return "completions"  # the server is failing now: its first real request says so
-        facts["api"] = "completions"
-        return "completions"
+        return detect_api(self._http, self.base_url, self.model, self._transport)
 
     def _read_server_template(self) -> None:
         """llama.cpp's ``llama-server`` publishes the model's chat template in ``/props``: the completions
         prompts of a ``llamacpp-server/`` judge use it unless ``?template=`` names one."""
         if self.preset_name != "llamacpp-server" or self._template_given:
             return
-        try:
-            props = self._http.retrying(lambda: self._http.request("GET", self.root + "/props"))
-        except BackendUnavailable:
-            raise
-        except BackendError:
-            return
-        text = json_object(props).get("chat_template")
-        if not isinstance(text, str) or not text.strip():
-            return
-        try:
-            tag, template = load_template(text)
-            template.render(messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
-                            add_generation_prompt=True, bos_token="", eos_token="")
-        except Exception as exc:  # a template our sandbox cannot render: keep plain text, and say so
-            log.warning("%s: cannot use the server's chat template from /props (%s); prompts are plain text "
-                        "(?template=chatml or a template of your own sets one)", self.root, exc)
-            return
-        self._template_tag, self._template = tag, template
-        log.info("%s: prompts use the server's chat template (/props)", self.root)
+        found = server_template(self._http, self.root)
+        if found is not None:
+            self._template_tag, self._template = found
 
     def format_messages(self, messages: Sequence[Message], assistant_prefix: str) -> str:
         """The prompt string of a chat judgment: ``messages`` (see
@@ -365,36 +311,7 @@ class OpenAICompatibleBackend(Backend):
         return self.capabilities.context_length
 
     def _discover_context_length(self) -> int | None:
-        try:
-            models = self._http.retrying(lambda: self._http.request("GET", self.base_url + "/models"))
-            for entry in models.get("data", []) if isinstance(models, dict) else []:
-                if not isinstance(entry, dict) or entry.get("id") not in (self.model, None):
-                    continue
-                meta = json_object(entry.get("meta"))
-                for value in (entry.get("max_model_len"), entry.get("context_length"),
-                              entry.get("context_window"), meta.get("n_ctx"), meta.get("n_ctx_train")):
-                    if isinstance(value, int) and value > 0:
-                        return value
-        except TransientBackendError:
-            return None  # server down: ask again next time
-        except BackendUnavailable:
-            raise
-        except BackendError:
-            pass
-        try:
-            # llama-server: the serving context
-            props = self._http.retrying(lambda: self._http.request("GET", self.root + "/props"))
-            gen = json_object(json_object(props).get("default_generation_settings"))
-            for value in (gen.get("n_ctx"), json_object(props).get("n_ctx")):
-                if isinstance(value, int) and value > 0:
-                    return value
-        except TransientBackendError:
-            return None
-        except BackendUnavailable:
-            raise
-        except BackendError:
-            pass
-        return 4096
+        return context_length_of(self._http, self.base_url, self.root, self.model)
 
     # -- tokens -----------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -406,7 +323,7 @@ class OpenAICompatibleBackend(Backend):
         read = chat.text() if chat is not None else text
         try:
             count = self._count_tokens(read)
-        except _Unreachable:
+        except Unreachable:
             return max(1, math.ceil(len(read) / 4))  # not cached: the next call asks the server again
         with self._lock:
             self._token_counts[text] = count
@@ -420,29 +337,10 @@ class OpenAICompatibleBackend(Backend):
         return self.capabilities.tokenizer == "estimate"
 
     def _count_tokens(self, text: str) -> int:
-        kinds = [self.capabilities.tokenizer] if self.capabilities.tokenizer else ["/tokenize", "/extras/tokenize"]
-        for kind in kinds:
-            if kind == "estimate":
-                break
-            if kind == "/tokenize":  # vLLM reads model+prompt, llama-server content+add_special
-                body: dict[str, Any] = {"model": self.model, "prompt": text, "content": text, "add_special": True}
-            else:  # llama-cpp-python
-                body = {"model": self.model, "input": text}
-            try:
-                data = self._http.retrying(functools.partial(self._http.request, "POST", self.root + kind, body))
-            except TransientBackendError:
-                raise _Unreachable from None  # server unreachable now: estimate, and ask again next time
-            except BackendUnavailable:
-                raise
-            except BackendError:
-                continue
-            tokens = data.get("tokens") if isinstance(data, dict) else None
-            if isinstance(tokens, list):
-                self.capabilities.tokenizer = kind
-                return len(tokens)
-            if isinstance(data, dict) and isinstance(data.get("count"), int):
-                self.capabilities.tokenizer = kind
-                return int(data["count"])
+        found = tokenize(self._http, self.root, self.model, text, self.capabilities.tokenizer)
+        if found is not None:
+            self.capabilities.tokenizer = found[1]
+            return found[0]
         if self.capabilities.tokenizer != "estimate":
             self.capabilities.tokenizer = "estimate"
             self._warn_once("estimate", f"{self.base_url} has no tokenize endpoint: token counts are "
@@ -473,7 +371,7 @@ class OpenAICompatibleBackend(Backend):
                 raise BackendError(f"{self.base_url} cannot score labels exactly: {why}")
             self.capabilities.exact, self.capabilities.exact_reason = ok, why
             if ok:
-                facts = _facts(self.base_url, self.model, self._transport)
+                facts = server_facts(self.base_url, self.model, self._transport)
                 if "lists" not in facts:  # remembered: a server that failed the probe is not asked again
                     facts["lists"] = probe_lists(self._http)
                 self.capabilities.prompt_lists = bool(facts["lists"])
@@ -517,7 +415,7 @@ class OpenAICompatibleBackend(Backend):
         if self.capabilities.prefill is None:
             with self._probe_lock:
                 if self.capabilities.prefill is None:
-                    facts = _facts(self.base_url, self.model, self._transport)
+                    facts = server_facts(self.base_url, self.model, self._transport)
                     if "prefill" not in facts:
                         if not self.preset.prefill:
                             style, why = None, f"{self.preset_name}/ does not continue assistant messages"
