@@ -96,6 +96,7 @@ def test_the_built_in_spellings_give_the_records_of_run(judge: Judge) -> None:
     assert judge.checklist_task(list(CHECKS)) == judge.task("checklist", checklist=CHECKS)
     assert judge.claims_task(match=True) == judge.task("claims", match=True)
     assert isinstance(judge.criteria_compare_task, ModeTask)
+    assert judge.plan(items, "score", scale=100) == judge.plan(items, judge.score_task(100))
     # the module-level functions
     store = judge.store.path
     assert _dicts(trustjudge.score(items, "mock/hash", store=store)) == _dicts(judge.score(items))

@@ -1,6 +1,8 @@
-"""The public judging API: :class:`Judge`, its generic verbs (``run``, ``task``, ``plan``, ``calibrate``,
-``select``, ``cascade``, ``audit``, ``rank``) and each registered mode's conveniences (``judge.score``,
-``judge.score_task``: :mod:`trustjudge._mode_methods`); :func:`score` and :func:`compare` judge once."""
+"""The public judging API, :class:`Judge` with generic verbs and each registered mode's conveniences.
+
+The verbs: ``run``, ``task``, ``plan``, ``calibrate``, ``select``, ``cascade``, ``audit``, ``rank``; the
+conveniences (``judge.score``, ``judge.score_task``) come from the registry (:mod:`trustjudge._mode_methods`);
+:func:`score` and :func:`compare` judge once."""
 
 from __future__ import annotations
 
@@ -84,6 +86,11 @@ def _with_bar(judge: Judge, task: Task, items: Iterable[Item]) -> Iterator[Recor
 
 class Judge:
     """An LLM judge with TrustJudge's scoring and aggregation, backed by a judgment store.
+
+    Its verbs are generic (:meth:`run`, :meth:`task`, :meth:`plan`, :meth:`calibrate`, :meth:`select`,
+    :meth:`cascade`, :meth:`audit`, :meth:`rank`); every registered mode adds ``judge.<mode>(items, ...)`` and
+    ``judge.<mode>_task(...)`` from the registry (``judge.score``, ``judge.criteria_compare``, a plug-in's
+    ``judge.relevance``: :mod:`trustjudge._mode_methods`).
 
     Args:
         judge: a judge name (``hf/smollm2-135m``, ``hf//path``, ``mock/...``, or an alias of the project's
@@ -556,14 +563,15 @@ class Judge:
                 tier.close()
 
     # -- planning ---------------------------------------------------------------------------------
-    def plan(self, items: ItemSource, task: Task | str, *, mapping: Mapped = None) -> PlanSummary:
+    def plan(self, items: ItemSource, task: Task | str, *, mapping: Mapped = None, **options: Any) -> PlanSummary:
         """What ``task`` would do on ``items``, without calling the model (a string names a registered mode,
-        whose task is built with this judge's settings: :meth:`task`; ``items`` and ``mapping`` as :meth:`run`'s).
+        whose task is built with this judge's settings and ``options``: :meth:`task`; ``items`` and ``mapping``
+        as :meth:`run`'s).
 
         The plan counts the label questions a task knows before any model call: for claims, those of the
         given claims (and given gold claims); extractions, and the claims they would give, are not counted.
         """
-        task = self._for_backend(self.task(task) if isinstance(task, str) else task)
+        task = self._for_backend(self._task_of(task, options))
         fmt = self.backend.format_prompt
         questions: list[Question | str] = []
         for chunk in self._chunks(as_items(items, mapping), task):
