@@ -149,6 +149,7 @@ LAYERS: dict[str, int] = {
     "modes": 4,                                        # the registry, what modes share, one file per mode
     "report": 5,                                       # HTML drawn from audits
     "_judge": 6, "_config": 6, "_cascade": 6, "_integrations": 6, "_settings": 6,  # the facade over all of the above
+    "_mode_methods": 6, "_progress": 6,                # Judge's per-mode conveniences; its progress bar
     "mode_api": 6,                                     # the public mode-writing API (names from modes, audit, io)
     "serve": 7, "pytest_plugin": 7, "inspect_scorer": 7, "recipes": 7,  # recipes run a Judge
     "cli": 8,
@@ -254,7 +255,7 @@ OVERSIZED: dict[str, int] = {
     # Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES (``file`` or ``file:function``) with
     # their line counts when this check was written; each may only shrink. Left for the lead to split after the
     # parallel branches that edit them are merged (issue 37): do not add to this list.
-    "_judge.py": 630, "audit/_trust.py": 793, "backends/_openai.py": 639,
+    "_judge.py": 611, "audit/_trust.py": 793, "backends/_openai.py": 639,
     "recipes/_metrics.py": 642, "recipes/_recipe.py": 612,
     "recipes/_recipe.py:load_recipe": 82,
 }

@@ -1,16 +1,22 @@
-"""The public judging API: :class:`Judge` with ``score`` (pointwise) and ``compare`` (pairwise)."""
+"""The public judging API, :class:`Judge` with generic verbs and each registered mode's conveniences.
+
+The verbs: ``run``, ``task``, ``plan``, ``calibrate``, ``select``, ``cascade``, ``audit``, ``rank``; the
+conveniences (``judge.score``, ``judge.score_task``) come from the registry (:mod:`trustjudge._mode_methods`);
+:func:`score` and :func:`compare` judge once."""
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from . import _cascade
 from ._config import JudgeConfig
+from ._mode_methods import ModeRun, ModeTask, convenience, convenience_names, keyword_options
+from ._progress import RunBar, judgments
 from ._settings import judge_name, project_settings, store_path
 from .audit._audit import AuditRun
 from .audit._audit import audit as run_audit
@@ -27,11 +33,10 @@ from .engine._asking import plan as plan_questions
 from .engine._engine import Engine, EngineStats, Outcome, PlanSummary, ProgressFn
 from .engine._store import Store
 from .errors import ConfigError
-from .io._items import Check, Criterion, Item
-from .io._rules import Rule
+from .io._items import Item
 from .io._sources import Mapped, as_items, item_list
 from .modes._base import Asking, Task, check_item, ruled, run_task, with_turns
-from .modes._prompts import YES_NO, LabelSet, PairLabels, Prompts, Protocol
+from .modes._prompts import YES_NO, Prompts, Protocol
 from .modes._prompts import scale as make_scale
 from .modes._records import (
     ChecklistRecord,
@@ -68,19 +73,24 @@ ProgressArg = ProgressFn | bool | None
 
 
 def _with_bar(judge: Judge, task: Task, items: Iterable[Item]) -> Iterator[RecordBase]:
+    """``judge``'s records of ``task`` on ``items`` with a progress bar on standard error."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    # what a rule answers asks nothing, so it is not part of the bar's total
-    total = sum(task.size(item) for item in ruled(task, items)[0]) if isinstance(items, Sequence) else None
+    ahead = judgments(task, items) if isinstance(items, Sequence) else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True)) as bar:
-        handle = bar.add_task(f"{task.kind} ({judge.name})", total=total)
-        yield from judge.run(task, items, progress=lambda n: bar.advance(handle, n))
+                  console=Console(stderr=True)) as progress:
+        bar = RunBar(progress, progress.add_task(f"{task.kind} ({judge.name})", total=ahead), ahead)
+        yield from judge._judged(task, items, bar)
 
 
 class Judge:
     """An LLM judge with TrustJudge's scoring and aggregation, backed by a judgment store.
+
+    Its verbs are generic (:meth:`run`, :meth:`task`, :meth:`plan`, :meth:`calibrate`, :meth:`select`,
+    :meth:`cascade`, :meth:`audit`, :meth:`rank`); every registered mode adds ``judge.<mode>(items, ...)`` and
+    ``judge.<mode>_task(...)`` from the registry (``judge.score``, ``judge.criteria_compare``, a plug-in's
+    ``judge.relevance``: :mod:`trustjudge._mode_methods`).
 
     Args:
         judge: a judge name (``hf/smollm2-135m``, ``hf//path``, ``mock/...``, or an alias of the project's
@@ -172,44 +182,14 @@ class Judge:
         """``needed`` where labels are read without the closing bracket (records then say so), else ``None``."""
         return self._closing_mark
 
-    def task(self, mode: str, **options: Any) -> Task:
-        """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings."""
-        return get_mode(mode).task_of(self, **options)
+    def task(self, mode: str, /, *args: Any, **options: Any) -> Task:
+        """The task of the registered mode ``mode`` (:func:`~trustjudge.get_mode`) with this judge's settings.
 
-    def score_task(self, scale: int | str | None = None, protocol: Protocol | None = None, *,
-                   rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
-        """The pointwise task with this judge's settings (``scale``/``protocol`` override them); ``rules``:
-        shortcuts checked before the judge (:class:`~trustjudge.Rule`, or ``{"kind", "label", ...}`` mappings)."""
-        return self.task("score", scale=scale, protocol=protocol, rules=tuple(rules))
-
-    def compare_task(self, protocol: Protocol | None = None, delta: float | None = None,
-                     labels: PairLabels | str | None = None) -> Task:
-        """The pairwise task (``labels``: verdict labels of your own, ``"A=first,B=second,BOTH_GOOD=tie"``)."""
-        return self.task("compare", protocol=protocol, delta=delta, labels=labels)
-
-    def criteria_task(self, criteria: Sequence[Criterion] = (), *, reweight: bool = False, scale: int | str = 5,
-                      protocol: Protocol | None = None, generate_criteria: int | None = None,
-                      criteria_focus: str | None = None, rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
-        """Rubric judging: ``criteria`` apply to items that carry none; criteria without level
-        descriptions are judged on ``scale`` (default 5: 1..5; a range such as ``"0-3"``).
-        ``generate_criteria=N``: the judge writes N weighted criteria per item that carries none (a stored
-        generation per item; ``criteria_focus``: what they are to assess). ``rules``: as :meth:`score_task`'s,
-        each rule's label given on every criterion."""
-        return self.task("criteria", criteria=tuple(criteria), reweight=reweight, scale=scale, protocol=protocol,
-                         generate_criteria=generate_criteria, criteria_focus=criteria_focus, rules=tuple(rules))
-
-    def checklist_task(self, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO, reweight: bool = False,
-                       protocol: Protocol | None = None, rules: Sequence[Rule | Mapping[str, Any]] = ()) -> Task:
-        """Checklist judging: ``checklist`` applies to responses whose item carries none; ``rules``: as
-        :meth:`score_task`'s, each rule's label given to every check."""
-        return self.task("checklist", checklist=tuple(checklist), labels=labels, reweight=reweight, protocol=protocol,
-                         rules=tuple(rules))
-
-    def criteria_compare_task(self, criteria: Sequence[Criterion] = (), *, graded: bool = False,
-                              reweight: bool = False, protocol: Protocol | None = None) -> Task:
-        """Pairwise judging per criterion, both orders; ``graded`` asks A>>B .. B>>A with a margin."""
-        return self.task("criteria-compare", criteria=tuple(criteria), graded=graded, reweight=reweight,
-                         protocol=protocol)
+        ``options`` are the mode's option fields (:attr:`Mode.options`): by keyword, or by position in the order
+        its options dataclass declares them (``judge.task("score", 100)``; unknown ones are a ConfigError naming
+        the mode's). ``judge.<mode>_task(...)`` is the same (:mod:`trustjudge._mode_methods`)."""
+        found = get_mode(mode)
+        return found.task_of(self, **keyword_options(found, args, options))
 
     def sampling(self, protocol: Protocol) -> Sampling:
         return Sampling(protocol, **self._sampling)  # type: ignore[arg-type]
@@ -239,86 +219,87 @@ class Judge:
 
         return Asking(self.name, self.backend.format_prompt, labels, engine.generate, samplings["direct"])
 
-    def run(self, task: Task, items: ItemSource, *, progress: ProgressArg = None, mapping: Mapped = None
-            ) -> Iterator[RecordBase]:
-        """Run any task; records come out in input order, item by item (chunk by chunk, through the task's
-        :meth:`Task.run`).
+    def run(self, task: Task | str, items: ItemSource, *, progress: ProgressArg = None, mapping: Mapped = None,
+            **options: Any) -> Iterator[RecordBase]:
+        """Run any task, or the registered mode named ``task`` with ``options`` (``judge.run("score", items,
+        scale=100)``: :meth:`task` builds it; ``judge.score(items, scale=100)`` is the same, and so is each mode's
+        ``judge.<mode>(items, ...)``, :mod:`trustjudge._mode_methods`). Records come out in input order, item by
+        item (chunk by chunk, through the task's :meth:`Task.run`).
 
         ``progress``: a callable given the number of judgments each finished batch made, or ``True`` for a
         progress bar on standard error (rendered as a widget in a Jupyter notebook, one plain line when
-        standard error is not a terminal).
+        standard error is not a terminal) whose total is the judgments the run asks: known before any call
+        for a list or table, counted chunk by chunk for a stream, and where a task only bounds them (extracted
+        claims) corrected as each chunk finishes, so that it ends on done/done.
 
         ``items``: :class:`Item` objects, a list of dicts, a pandas DataFrame or a Hugging Face ``Dataset``;
         ``mapping`` (``{field: column}`` or ``"question=prompt,response=output"``, as ``--map``) reads a table
         in another schema. Rows without an id column take the source's index as their item id. Anything
         else is a ``TypeError``; a bad row an :class:`~trustjudge.InputError` before anything is judged."""
+        task = self._task_of(task, options)
         checked = as_items(items, mapping)  # refused here, before a model loads, not at the first record
         return self._run(task, checked, progress)
+
+    def _task_of(self, task: Task | str, options: dict[str, Any]) -> Task:
+        """``task``, or the task of the mode it names with ``options`` (which a task given whole cannot take)."""
+        if isinstance(task, str):
+            return self.task(task, **options)
+        if options:
+            raise ConfigError(f"options ({', '.join(sorted(options))}) go with a mode's name: a {task.kind} task "
+                              "carries its own")
+        return task
 
     def _run(self, task: Task, items: Iterable[Item], progress: ProgressArg) -> Iterator[RecordBase]:
         task = self._for_backend(task)
         if progress is True:
             yield from _with_bar(self, task, items)
             return
-        asking = self.asking(progress or None)
+        yield from self._judged(task, items, progress or None)
+
+    def _judged(self, task: Task, items: Iterable[Item], progress: ProgressFn | None) -> Iterator[RecordBase]:
+        """``task``'s records of ``items``, chunk by chunk (rules first: what one fires on asks nothing); a
+        progress bar (:class:`RunBar`) hears of each chunk before and after it is judged."""
+        asking = self.asking(progress)
+        bar = progress if isinstance(progress, RunBar) else None
+        counted = isinstance(items, Sequence)  # the bar's total holds every chunk from the start
         for chunk in self._chunks(items, task):
-            yield from with_turns(run_task(task, chunk, asking), chunk)  # rules first: what one fires on asks nothing
+            if bar is not None:
+                bar.chunk(judgments(task, chunk), counted)
+            yield from with_turns(run_task(task, chunk, asking), chunk)
+            if bar is not None:
+                bar.chunk_done()
 
-    def score(self, items: ItemSource, *, progress: ProgressArg = None, mapping: Mapped = None
-              ) -> Iterator[ScoreRecord]:
-        """Score every response of every item; records come out in input order, item by item."""
-        return self.run(self.score_task(), items, progress=progress, mapping=mapping)  # type: ignore[return-value]
+    # -- the modes' conveniences: judge.<mode>(items, ...) and judge.<mode>_task(...) from the registry ------------
+    # The built-in modes' are declared here for type checkers only (no value: at run time each comes from the
+    # registry, through __getattr__, as a plug-in mode's does); tests/test_mode_methods.py keeps this list whole.
+    score: ModeRun[ScoreRecord]
+    compare: ModeRun[CompareRecord]
+    criteria: ModeRun[CriteriaRecord]
+    criteria_compare: ModeRun[CriteriaCompareRecord]
+    compare_criteria: ModeRun[CriteriaCompareRecord]
+    """Deprecated: :attr:`criteria_compare` (the mode's name)."""
+    checklist: ModeRun[ChecklistRecord]
+    claims: ModeRun[ClaimsRecord]
+    steps: ModeRun[RecordBase]
+    score_task: ModeTask
+    compare_task: ModeTask
+    criteria_task: ModeTask
+    criteria_compare_task: ModeTask
+    checklist_task: ModeTask
+    claims_task: ModeTask
+    steps_task: ModeTask
 
-    def compare(self, items: ItemSource, *, progress: ProgressArg = None, mapping: Mapped = None
-                ) -> Iterator[CompareRecord]:
-        """Judge every pair (explicit or all within an item) in both orders."""
-        return self.run(self.compare_task(), items, progress=progress, mapping=mapping)  # type: ignore[return-value]
+    if not TYPE_CHECKING:  # a type checker sees the declarations above, and no attribute besides Judge's own
+        def __getattr__(self, name: str) -> ModeRun[RecordBase] | ModeTask:
+            """A mode's convenience (:mod:`trustjudge._mode_methods`): ``judge.<mode>`` or ``judge.<mode>_task``."""
+            found = None if name.startswith("_") else convenience(self, name)
+            if found is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r} (nor does any "
+                                     "registered mode have that name)")
+            return found
 
-    def criteria(self, items: ItemSource, criteria: Sequence[Criterion] = (), *, reweight: bool = False,
-                 scale: int | str = 5, generate_criteria: int | None = None, criteria_focus: str | None = None,
-                 progress: ProgressArg = None, mapping: Mapped = None) -> Iterator[CriteriaRecord]:
-        """Judge every response on every criterion (the item's, else ``criteria``, else N generated by the judge
-        per item with ``generate_criteria=N``) and aggregate."""
-        task = self.criteria_task(criteria, reweight=reweight, scale=scale, generate_criteria=generate_criteria,
-                                  criteria_focus=criteria_focus)
-        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
-
-    def compare_criteria(self, items: ItemSource, criteria: Sequence[Criterion] = (), *, graded: bool = False,
-                         reweight: bool = False, progress: ProgressArg = None, mapping: Mapped = None
-                         ) -> Iterator[CriteriaCompareRecord]:
-        """Judge every pair on every criterion in both orders and aggregate by weight."""
-        task = self.criteria_compare_task(criteria, graded=graded, reweight=reweight)
-        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
-
-    def claims_task(self, *, k: int | None = None, unknown: bool = False, match: bool = False,
-                    min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
-                    templates: Mapping[str, str | Path] | None = None, verify: bool = True,
-                    coverage: Literal["noisy_or", "max"] = "noisy_or") -> Task:
-        """Claims; ``templates``: each stage's own prompt by name (``extract``, ``verify``, ``match``: a
-        template's text or path); ``verify=False``: match-only; ``coverage``: ``noisy_or`` or ``max``."""
-        return self.task("claims", k=k, unknown=unknown, match=match, min_overlap=min_overlap,
-                         max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates, verify=verify,
-                         coverage=coverage)
-
-    def claims(self, items: ItemSource, *, k: int | None = None, unknown: bool = False, match: bool = False,
-               min_overlap: float = 0.0, max_new_tokens: int = 512, max_claims: int = 32,
-               templates: Mapping[str, str | Path] | None = None, verify: bool = True,
-               coverage: Literal["noisy_or", "max"] = "noisy_or",
-               progress: ProgressArg = None, mapping: Mapped = None) -> Iterator[ClaimsRecord]:
-        """Extract (or take) each response's claims, verify each against the item's evidence (or the source it
-        cites), and with ``match`` match them against gold claims (see :mod:`trustjudge.modes.claims` and
-        :meth:`claims_task`)."""
-        task = self.claims_task(k=k, unknown=unknown, match=match, min_overlap=min_overlap,
-                                max_new_tokens=max_new_tokens, max_claims=max_claims, templates=templates,
-                                verify=verify, coverage=coverage)
-        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
-
-    def checklist(self, items: ItemSource, checklist: Sequence[Check] = (), *, labels: LabelSet = YES_NO,
-                  reweight: bool = False, progress: ProgressArg = None, mapping: Mapped = None
-                  ) -> Iterator[ChecklistRecord]:
-        """Ask every response every check of its checklist (the item's and its own, else ``checklist``)."""
-        task = self.checklist_task(checklist, labels=labels, reweight=reweight)
-        return self.run(task, items, progress=progress, mapping=mapping)  # type: ignore[return-value]
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *convenience_names()})
 
     # -- audit ------------------------------------------------------------------------------------
     def audit(self, items: ItemSource, *, scales: Sequence[int] = (5, 100), delta: float = 0.0,
@@ -335,12 +316,12 @@ class Judge:
         by_scale: dict[int, list[dict[str, Any]]] = {}
         injected: dict[int, list[dict[str, Any]]] = {}
         for points in scales:
-            task = self.score_task(points, protocol)
+            task = self.score_task(scale=points, protocol=protocol)
             by_scale[points] = [r.to_dict() for r in self.run(task, items, progress=progress)]
             if injection:
                 injected[points] = [r.to_dict() for r in self.run(task, steer(items, points), progress=progress)]
         several = [it for it in items if len(it.responses) >= 2]
-        pairs = [r.to_dict() for r in self.run(self.compare_task(protocol), several, progress=progress)]
+        pairs = [r.to_dict() for r in self.run(self.compare_task(protocol=protocol), several, progress=progress)]
         lengths = {(it.id, r.id): len(r.text) for it in items for r in it.responses}
         report = run_audit(by_scale, pairs, delta=delta, ks=ks, lengths=lengths, bootstrap=bootstrap, seed=seed,
                            injected_by_scale=injected)
@@ -359,7 +340,7 @@ class Judge:
         from .audit._ranking import rank as fit_ranking
 
         items = item_list(items, mapping)
-        scores = [r.to_dict() for r in self.run(self.score_task(scale), items, progress=progress)]
+        scores = [r.to_dict() for r in self.run(self.score_task(scale=scale), items, progress=progress)]
         several = [it for it in items if len(it.responses) >= 2]
         pairs = [r.to_dict() for r in self.run(self.compare_task(), several, progress=progress)]
         return fit_ranking(pairs, scores, method=method, bootstrap=bootstrap, seed=seed)
@@ -582,14 +563,15 @@ class Judge:
                 tier.close()
 
     # -- planning ---------------------------------------------------------------------------------
-    def plan(self, items: ItemSource, task: Task | str, *, mapping: Mapped = None) -> PlanSummary:
+    def plan(self, items: ItemSource, task: Task | str, *, mapping: Mapped = None, **options: Any) -> PlanSummary:
         """What ``task`` would do on ``items``, without calling the model (a string names a registered mode,
-        whose task is built with this judge's settings: :meth:`task`; ``items`` and ``mapping`` as :meth:`run`'s).
+        whose task is built with this judge's settings and ``options``: :meth:`task`; ``items`` and ``mapping``
+        as :meth:`run`'s).
 
         The plan counts the label questions a task knows before any model call: for claims, those of the
         given claims (and given gold claims); extractions, and the claims they would give, are not counted.
         """
-        task = self._for_backend(self.task(task) if isinstance(task, str) else task)
+        task = self._for_backend(self._task_of(task, options))
         fmt = self.backend.format_prompt
         questions: list[Question | str] = []
         for chunk in self._chunks(as_items(items, mapping), task):
@@ -608,23 +590,22 @@ class Judge:
             self._backend.close()
 
 
+def _judged_once(mode: str, items: ItemSource, judge: str | Backend | None, mapping: Mapped, progress: ProgressArg,
+                 settings: dict[str, Any]) -> list[RecordBase]:
+    """Every record of ``mode`` on ``items`` from a judge built for this call (and closed after it)."""
+    with Judge(judge, **settings) as j:
+        return list(j.run(mode, items, mapping=mapping, progress=progress))
+
+
 def score(items: ItemSource, judge: str | Backend | None = None, *, mapping: Mapped = None,
           progress: ProgressArg = None, **kwargs: Any) -> list[ScoreRecord]:
     """Score every response (see :class:`Judge` for the options; ``mapping`` and ``progress`` as
     :meth:`Judge.run`'s)."""
-    j = Judge(judge, **kwargs)
-    try:
-        return list(j.score(items, mapping=mapping, progress=progress))
-    finally:
-        j.close()
+    return _judged_once("score", items, judge, mapping, progress, kwargs)  # type: ignore[return-value]
 
 
 def compare(items: ItemSource, judge: str | Backend | None = None, *, mapping: Mapped = None,
             progress: ProgressArg = None, **kwargs: Any) -> list[CompareRecord]:
     """Compare every pair in both orders (see :class:`Judge` for the options; ``mapping`` and ``progress`` as
     :meth:`Judge.run`'s)."""
-    j = Judge(judge, **kwargs)
-    try:
-        return list(j.compare(items, mapping=mapping, progress=progress))
-    finally:
-        j.close()
+    return _judged_once("compare", items, judge, mapping, progress, kwargs)  # type: ignore[return-value]

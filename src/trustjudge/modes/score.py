@@ -143,9 +143,9 @@ class ScoreOptions:
     scale: int | str | None = option(None, "Rating scale: a top value (10: 1..10) or any integer range ('0-5', "
                                            "'0-10'); default: the judge's.", parse=scale_text,
                                       metavar=SCALE_METAVAR)
+    protocol: Protocol | None = option(None, PROTOCOL_HELP)  # second: judge.score_task(scale, protocol)
     scale_min: int | None = option(None, "Bottom of the scale when it is given by its top (0 with scale 10: "
                                          "0..10); default 1.")
-    protocol: Protocol | None = option(None, PROTOCOL_HELP)
     keep_distribution: bool | None = option(None, KEEP_DISTRIBUTION_HELP, flag="--distribution")
     rules: tuple[Rule, ...] = option((), RULES_HELP, suite="rules", served=False)
 
