@@ -250,11 +250,10 @@ def test_a_calibration_file_values_scores_by_the_calibrated_verdict(tmp_path: Pa
         block = (s.metadata or {})["calibrated"]
         assert s.value == float(block["verdict"]) and set(block["probabilities"]) == {"1", "2", "3", "4", "5"}
         assert "calibrated (vector) verdict" in (s.explanation or "")
-    # fitted for another judge: refused before any sample is judged
-    other = Judge("mock/other", store=tmp_path / "s.sqlite", scale=5)
-    with pytest.raises(ConfigError):
-        trustjudge_scorer(judge=other, scale=5, calibration=tmp_path / "cal.json")
+    # fitted for another protocol: refused before any sample is judged
+    with pytest.raises(ConfigError, match="does not fit this judging"):
+        trustjudge_scorer(judge="mock/hash", store=tmp_path / "o.sqlite", protocol="cot", scale=5,
+                          calibration=tmp_path / "cal.json")
     with pytest.raises(ConfigError, match="target_agreement needs a calibration"):
         trustjudge_scorer(judge=judge, target_agreement=0.8)
     judge.close()
-    other.close()
