@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "examples" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = {"bash": "shell", "sh": "shell", "python": "python"}
 _OPEN = re.compile(r"^```(\w+)\s*$")
 _MARK = re.compile(r"^<!--\s*docs-test:\s*(skip|before):\s*(.+?)\s*-->\s*$")
@@ -99,7 +99,7 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], block: Block, stdin: str | None = None) -> None:
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], block: Block, stdin: str | None = None) -> str:
     try:
         done = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
                               timeout=TIMEOUT_S, check=False)
@@ -108,6 +108,27 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], block: Block, stdin: st
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
         pytest.fail(f"{block.where}: exit status {done.returncode}\n{block.code}\n--- output (last lines)\n{tail}")
+    assert "Traceback" not in done.stderr, f"{block.where}: a traceback\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
+
+
+def _the_cascade_keeps_verdicts(work: Path, said: str) -> None:
+    """The calibrate -> select -> cascade block keeps some verdicts and writes the rest out for a person."""
+    decided = re.search(r"decided by a model: (\d+)", " ".join(said.split()))
+    assert decided and int(decided.group(1)) > 0, said[-2000:]
+    assert (work / "to_label.jsonl").exists() or (work / "for_people.jsonl").exists()
+
+
+def _the_trust_page_keeps_verdicts(work: Path, said: str) -> None:
+    assert json.loads((work / "summary.json").read_text())["verdicts"] > 0
+    assert [json.loads(line) for line in (work / "verdicts.jsonl").read_text().splitlines()]
+
+
+AFTER = {"README.md": _the_cascade_keeps_verdicts, "examples/README.md": _the_cascade_keeps_verdicts,
+         "docs/trust.md": _the_trust_page_keeps_verdicts}
+"""What a page's shell blocks must have done, past exiting 0: the labelled example keeps verdicts."""
+PYTHON_AFTER = {"docs/trust.md": "assert summary['kept'] > 0, summary"}
+"""Code run after a page's Python blocks, in their scope."""
 
 
 _DRIVER = """
@@ -146,8 +167,23 @@ def test_the_block_reader_sees_markers_and_languages(tmp_path: Path) -> None:
         "trustjudge score x --judge mock/hash -j mock/hash --cascade mock/hash,recorded/g.jsonl,human")
 
 
+def guarantee_blocks(page: Path) -> list[Block]:
+    """The runnable shell blocks of ``page`` that judge the labelled example (calibrate, select, a calibrated mode)."""
+    return [b for b in blocks(page) if b.language == "shell" and b.skip is None
+            and ("examples/labelled.jsonl" in b.code or "--calibration" in b.code)]
+
+
+def test_every_page_has_a_block_to_run() -> None:
+    for page in AFTER:
+        assert guarantee_blocks(ROOT / page), page
+    for page in (ROOT / "README.md", ROOT / "docs" / "trust.md"):
+        text = page.read_text(encoding="utf-8")
+        for name in ("labelled.jsonl", "new.jsonl", "qags.jsonl"):  # the files that never shipped
+            assert not re.search(rf"(?<![/\w]){re.escape(name)}", text.replace("examples/" + name, "")), (page, name)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
 def test_the_page_s_blocks_run_from_a_clone(page: Path, tmp_path: Path) -> None:
     runnable = [b for b in blocks(page) if b.skip is None]
     installing = [b.where for b in runnable if _INSTALLS.search(b.code)]
@@ -157,13 +193,18 @@ def test_the_page_s_blocks_run_from_a_clone(page: Path, tmp_path: Path) -> None:
     work = tmp_path / "clone"
     shutil.copytree(ROOT / "examples", work / "examples")
     env = _env(tmp_path / "home")
+    said = []
     for block in runnable:
         if block.before is not None:
             _run(["bash", "-euo", "pipefail", "-c", block.before], work, env, block)
         if block.language == "shell":
             code = re.split(r"^# label\b", block.code, maxsplit=1, flags=re.M)[0]
-            _run(["bash", "-euo", "pipefail", "-c", _mocked(code)], work, env, block)
+            said.append(_run(["bash", "-euo", "pipefail", "-c", _mocked(code)], work, env, block))
+    rel = page.relative_to(ROOT).as_posix()
+    if rel in AFTER:
+        AFTER[rel](work, "\n".join(said))
     python = [b for b in runnable if b.language == "python"]
     if python:
-        payload = json.dumps([[b.where, _mocked(b.code)] for b in python])
+        payload = json.dumps([[b.where, _mocked(b.code)] for b in python]
+                             + ([[f"{rel} (after)", PYTHON_AFTER[rel]]] if rel in PYTHON_AFTER else []))
         _run([sys.executable, "-c", _DRIVER], work, env, python[0], stdin=payload)

@@ -3,6 +3,7 @@ scored by trustjudge judges; and the core install never imports inspect_ai."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 from inspect_ai.scorer import Score  # noqa: E402
 from inspect_ai.solver import generate  # noqa: E402
 
-from trustjudge import Check, Criterion, Judge  # noqa: E402
+from trustjudge import Check, Criterion, Judge, load_items  # noqa: E402
 from trustjudge.errors import ConfigError  # noqa: E402
 from trustjudge.inspect_scorer import trustjudge_scorer  # noqa: E402
 
@@ -210,4 +211,49 @@ def test_claims_are_scored_by_their_summary_metric_and_pairwise_modes_are_refuse
     with pytest.raises(ConfigError, match="kind must be one of") as info:
         trustjudge_scorer("compare", judge=judge)  # type: ignore[arg-type]
     assert "claims" in str(info.value) and "compare" not in str(info.value).split("got")[0]
+    judge.close()
+
+
+def test_threshold_gives_c_i_values_that_accuracy_reads_and_the_prompt_is_explained(tmp_path: Path) -> None:
+    from inspect_ai.scorer import accuracy
+    judge = Judge("mock/hash", store=tmp_path / "s.sqlite")
+    numbers = {k: s.value for k, s in scores_of(run_eval(trustjudge_scorer(judge=judge), QUESTIONS,
+                                                         tmp_path / "logs")).items()}
+    cut = sorted(numbers.values())[-1]  # exactly one sample reaches it
+    dataset = [Sample(input=q, target="", id=f"s{i}") for i, q in enumerate(QUESTIONS)]
+    task = Task(dataset=dataset, solver=generate(), scorer=trustjudge_scorer(judge=judge, threshold=cut),
+                metrics=[accuracy()])
+    [log] = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=answering(QUESTIONS)),
+                         log_dir=str(tmp_path / "logs"), display="none")
+    got = scores_of(log)
+    assert sorted(str(s.value) for s in got.values()) == ["C", "I"]
+    for key, s in got.items():
+        meta = s.metadata or {}
+        assert meta["value"] == numbers[key] and meta["threshold"] == cut and s.answer is not None
+        assert "judge prompt:" in (s.explanation or "") and "Score: [" in (s.explanation or "")
+    assert log.results is not None and log.results.scores[0].metrics["accuracy"].value == pytest.approx(0.5)
+    judge.close()
+
+
+def test_a_calibration_file_values_scores_by_the_calibrated_verdict(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    rows = [{"id": f"q{i}", "question": f"Question {i}?",
+             "responses": [{"id": f"r{j}", "text": f"answer {i}-{j}", "human_score": 1 + (i + j) % 5}
+                           for j in range(3)]} for i in range(4)]
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge = Judge("mock/hash", store=tmp_path / "s.sqlite", scale=5)
+    cal = judge.calibrate(load_items(items), "score", tolerance=1)
+    cal.save(tmp_path / "cal.json")
+    log = run_eval(trustjudge_scorer(judge=judge, scale=5, calibration=tmp_path / "cal.json"), QUESTIONS,
+                   tmp_path / "logs")
+    for s in scores_of(log).values():
+        block = (s.metadata or {})["calibrated"]
+        assert s.value == float(block["verdict"]) and set(block["probabilities"]) == {"1", "2", "3", "4", "5"}
+        assert "calibrated (vector) verdict" in (s.explanation or "")
+    # fitted for another protocol: refused before any sample is judged
+    with pytest.raises(ConfigError, match="does not fit this judging"):
+        trustjudge_scorer(judge="mock/hash", store=tmp_path / "o.sqlite", protocol="cot", scale=5,
+                          calibration=tmp_path / "cal.json")
+    with pytest.raises(ConfigError, match="target_agreement needs a calibration"):
+        trustjudge_scorer(judge=judge, target_agreement=0.8)
     judge.close()

@@ -64,3 +64,10 @@ def test_a_cascade_tier_of_recorded_verdicts_makes_no_model_call(tmp_path: Path,
     tiers = json.loads((tmp_path / "sum.json").read_text())["tiers"]
     assert tiers[0]["model_calls"] == 160 and tiers[0]["recorded_lookups"] == 0  # both orders of 80 pairs
     assert tiers[1]["model_calls"] == 0 and tiers[1]["recorded_lookups"] == 2 * tiers[1]["asked"]
+
+
+def test_dry_run_says_recorded_lookups_apart_from_model_calls(tmp_path: Path, recorded: tuple[Path, str]) -> None:
+    items, judge = recorded
+    args = ["compare", str(items), "-j", judge, "--store", str(tmp_path / "s.sqlite"), "--dry-run"]
+    said = _said(CliRunner().invoke(cli, args))
+    assert "model calls to make │ 0 │" in said and "recorded lookups to make │ 12 │" in said, said

@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 from ._integrations import check_method, fmt_number, top_labels
 from ._judge import Judge
 from .audit._summary import SummaryMetrics
+from .audit._trust import Calibration, annotate
 from .backends import DEFAULT_JUDGE
 from .errors import ConfigError, InputError, pip_dependency_error
 from .io._items import Check, Criterion, Item, Response, parse_checklist, parse_criteria
@@ -54,7 +55,7 @@ from .modes._registry import MODES, get_mode, registered_modes
 
 try:
     import anyio.to_thread
-    from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
+    from inspect_ai.scorer import CORRECT, INCORRECT, Score, Scorer, Target, mean, scorer, stderr
     from inspect_ai.solver import TaskState
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise pip_dependency_error("the inspect_ai scorer", ["inspect-ai"], "inspect") from exc
@@ -70,7 +71,9 @@ Kind = str
 def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, store: str | Path | None = None,
                       scale: int = 10, method: str = "trustjudge", criteria: Sequence[Criterion | Any] = (),
                       checklist: Sequence[Check | Any] = (), protocol: Protocol | None = None,
-                      reweight: bool = False) -> Scorer:
+                      reweight: bool = False, threshold: float | None = None,
+                      calibration: str | Path | Calibration | None = None, target_agreement: float | None = None,
+                      risk_delta: float = 0.1) -> Scorer:
     """Score each sample's output with a trustjudge judge.
 
     Args:
@@ -87,6 +90,16 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
             samples whose metadata has no ``checklist``.
         protocol: ``direct`` (default) or ``cot``.
         reweight: aggregate over the scored criteria or checks when some are unscored.
+        threshold: give inspect's ``C``/``I`` values instead of the number: ``C`` when the value is at least
+            ``threshold`` (the number stays in ``answer`` and ``metadata["value"]``), so ``accuracy()`` reads
+            the share that passes.
+        calibration: a calibration file (or :class:`~trustjudge.Calibration`) fitted for this judge and mode
+            (checked before any sample is judged). Every verdict gets its ``calibrated`` block in
+            ``metadata["calibrated"]`` / the record; where the record is one verdict (``score``), the value is
+            the calibrated verdict.
+        target_agreement: with ``calibration``, keep only verdicts confident enough for agreement with humans
+            >= the target with probability >= 1 - ``risk_delta``; the others are unscored (``abstained``).
+        risk_delta: the risk level of that guarantee.
     """
     mode = get_mode(kind) if kind in MODES else None
     read_as = None if mode is None else next((r for c, r in _READERS.items() if issubclass(mode.record, c)), None)
@@ -96,6 +109,7 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
         raise ConfigError(f"kind must be one of {', '.join(scored)} (a mode with a score: its record's own, or "
                           f"its summary metric), got {kind!r}")
     takes = {f.name for f in fields(mode.options)}
+    sample_fields = {name: parse for name, parse in _SAMPLE_FIELDS.items() if name in takes}
     if read_as is not None:
         check_method(method)
     if isinstance(judge, Judge):
@@ -110,6 +124,12 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
              "reweight": reweight, "keep_distribution": True}
     task = the_judge.task(kind, **{k: v for k, v in given.items() if k in takes})
     batcher = _Batcher(the_judge, task)
+    calibrated = None
+    if calibration is not None:
+        loaded = calibration if isinstance(calibration, Calibration) else Calibration.load(Path(calibration))
+        calibrated = the_judge.prepare_calibration(loaded, target=target_agreement, delta=risk_delta, task=task)
+    elif target_agreement is not None:
+        raise ConfigError("target_agreement needs a calibration file (calibration=...)")
 
     def read(record: RecordBase) -> Score:
         if read_as is not None:
@@ -118,9 +138,13 @@ def trustjudge_scorer(kind: Kind = "score", judge: str | Judge = DEFAULT_JUDGE, 
         return _metric_value(record, the_judge, kind, method, mode.summary_metrics)
 
     async def score(state: TaskState, target: Target) -> Score:
-        item = _item(state, target, takes)
+        item = _item(state, target, takes, sample_fields)
         record = await anyio.to_thread.run_sync(batcher.judge, item)
-        return read(record)
+        result = read(record)
+        if calibrated is not None:
+            result = _calibrated(result, record, *calibrated)
+        prompts = [q.prompt for q in task.questions(item, the_judge.backend.format_prompt) if not isinstance(q, str)]
+        return _passed(result, threshold, prompts)
 
     return score
 
@@ -151,17 +175,21 @@ def _parsed(parse: Callable[[], T], where: str) -> T:
         raise ConfigError(f"{where}: field {exc.field!r}: {exc.reason}") from None
 
 
-def _item(state: TaskState, target: Target, takes: set[str]) -> Item:
+_SAMPLE_FIELDS: dict[str, Callable[[Sequence[Any], str], tuple[Any, ...]]] = {
+    "criteria": _criteria, "checklist": _checklist}
+"""The item fields a sample's metadata may carry, each read where the mode's options have a field of that name."""
+
+
+def _item(state: TaskState, target: Target, takes: set[str],
+          sample_fields: dict[str, Callable[[Sequence[Any], str], tuple[Any, ...]]]) -> Item:
     """The sample as a one-response item: input as the question, output as the response, target as reference;
-    its metadata's criteria or checklist where the mode's options (``takes``) have them."""
+    its metadata's criteria or checklist where the mode's options have them (``sample_fields``)."""
     meta = state.metadata or {}
     where = f"sample {state.sample_id!r} metadata"
-    criteria = _criteria(meta["criteria"], where) if "criteria" in takes and meta.get("criteria") else ()
-    checks = _checklist(meta["checklist"], where) if "checklist" in takes and meta.get("checklist") else ()
+    given: dict[str, Any] = {name: parse(meta[name], where) for name, parse in sample_fields.items() if meta.get(name)}
     reference = target.text if len(target) and target.text.strip() else None
     response = Response("output", state.output.completion if state.output else "")
-    return Item(str(state.sample_id), state.input_text, (response,), reference=reference, criteria=criteria,
-                checklist=checks)
+    return Item(str(state.sample_id), state.input_text, (response,), reference=reference, **given)
 
 
 class _Batcher:
@@ -283,6 +311,38 @@ def _metric_value(record: RecordBase, judge: Judge, kind: str, method: str, spec
     meta: dict[str, Any] = {"kind": kind, "judge": judge.name, "protocol": judge.protocol, "method": name,
                             "unscored": unscored, "record": data}
     return _result(value, unscored, meta, f"{name} of the {kind} mode by judge {judge.name}")
+
+
+def _calibrated(result: Score, record: RecordBase, calibration: Calibration, selection: Any) -> Score:
+    """``result`` with the record's calibrated blocks; a record that is one verdict is valued by its calibrated
+    verdict, and unscored when the selection abstains on it."""
+    [annotated] = annotate(calibration.mode, [record.to_dict()], calibration, selection)
+    meta = {**(result.metadata or {}), "record": annotated, "calibrated": annotated.get("calibrated")}
+    block = annotated.get("calibrated")
+    if not isinstance(block, dict) or result.metadata is None or result.metadata.get("unscored"):
+        return result.model_copy(update={"metadata": meta})
+    what = f"{result.explanation}; calibrated ({calibration.map.method}) verdict {block['verdict']}, " \
+           f"confidence {fmt_number(block['confidence'])}"
+    if block.get("abstained"):
+        return _result(None, f"abstained: {block['abstained']}", meta, what)
+    try:
+        value = float(block["verdict"])
+    except (TypeError, ValueError):  # a class, not a number: the raw value stays
+        value = float(result.value) if isinstance(result.value, (int, float)) else math.nan
+    return _result(value, None, meta, what)
+
+
+def _passed(result: Score, threshold: float | None, prompts: Sequence[str]) -> Score:
+    """``result`` as C/I against ``threshold`` (when given), with the judge's prompt(s) in its explanation."""
+    shown = "\n\n".join(prompts)
+    explanation = f"{result.explanation}\n\njudge prompt{'s' if len(prompts) > 1 else ''}:\n{shown}" if prompts \
+        else result.explanation
+    value = result.value
+    if threshold is not None and isinstance(value, (int, float)) and math.isfinite(value):
+        meta = {**(result.metadata or {}), "value": value, "threshold": threshold}
+        return result.model_copy(update={"value": CORRECT if value >= threshold else INCORRECT, "metadata": meta,
+                                         "answer": fmt_number(float(value)), "explanation": explanation})
+    return result.model_copy(update={"explanation": explanation})
 
 
 _READERS: dict[type, Callable[[RecordBase, Judge, str], Score]] = {

@@ -102,7 +102,11 @@ def print_plan(j: Judge, items: list[Item], task: Task, title: str | None = None
                                                 f"{len(several[top].responses)} responses)")
     table.add_row("already in the store", f"{plan.stored:,}")
     table.add_row("unscorable without a call", f"{plan.unscorable:,}")
-    table.add_row("model calls to make", f"{plan.model_calls:,}")
+    if getattr(j.backend, "calls_model", True):
+        table.add_row("model calls to make", f"{plan.model_calls:,}")
+    else:  # a recorded judge answers from its file: lookups, not model calls (as the run's summary counts them)
+        table.add_row("model calls to make", "0")
+        table.add_row("recorded lookups to make", f"{plan.model_calls:,}")
     table.add_row("prompt tokens (all / to run)", f"{plan.prompt_tokens:,} / {plan.prompt_tokens_to_run:,}")
     sp = plan.speed
     speed = f"{sp.prompt_tokens_per_s:,.0f} prompt tokens/s"
