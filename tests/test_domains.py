@@ -122,3 +122,17 @@ def test_bad_domain_maps_are_refused_naming_the_file_and_field(tmp_path: Path) -
     missing = CliRunner().invoke(cli, ["select", str(tmp_path / "map.json"), "-j", "mock/hash", "--calibration",
                                        "A=cal.json"])
     assert missing.exit_code != 0 and "DOMAIN=FILE needs --calibration-by FIELD" in missing.output
+
+
+def test_select_by_domain_honours_force_delta(tmp_path: Path) -> None:
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    args = ["select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain", "--calibration",
+            f"A={tmp_path / 'calA.json'}", "--calibration", f"B={tmp_path / 'calB.json'}", "--target-agreement", 0.8,
+            "--risk-delta", 0.6, "--summary", tmp_path / "sum.json", "--out", tmp_path / "v.jsonl"]
+    refused = CliRunner().invoke(cli, [str(a) for a in args])
+    assert refused.exit_code != 0 and "force it (--force-delta" in str(refused.exception), refused.exception
+    forced = _invoke(*args, "--force-delta")  # before: refused the same, the flag ignored
+    assert forced.exit_code == 0, forced.output
+    summary = json.loads((tmp_path / "sum.json").read_text())
+    assert {s["guarantee"]["delta"] for s in summary["domains"].values()} == {0.6}

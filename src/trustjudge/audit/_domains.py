@@ -77,13 +77,14 @@ class DomainCalibrations:
         return cls(field_name, {d: Calibration.load(p) for d, p in given.items()},
                    {d: str(p) for d, p in given.items()})
 
-    def selections(self, target: float | None, delta: float) -> dict[str, Selection | None]:
+    def selections(self, target: float | None, delta: float,
+                   force_delta: bool = False) -> dict[str, Selection | None]:
         """Each domain's selection for ``target`` (None without one); a domain that cannot support it is refused,
-        named."""
+        named (a delta above 0.5 only with ``force_delta``)."""
         out: dict[str, Selection | None] = {}
         for domain, cal in self.calibrations.items():
             try:
-                out[domain] = cal.selection(target, delta) if target is not None else None
+                out[domain] = cal.selection(target, delta, force_delta) if target is not None else None
             except ConfigError as exc:
                 raise ConfigError(f"domain {domain!r} ({self.files.get(domain, 'its calibration')}): {exc}") from None
         return out
@@ -159,13 +160,13 @@ def summary_by_domain(annotated: Sequence[Mapping[str, Any]], domains: Sequence[
 
 def select_by_domain(judge: Judge, items: Iterable[Item], calibrations: DomainCalibrations, *,
                      target: float | None = None, delta: float = 0.1, override: bool = False,
-                     progress: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     progress: Any = None, force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:meth:`Judge.select` with a calibration per domain: judge ``items`` in the calibrations' mode and annotate
     each record with its item's domain's calibration (a domain without one: every verdict abstained)."""
     todo = list(items)
     checked = {d: judge.check_calibration(c, override=override) for d, c in calibrations.calibrations.items()}
     cals = DomainCalibrations(calibrations.field, checked, calibrations.files)
-    selections = cals.selections(target, delta)
+    selections = cals.selections(target, delta, force_delta)
     of_item = {it.id: cals.domain_of(it) for it in todo}
     task = judge.calibration_task(cals.mode)
     records = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
@@ -176,13 +177,13 @@ def select_by_domain(judge: Judge, items: Iterable[Item], calibrations: DomainCa
 
 def apply_by_domain(judge: Judge, records: Iterable[Any], items: Iterable[Item], calibrations: DomainCalibrations, *,
                     target: float | None = None, delta: float = 0.1,
-                    override: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                    override: bool = False, force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:meth:`Judge.apply_calibration` with a calibration per domain, on records already judged (zero model
     calls); ``items`` give each record's domain (by its ``item_id``)."""
     rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
     checked = {d: judge.check_calibration(c, override=override) for d, c in calibrations.calibrations.items()}
     cals = DomainCalibrations(calibrations.field, checked, calibrations.files)
-    selections = cals.selections(target, delta)
+    selections = cals.selections(target, delta, force_delta)
     of_item = {it.id: cals.domain_of(it) for it in items}
     domains = [of_item.get(str(r.get("item_id"))) for r in rows]
     annotated = annotate_by_domain(rows, domains, cals, selections)

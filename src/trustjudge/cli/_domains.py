@@ -38,7 +38,7 @@ def domain_calibrations(field: str, given: tuple[str, ...]) -> DomainCalibration
 
 def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, field: str,
                    given: tuple[str, ...], target: float | None, delta: float, override: bool,
-                   outputs: dict[str, Path | None], other: str | None = None) -> None:
+                   outputs: dict[str, Path | None], other: str | None = None, force_delta: bool = False) -> None:
     """``select --calibration-by FIELD``: judge ITEMS, each verdict calibrated by its item's domain's file
     (``other``: a --cascade or --scale given too, refused)."""
     if other is not None:
@@ -48,7 +48,7 @@ def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judgi
     cals = domain_calibrations(field, given)
     judging.guard(items, outputs)
     check_outputs(outputs, inputs=[Path(f) for f in cals.files.values()])
-    cals.selections(target, delta)  # refuse a target some domain cannot support before any judging
+    cals.selections(target, delta, force_delta)  # refuse a target some domain cannot support before any judging
     todo = read_items(items, skip_invalid, get_mode(cals.mode).min_responses, fmt)
     j = judging.make()
     j.source = str(items)
@@ -56,7 +56,7 @@ def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judgi
         with progress(quiet) as bar:
             task = bar.add_task(f"select {cals.mode} by {field} ({j.name})", total=None)
             records, summary = select_by_domain(j, todo, cals, target=target, delta=delta, override=override,
-                                                progress=lambda n: bar.advance(task, n))
+                                                progress=lambda n: bar.advance(task, n), force_delta=force_delta)
         write_selected(outputs, records, summary,
                        lambda: abstained_items(cals.mode, records, {it.id: item_dict(it) for it in todo}))
         if not quiet:
