@@ -906,3 +906,93 @@ def test_a_backend_plugin_that_calls_sys_exit_is_named_not_a_silent_exit_0(
     finally:
         for module in ("tj_exit_build", "tj_exit_import"):
             sys.modules.pop(module, None)
+
+
+EXITING_MODE = '''
+import os
+import sys
+
+from trustjudge.mode_api import ANSWER_MARKER, SYSTEM, Mode, ResponseHeader, Task, Question
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+class Stop(BaseException):
+    """A BaseException of the plug-in's own (as KeyboardInterrupt is one, but not Ctrl-C)."""
+
+
+@dataclass
+class ExitRecord(ResponseHeader):
+    p_yes: float | None
+
+
+@dataclass(frozen=True)
+class ExitOptions:
+    pass
+
+
+@dataclass(frozen=True)
+class ExitTask(Task):
+    kind: ClassVar[str] = "exiting"
+    protocol: str = "direct"
+
+    def size(self, item):
+        return len(item.responses)
+
+    def questions(self, item, fmt):
+        return [Question(fmt(SYSTEM, f"Is {r.text!r} an answer to {item.question!r}? " + ANSWER_MARKER,
+                             ANSWER_MARKER), ("YES", "NO"), ANSWER_MARKER) for r in item.responses]
+
+    def records(self, items, outcomes, judge):
+        it = iter(outcomes)
+        for item in items:
+            for r in item.responses:
+                out = next(it)
+                if item.id == os.environ.get("TJ_EXIT_AT"):
+                    if os.environ.get("TJ_EXIT_HOW") == "raise":
+                        raise Stop("enough")
+                    sys.exit(0)
+                yield ExitRecord(item.id, r.id, r.system, judge, None if out.probs is None else float(out.probs[0]))
+
+
+MODE = Mode("exiting", ExitTask, ExitRecord, ExitOptions, lambda settings, options: ExitTask(),
+            command="exiting", route="/v1/exiting")
+'''
+
+
+def test_a_mode_plugin_that_exits_while_judging_is_named_and_loses_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
+
+    site = tmp_path / "site"
+    info = site / "tj_exiting_mode-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "tj_exiting_mode.py").write_text(EXITING_MODE)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-exiting-mode\nVersion: 1.0\n")
+    (site / "tj_exit_load_mode.py").write_text("import sys\nsys.exit(0)\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nexiting = tj_exiting_mode:MODE\n"
+                                           "exitload = tj_exit_load_mode:MODE\n")
+    monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)
+    monkeypatch.syspath_prepend(str(site))
+    items, store = tmp_path / "items.jsonl", tmp_path / "s.sqlite"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "question": f"{i} + 1?", "responses": [
+        {"id": "a", "text": str(i + 1)}, {"id": "b", "text": "no idea"}]}) + "\n" for i in range(6)))
+    try:
+        code, out, err = main(capsys, "exitload", items, "-j", "mock/hash", "--store", store)
+        assert code == 2 and "mode plug-in 'exitload'" in err and "cannot be loaded: SystemExit" in err, \
+            (code, out, err)  # before: exit status 0, nothing said
+        monkeypatch.setenv("TJ_EXIT_AT", "q3")
+        for how, said in (("exit", "called sys.exit(0)"), ("raise", "raised Stop: enough")):
+            monkeypatch.setenv("TJ_EXIT_HOW", how)
+            code, out, err = main(capsys, "exiting", items, "-j", "mock/hash", "--store", store)
+            assert code == 2, (code, out, err)  # before: exit status 0 (sys.exit) or a traceback (Stop)
+            assert f"mode plug-in 'exiting' (tj_exiting_mode:MODE from tj-exiting-mode 1.0) {said} while judging" \
+                in err and "run the same command to resume" in err, err
+        monkeypatch.delenv("TJ_EXIT_AT")  # the plug-in fixed: the rerun asks nothing again
+        code, out, err = main(capsys, "exiting", items, "-j", "mock/hash", "--store", store)
+        assert code == 0 and len(out.splitlines()) == 12, (code, out, err)
+        assert "model calls 0, from store 12" in err, err
+    finally:
+        unregister_mode("exiting")
+        for module in ("tj_exiting_mode", "tj_exit_load_mode"):
+            sys.modules.pop(module, None)
