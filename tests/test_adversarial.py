@@ -996,3 +996,41 @@ def test_a_mode_plugin_that_exits_while_judging_is_named_and_loses_nothing(
         unregister_mode("exiting")
         for module in ("tj_exiting_mode", "tj_exit_load_mode"):
             sys.modules.pop(module, None)
+
+
+# Round 3's leftover (issue 38): numbers where strings are documented are read the same by all three doors
+
+
+def test_a_number_where_a_text_is_expected_is_its_text_in_files_the_library_and_the_service_alike(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Any) -> None:
+    row = {"id": 3, "question": 7, "reference": 9.5,
+           "responses": [{"id": 1, "text": 42, "system": 5}, {"id": 2, "text": "B", "system": "s"}]}
+    items = tmp_path / "numbers.jsonl"
+    items.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    code, out, err = main(capsys, "score", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert code == 0, err
+    by_cli = [json.loads(line) for line in out.splitlines()]
+    answer = service.post("/v1/score", json={"items": [row]})
+    assert answer.status_code == 200, answer.text
+    item = items_from_dicts([row])[0]
+    assert (item.id, item.question, item.reference) == ("3", "7", "9.5")
+    assert [(r.id, r.text, r.system) for r in item.responses] == [("1", "42", "5"), ("2", "B", "s")]
+    key = ("item_id", "response_id", "system", "scores")
+    assert [tuple(r[k] for k in key) for r in answer.json()["records"]] == [tuple(r[k] for k in key) for r in by_cli]
+    assert [r["item_id"] for r in by_cli] == ["3", "3"] and [r["system"] for r in by_cli] == ["5", "s"]
+    # a boolean is no text: refused by all three, naming the field
+    bad = {**row, "id": True}
+    items.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    code, _, err = main(capsys, "score", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "field 'id': must be a string, got bool" in err, err
+    with pytest.raises(InputError, match="field 'id': must be a string, got bool"):
+        items_from_dicts([bad])
+    answer = service.post("/v1/score", json={"items": [bad]})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["field"] == "id", answer.text
+    # and the service's schema says what it accepts (before: `string` only, for every text field)
+    schema = service.get("/openapi.json").json()["components"]["schemas"]
+    for model, field in (("ItemIn", "id"), ("ItemIn", "question"), ("ResponseIn", "text"), ("PairIn", "first")):
+        prop = schema[model]["properties"][field]
+        kinds = {t.get("type") for t in prop.get("anyOf", [prop])}
+        assert {"string", "number"} <= kinds and "boolean" not in kinds, (model, field, prop)
+    assert "read as its JSON text" in schema["ItemIn"]["description"]
