@@ -136,3 +136,41 @@ def test_select_by_domain_honours_force_delta(tmp_path: Path) -> None:
     assert forced.exit_code == 0, forced.output
     summary = json.loads((tmp_path / "sum.json").read_text())
     assert {s["guarantee"]["delta"] for s in summary["domains"].values()} == {0.6}
+
+
+def test_the_judging_commands_take_calibration_by_and_each_domain_remembers_its_own_check(tmp_path: Path) -> None:
+    import hashlib
+
+    from trustjudge.audit import _ledger
+
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    (tmp_path / "map.json").write_text(json.dumps({"A": "calA.json", "B": "calB.json"}))
+    a = Calibration.load(tmp_path / "calA.json")
+    refuted = {"result": "refuted", "kept_labelled": 20, "kept_agreed": 10, "agreement": 0.5,
+               "target_agreement": 0.8, "delta": 0.1}  # a check of A's guarantee on these very items
+    _ledger.remember(_ledger.ledger_path(tmp_path / "calA.json"), _ledger.entry_of(
+        refuted, data_hash=a.data_hash, items_sha256=hashlib.sha256(mixed.read_bytes()).hexdigest(), sample="s"))
+    common = ["-j", "mock/hash", "--store", store, "--calibration-by", "domain", "--calibration", tmp_path / "map.json",
+              "--target-agreement", 0.8]
+    judged = _invoke("compare", mixed, *common, "--out", tmp_path / "c.jsonl", "--summary", tmp_path / "c.json")
+    assert judged.exit_code == 0, judged.output  # before: "no such option: --calibration-by"
+    selected = _invoke("select", mixed, *common, "--out", tmp_path / "s.jsonl", "--summary", tmp_path / "s.json")
+    assert selected.exit_code == 0, selected.output
+    by_compare, by_select = _lines(tmp_path / "c.jsonl"), _lines(tmp_path / "s.jsonl")
+    assert [r["calibrated"] for r in by_compare] == [r["calibrated"] for r in by_select]  # one per-domain path
+    for rec in by_compare:
+        domain = rec["calibrated"]["domain"]
+        if domain == "A":  # A's check is said on A's verdicts only, in both commands
+            assert rec["calibrated"]["verification"]["result"] == "refuted"
+        else:
+            assert "verification" not in rec["calibrated"]
+    for name, out in (("c.json", judged), ("s.json", selected)):
+        summary = json.loads((tmp_path / name).read_text())
+        assert summary["domains"]["A"]["verification"]["result"] == "refuted", name
+        assert "verification" not in summary["domains"]["B"] and summary["abstained"][NO_CALIBRATION] == 35
+        said = out.stderr.replace("\n", " ")
+        assert "guarantee refuted by check-sample on 20 labels" in said[said.index("domain A:"):said.index("domain B:")]
+    # without --calibration, --calibration-by is refused
+    alone = CliRunner().invoke(cli, ["compare", str(mixed), "-j", "mock/hash", "--calibration-by", "domain"])
+    assert alone.exit_code != 0 and "--calibration-by needs --calibration" in alone.output
