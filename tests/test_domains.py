@@ -174,3 +174,39 @@ def test_the_judging_commands_take_calibration_by_and_each_domain_remembers_its_
     # without --calibration, --calibration-by is refused
     alone = CliRunner().invoke(cli, ["compare", str(mixed), "-j", "mock/hash", "--calibration-by", "domain"])
     assert alone.exit_code != 0 and "--calibration-by needs --calibration" in alone.output
+
+
+def test_a_per_domain_run_is_sampled_and_checked_per_domain_and_the_check_is_remembered_for_that_domain(
+        tmp_path: Path) -> None:
+    from trustjudge.audit import _ledger
+
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    (tmp_path / "map.json").write_text(json.dumps({"A": "calA.json", "B": "calB.json"}))
+    run = ["select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain", "--calibration",
+           tmp_path / "map.json", "--target-agreement", 0.8, "--out", tmp_path / "v.jsonl", "--summary",
+           tmp_path / "sum.json"]
+    assert _invoke(*run).exit_code == 0
+    records = _lines(tmp_path / "v.jsonl")
+    sample = tmp_path / "sample.jsonl"
+    whole = CliRunner().invoke(cli, ["sample", str(tmp_path / "v.jsonl"), "--items", str(mixed), "--summary",
+                                     str(tmp_path / "sum.json"), "--out", str(sample)])
+    assert whole.exit_code != 0 and "give --domain, one of 'A', 'B'" in whole.output, whole.output
+    drawn = _invoke("sample", tmp_path / "v.jsonl", "--items", mixed, "--summary", tmp_path / "sum.json",
+                    "--domain", "A", "--out", sample, "--size", 20)
+    assert drawn.exit_code == 0, drawn.output  # before: no such option --domain
+    rows = _lines(sample)
+    assert rows and all(int(r["id"][1:]) < 60 for r in rows)  # domain A's items only
+    said = {r["item_id"]: r["calibrated"]["verdict"] for r in records}
+    for row in rows:  # planted: every label the other response, so A's guarantee is refuted on this data
+        for pair in row["pairs"]:
+            pair["human"] = "second" if said[row["id"]] == "first" else "first"
+    sample.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checked = _invoke("check-sample", sample)
+    assert checked.exit_code == 0 and "REFUTED" in checked.stderr, checked.output
+    assert _ledger.ledger_path(tmp_path / "calA.json").exists()
+    assert not _ledger.ledger_path(tmp_path / "calB.json").exists()
+    again = _invoke(*run)
+    said_a = again.stderr.replace("\n", " ")
+    assert "guarantee refuted by check-sample" in said_a[said_a.index("domain A:"):said_a.index("domain B:")]
+    assert "check-sample" not in said_a[said_a.index("domain B:"):]
