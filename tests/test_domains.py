@@ -210,3 +210,33 @@ def test_a_per_domain_run_is_sampled_and_checked_per_domain_and_the_check_is_rem
     said_a = again.stderr.replace("\n", " ")
     assert "guarantee refuted by check-sample" in said_a[said_a.index("domain A:"):said_a.index("domain B:")]
     assert "check-sample" not in said_a[said_a.index("domain B:"):]
+
+
+def test_the_service_calibrates_by_domain_as_the_cli_does(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    done = _invoke("select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain",
+                   "--calibration", f"A={tmp_path / 'calA.json'}", "--calibration", f"B={tmp_path / 'calB.json'}",
+                   "--target-agreement", 0.8, "--out", tmp_path / "v.jsonl", "--summary", tmp_path / "sum.json")
+    assert done.exit_code == 0, done.output
+    rows = [json.loads(line) for line in mixed.read_text().splitlines()]
+    body = {"items": rows, "calibration_by": "domain", "target_agreement": 0.8,
+            "domain_calibrations": {"A": json.loads((tmp_path / "calA.json").read_text()), "B": "cal-b"}}
+    app = create_app("mock/hash", store_path=store, calibrations={"cal-b": tmp_path / "calB.json"})
+    with TestClient(app) as client:
+        answer = client.post("/v1/compare", json=body)  # before: 422, extra fields not permitted
+        assert answer.status_code == 200, answer.text
+        served = answer.json()
+        assert [r["calibrated"] for r in served["records"]] == [r["calibrated"] for r in _lines(tmp_path / "v.jsonl")]
+        summary = json.loads((tmp_path / "sum.json").read_text())
+        assert served["calibration"]["kept"] == summary["kept"] and set(served["calibration"]["domains"]) == {"A", "B"}
+        assert served["calibration"]["abstained"][NO_CALIBRATION] == 35
+        unknown = client.post("/v1/compare", json={**body, "domain_calibrations": {"A": "nope"}})
+        assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "domain_calibrations.A"
+        half = client.post("/v1/compare", json={"items": rows, "calibration_by": "domain"})
+        assert half.status_code == 422 and half.json()["detail"][0]["field"] == "domain_calibrations"

@@ -186,6 +186,14 @@ class Calibrated(Body):
                                                                 "force_delta: 422 otherwise).")
     force_delta: bool = Field(False, description="Accept a risk_delta above 0.5: a guarantee that holds with "
                                                  "probability under 1/2, so fails more often than it holds.")
+    calibration_by: str | None = Field(
+        None, description="A calibration per domain: the item field naming each item's domain (with "
+                          "domain_calibrations, instead of calibration): each verdict is calibrated, and kept, by its "
+                          "item's domain's; an item of a domain without one is abstained (no_calibration_for_domain). "
+                          "The `calibration` summary then has each domain's under `domains`.")
+    domain_calibrations: dict[str, str | dict[str, Any]] | None = Field(
+        None, description="With calibration_by: each domain's calibration, the name of one the server holds or a "
+                          "calibration file's JSON object (one mode for all).")
 
 
 class LevelCalibrated(Calibrated):
