@@ -906,3 +906,131 @@ def test_a_backend_plugin_that_calls_sys_exit_is_named_not_a_silent_exit_0(
     finally:
         for module in ("tj_exit_build", "tj_exit_import"):
             sys.modules.pop(module, None)
+
+
+EXITING_MODE = '''
+import os
+import sys
+
+from trustjudge.mode_api import ANSWER_MARKER, SYSTEM, Mode, ResponseHeader, Task, Question
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+class Stop(BaseException):
+    """A BaseException of the plug-in's own (as KeyboardInterrupt is one, but not Ctrl-C)."""
+
+
+@dataclass
+class ExitRecord(ResponseHeader):
+    p_yes: float | None
+
+
+@dataclass(frozen=True)
+class ExitOptions:
+    pass
+
+
+@dataclass(frozen=True)
+class ExitTask(Task):
+    kind: ClassVar[str] = "exiting"
+    protocol: str = "direct"
+
+    def size(self, item):
+        return len(item.responses)
+
+    def questions(self, item, fmt):
+        return [Question(fmt(SYSTEM, f"Is {r.text!r} an answer to {item.question!r}? " + ANSWER_MARKER,
+                             ANSWER_MARKER), ("YES", "NO"), ANSWER_MARKER) for r in item.responses]
+
+    def records(self, items, outcomes, judge):
+        it = iter(outcomes)
+        for item in items:
+            for r in item.responses:
+                out = next(it)
+                if item.id == os.environ.get("TJ_EXIT_AT"):
+                    if os.environ.get("TJ_EXIT_HOW") == "raise":
+                        raise Stop("enough")
+                    sys.exit(0)
+                yield ExitRecord(item.id, r.id, r.system, judge, None if out.probs is None else float(out.probs[0]))
+
+
+MODE = Mode("exiting", ExitTask, ExitRecord, ExitOptions, lambda settings, options: ExitTask(),
+            command="exiting", route="/v1/exiting")
+'''
+
+
+def test_a_mode_plugin_that_exits_while_judging_is_named_and_loses_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
+
+    site = tmp_path / "site"
+    info = site / "tj_exiting_mode-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "tj_exiting_mode.py").write_text(EXITING_MODE)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-exiting-mode\nVersion: 1.0\n")
+    (site / "tj_exit_load_mode.py").write_text("import sys\nsys.exit(0)\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nexiting = tj_exiting_mode:MODE\n"
+                                           "exitload = tj_exit_load_mode:MODE\n")
+    monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)
+    monkeypatch.syspath_prepend(str(site))
+    items, store = tmp_path / "items.jsonl", tmp_path / "s.sqlite"
+    items.write_text("".join(json.dumps({"id": f"q{i}", "question": f"{i} + 1?", "responses": [
+        {"id": "a", "text": str(i + 1)}, {"id": "b", "text": "no idea"}]}) + "\n" for i in range(6)))
+    try:
+        code, out, err = main(capsys, "exitload", items, "-j", "mock/hash", "--store", store)
+        assert code == 2 and "mode plug-in 'exitload'" in err and "cannot be loaded: SystemExit" in err, \
+            (code, out, err)  # before: exit status 0, nothing said
+        monkeypatch.setenv("TJ_EXIT_AT", "q3")
+        for how, said in (("exit", "called sys.exit(0)"), ("raise", "raised Stop: enough")):
+            monkeypatch.setenv("TJ_EXIT_HOW", how)
+            code, out, err = main(capsys, "exiting", items, "-j", "mock/hash", "--store", store)
+            assert code == 2, (code, out, err)  # before: exit status 0 (sys.exit) or a traceback (Stop)
+            assert f"mode plug-in 'exiting' (tj_exiting_mode:MODE from tj-exiting-mode 1.0) {said} while judging" \
+                in err and "run the same command to resume" in err, err
+        monkeypatch.delenv("TJ_EXIT_AT")  # the plug-in fixed: the rerun asks nothing again
+        code, out, err = main(capsys, "exiting", items, "-j", "mock/hash", "--store", store)
+        assert code == 0 and len(out.splitlines()) == 12, (code, out, err)
+        assert "model calls 0, from store 12" in err, err
+    finally:
+        unregister_mode("exiting")
+        for module in ("tj_exiting_mode", "tj_exit_load_mode"):
+            sys.modules.pop(module, None)
+
+
+# Round 3's leftover (issue 38): numbers where strings are documented are read the same by all three doors
+
+
+def test_a_number_where_a_text_is_expected_is_its_text_in_files_the_library_and_the_service_alike(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Any) -> None:
+    row = {"id": 3, "question": 7, "reference": 9.5,
+           "responses": [{"id": 1, "text": 42, "system": 5}, {"id": 2, "text": "B", "system": "s"}]}
+    items = tmp_path / "numbers.jsonl"
+    items.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    code, out, err = main(capsys, "score", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert code == 0, err
+    by_cli = [json.loads(line) for line in out.splitlines()]
+    answer = service.post("/v1/score", json={"items": [row]})
+    assert answer.status_code == 200, answer.text
+    item = items_from_dicts([row])[0]
+    assert (item.id, item.question, item.reference) == ("3", "7", "9.5")
+    assert [(r.id, r.text, r.system) for r in item.responses] == [("1", "42", "5"), ("2", "B", "s")]
+    key = ("item_id", "response_id", "system", "scores")
+    assert [tuple(r[k] for k in key) for r in answer.json()["records"]] == [tuple(r[k] for k in key) for r in by_cli]
+    assert [r["item_id"] for r in by_cli] == ["3", "3"] and [r["system"] for r in by_cli] == ["5", "s"]
+    # a boolean is no text: refused by all three, naming the field
+    bad = {**row, "id": True}
+    items.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    code, _, err = main(capsys, "score", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "field 'id': must be a string, got bool" in err, err
+    with pytest.raises(InputError, match="field 'id': must be a string, got bool"):
+        items_from_dicts([bad])
+    answer = service.post("/v1/score", json={"items": [bad]})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["field"] == "id", answer.text
+    # and the service's schema says what it accepts (before: `string` only, for every text field)
+    schema = service.get("/openapi.json").json()["components"]["schemas"]
+    for model, field in (("ItemIn", "id"), ("ItemIn", "question"), ("ResponseIn", "text"), ("PairIn", "first")):
+        prop = schema[model]["properties"][field]
+        kinds = {t.get("type") for t in prop.get("anyOf", [prop])}
+        assert {"string", "number"} <= kinds and "boolean" not in kinds, (model, field, prop)
+    assert "read as its JSON text" in schema["ItemIn"]["description"]

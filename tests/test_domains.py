@@ -122,3 +122,121 @@ def test_bad_domain_maps_are_refused_naming_the_file_and_field(tmp_path: Path) -
     missing = CliRunner().invoke(cli, ["select", str(tmp_path / "map.json"), "-j", "mock/hash", "--calibration",
                                        "A=cal.json"])
     assert missing.exit_code != 0 and "DOMAIN=FILE needs --calibration-by FIELD" in missing.output
+
+
+def test_select_by_domain_honours_force_delta(tmp_path: Path) -> None:
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    args = ["select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain", "--calibration",
+            f"A={tmp_path / 'calA.json'}", "--calibration", f"B={tmp_path / 'calB.json'}", "--target-agreement", 0.8,
+            "--risk-delta", 0.6, "--summary", tmp_path / "sum.json", "--out", tmp_path / "v.jsonl"]
+    refused = CliRunner().invoke(cli, [str(a) for a in args])
+    assert refused.exit_code != 0 and "force it (--force-delta" in str(refused.exception), refused.exception
+    forced = _invoke(*args, "--force-delta")  # before: refused the same, the flag ignored
+    assert forced.exit_code == 0, forced.output
+    summary = json.loads((tmp_path / "sum.json").read_text())
+    assert {s["guarantee"]["delta"] for s in summary["domains"].values()} == {0.6}
+
+
+def test_the_judging_commands_take_calibration_by_and_each_domain_remembers_its_own_check(tmp_path: Path) -> None:
+    import hashlib
+
+    from trustjudge.audit import _ledger
+
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    (tmp_path / "map.json").write_text(json.dumps({"A": "calA.json", "B": "calB.json"}))
+    a = Calibration.load(tmp_path / "calA.json")
+    refuted = {"result": "refuted", "kept_labelled": 20, "kept_agreed": 10, "agreement": 0.5,
+               "target_agreement": 0.8, "delta": 0.1}  # a check of A's guarantee on these very items
+    _ledger.remember(_ledger.ledger_path(tmp_path / "calA.json"), _ledger.entry_of(
+        refuted, data_hash=a.data_hash, items_sha256=hashlib.sha256(mixed.read_bytes()).hexdigest(), sample="s"))
+    common = ["-j", "mock/hash", "--store", store, "--calibration-by", "domain", "--calibration", tmp_path / "map.json",
+              "--target-agreement", 0.8]
+    judged = _invoke("compare", mixed, *common, "--out", tmp_path / "c.jsonl", "--summary", tmp_path / "c.json")
+    assert judged.exit_code == 0, judged.output  # before: "no such option: --calibration-by"
+    selected = _invoke("select", mixed, *common, "--out", tmp_path / "s.jsonl", "--summary", tmp_path / "s.json")
+    assert selected.exit_code == 0, selected.output
+    by_compare, by_select = _lines(tmp_path / "c.jsonl"), _lines(tmp_path / "s.jsonl")
+    assert [r["calibrated"] for r in by_compare] == [r["calibrated"] for r in by_select]  # one per-domain path
+    for rec in by_compare:
+        domain = rec["calibrated"]["domain"]
+        if domain == "A":  # A's check is said on A's verdicts only, in both commands
+            assert rec["calibrated"]["verification"]["result"] == "refuted"
+        else:
+            assert "verification" not in rec["calibrated"]
+    for name, out in (("c.json", judged), ("s.json", selected)):
+        summary = json.loads((tmp_path / name).read_text())
+        assert summary["domains"]["A"]["verification"]["result"] == "refuted", name
+        assert "verification" not in summary["domains"]["B"] and summary["abstained"][NO_CALIBRATION] == 35
+        said = out.stderr.replace("\n", " ")
+        assert "guarantee refuted by check-sample on 20 labels" in said[said.index("domain A:"):said.index("domain B:")]
+    # without --calibration, --calibration-by is refused
+    alone = CliRunner().invoke(cli, ["compare", str(mixed), "-j", "mock/hash", "--calibration-by", "domain"])
+    assert alone.exit_code != 0 and "--calibration-by needs --calibration" in alone.output
+
+
+def test_a_per_domain_run_is_sampled_and_checked_per_domain_and_the_check_is_remembered_for_that_domain(
+        tmp_path: Path) -> None:
+    from trustjudge.audit import _ledger
+
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    (tmp_path / "map.json").write_text(json.dumps({"A": "calA.json", "B": "calB.json"}))
+    run = ["select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain", "--calibration",
+           tmp_path / "map.json", "--target-agreement", 0.8, "--out", tmp_path / "v.jsonl", "--summary",
+           tmp_path / "sum.json"]
+    assert _invoke(*run).exit_code == 0
+    records = _lines(tmp_path / "v.jsonl")
+    sample = tmp_path / "sample.jsonl"
+    whole = CliRunner().invoke(cli, ["sample", str(tmp_path / "v.jsonl"), "--items", str(mixed), "--summary",
+                                     str(tmp_path / "sum.json"), "--out", str(sample)])
+    assert whole.exit_code != 0 and "give --domain, one of 'A', 'B'" in whole.output, whole.output
+    drawn = _invoke("sample", tmp_path / "v.jsonl", "--items", mixed, "--summary", tmp_path / "sum.json",
+                    "--domain", "A", "--out", sample, "--size", 20)
+    assert drawn.exit_code == 0, drawn.output  # before: no such option --domain
+    rows = _lines(sample)
+    assert rows and all(int(r["id"][1:]) < 60 for r in rows)  # domain A's items only
+    said = {r["item_id"]: r["calibrated"]["verdict"] for r in records}
+    for row in rows:  # planted: every label the other response, so A's guarantee is refuted on this data
+        for pair in row["pairs"]:
+            pair["human"] = "second" if said[row["id"]] == "first" else "first"
+    sample.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checked = _invoke("check-sample", sample)
+    assert checked.exit_code == 0 and "REFUTED" in checked.stderr, checked.output
+    assert _ledger.ledger_path(tmp_path / "calA.json").exists()
+    assert not _ledger.ledger_path(tmp_path / "calB.json").exists()
+    again = _invoke(*run)
+    said_a = again.stderr.replace("\n", " ")
+    assert "guarantee refuted by check-sample" in said_a[said_a.index("domain A:"):said_a.index("domain B:")]
+    assert "check-sample" not in said_a[said_a.index("domain B:"):]
+
+
+def test_the_service_calibrates_by_domain_as_the_cli_does(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    store, _ = _domain_calibrations(tmp_path)
+    mixed = _mixed(tmp_path)
+    done = _invoke("select", mixed, "-j", "mock/hash", "--store", store, "--calibration-by", "domain",
+                   "--calibration", f"A={tmp_path / 'calA.json'}", "--calibration", f"B={tmp_path / 'calB.json'}",
+                   "--target-agreement", 0.8, "--out", tmp_path / "v.jsonl", "--summary", tmp_path / "sum.json")
+    assert done.exit_code == 0, done.output
+    rows = [json.loads(line) for line in mixed.read_text().splitlines()]
+    body = {"items": rows, "calibration_by": "domain", "target_agreement": 0.8,
+            "domain_calibrations": {"A": json.loads((tmp_path / "calA.json").read_text()), "B": "cal-b"}}
+    app = create_app("mock/hash", store_path=store, calibrations={"cal-b": tmp_path / "calB.json"})
+    with TestClient(app) as client:
+        answer = client.post("/v1/compare", json=body)  # before: 422, extra fields not permitted
+        assert answer.status_code == 200, answer.text
+        served = answer.json()
+        assert [r["calibrated"] for r in served["records"]] == [r["calibrated"] for r in _lines(tmp_path / "v.jsonl")]
+        summary = json.loads((tmp_path / "sum.json").read_text())
+        assert served["calibration"]["kept"] == summary["kept"] and set(served["calibration"]["domains"]) == {"A", "B"}
+        assert served["calibration"]["abstained"][NO_CALIBRATION] == 35
+        unknown = client.post("/v1/compare", json={**body, "domain_calibrations": {"A": "nope"}})
+        assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "domain_calibrations.A"
+        half = client.post("/v1/compare", json={"items": rows, "calibration_by": "domain"})
+        assert half.status_code == 422 and half.json()["detail"][0]["field"] == "domain_calibrations"

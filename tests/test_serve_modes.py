@@ -134,7 +134,7 @@ def test_a_built_in_route_takes_exactly_its_mode_options(name: str) -> None:
     bodies = mode_bodies(mode)
     served = {f.name for f in dataclasses.fields(mode.options) if f.metadata.get("served", True)}
     calibration = {"calibration", "calibration_name", "calibration_override", "target_agreement", "risk_delta",
-                   "force_delta"}
+                   "force_delta", "calibration_by", "domain_calibrations"}
     calibration |= {"tolerance"} if name in LEVEL_MODES else set()  # score points of agreement
     assert set(bodies.request.model_fields) == {"items"} | served | (calibration if name in CALIBRATED else set())
     # Only the options kept out on purpose (served=False: claims' templates, server paths) are skipped.

@@ -77,13 +77,14 @@ class DomainCalibrations:
         return cls(field_name, {d: Calibration.load(p) for d, p in given.items()},
                    {d: str(p) for d, p in given.items()})
 
-    def selections(self, target: float | None, delta: float) -> dict[str, Selection | None]:
+    def selections(self, target: float | None, delta: float,
+                   force_delta: bool = False) -> dict[str, Selection | None]:
         """Each domain's selection for ``target`` (None without one); a domain that cannot support it is refused,
-        named."""
+        named (a delta above 0.5 only with ``force_delta``)."""
         out: dict[str, Selection | None] = {}
         for domain, cal in self.calibrations.items():
             try:
-                out[domain] = cal.selection(target, delta) if target is not None else None
+                out[domain] = cal.selection(target, delta, force_delta) if target is not None else None
             except ConfigError as exc:
                 raise ConfigError(f"domain {domain!r} ({self.files.get(domain, 'its calibration')}): {exc}") from None
         return out
@@ -127,45 +128,62 @@ def annotate_by_domain(records: Sequence[Mapping[str, Any]], domains: Sequence[s
     return out
 
 
+class DomainTally:
+    """The summary of a per-domain run, record by record: each domain's :class:`~trustjudge.audit._trust.Tally`
+    and the verdicts of items whose domain has no calibration."""
+
+    def __init__(self, calibrations: DomainCalibrations, selections: Mapping[str, Selection | None]) -> None:
+        self.calibrations = calibrations
+        self.tallies = {d: Tally(calibrations.mode, cal, selections.get(d))
+                        for d, cal in calibrations.calibrations.items()}
+        self.uncovered = 0
+        self.seen: set[str | None] = set()
+
+    def add(self, record: Mapping[str, Any], domain: str | None) -> None:
+        if domain is not None and domain in self.tallies:
+            self.tallies[domain].add(record)
+            return
+        first = next(iter(self.calibrations.calibrations.values()))
+        self.uncovered += len(_blocks(self.calibrations.mode, dict(record), first.map.classes, first.levels))
+        self.seen.add(domain)
+
+    def result(self) -> dict[str, Any]:
+        per = {d: t.result() for d, t in self.tallies.items()}
+        for d, s in per.items():
+            if d in self.calibrations.files:
+                s["calibration"]["file"] = self.calibrations.files[d]
+        verdicts = sum(s["verdicts"] for s in per.values()) + self.uncovered
+        kept = sum(s["kept"] for s in per.values())
+        abstained: dict[str, int] = {}
+        for s in per.values():
+            for reason, n in s["abstained"].items():
+                abstained[reason] = abstained.get(reason, 0) + n
+        if self.uncovered:
+            abstained[NO_CALIBRATION] = self.uncovered
+        return {"mode": self.calibrations.mode, "calibration_by": self.calibrations.field, "verdicts": verdicts,
+                "kept": kept, "coverage": kept / verdicts if verdicts else None,
+                "abstained": dict(sorted(abstained.items())), "domains": per,
+                "domains_without_calibration": sorted(self.seen, key=lambda d: (d is not None, d or ""))}
+
+
 def summary_by_domain(annotated: Sequence[Mapping[str, Any]], domains: Sequence[str | None],
                       calibrations: DomainCalibrations, selections: Mapping[str, Selection | None]) -> dict[str, Any]:
     """The run's totals and, under ``domains``, each domain's own summary (coverage, guarantee, shift)."""
-    mode = calibrations.mode
-    tallies = {d: Tally(mode, cal, selections.get(d)) for d, cal in calibrations.calibrations.items()}
-    first = next(iter(calibrations.calibrations.values()))
-    uncovered, seen = 0, set()
+    tally = DomainTally(calibrations, selections)
     for rec, domain in zip(annotated, domains):
-        if domain is not None and domain in tallies:
-            tallies[domain].add(rec)
-        else:
-            uncovered += len(_blocks(mode, dict(rec), first.map.classes, first.levels))
-            seen.add(domain)
-    per = {d: t.result() for d, t in tallies.items()}
-    for d, s in per.items():
-        if d in calibrations.files:
-            s["calibration"]["file"] = calibrations.files[d]
-    verdicts = sum(s["verdicts"] for s in per.values()) + uncovered
-    kept = sum(s["kept"] for s in per.values())
-    abstained: dict[str, int] = {}
-    for s in per.values():
-        for reason, n in s["abstained"].items():
-            abstained[reason] = abstained.get(reason, 0) + n
-    if uncovered:
-        abstained[NO_CALIBRATION] = uncovered
-    return {"mode": mode, "calibration_by": calibrations.field, "verdicts": verdicts, "kept": kept,
-            "coverage": kept / verdicts if verdicts else None, "abstained": dict(sorted(abstained.items())),
-            "domains": per, "domains_without_calibration": sorted(seen, key=lambda d: (d is not None, d or ""))}
+        tally.add(rec, domain)
+    return tally.result()
 
 
 def select_by_domain(judge: Judge, items: Iterable[Item], calibrations: DomainCalibrations, *,
                      target: float | None = None, delta: float = 0.1, override: bool = False,
-                     progress: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     progress: Any = None, force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:meth:`Judge.select` with a calibration per domain: judge ``items`` in the calibrations' mode and annotate
     each record with its item's domain's calibration (a domain without one: every verdict abstained)."""
     todo = list(items)
     checked = {d: judge.check_calibration(c, override=override) for d, c in calibrations.calibrations.items()}
     cals = DomainCalibrations(calibrations.field, checked, calibrations.files)
-    selections = cals.selections(target, delta)
+    selections = cals.selections(target, delta, force_delta)
     of_item = {it.id: cals.domain_of(it) for it in todo}
     task = judge.calibration_task(cals.mode)
     records = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
@@ -176,13 +194,13 @@ def select_by_domain(judge: Judge, items: Iterable[Item], calibrations: DomainCa
 
 def apply_by_domain(judge: Judge, records: Iterable[Any], items: Iterable[Item], calibrations: DomainCalibrations, *,
                     target: float | None = None, delta: float = 0.1,
-                    override: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                    override: bool = False, force_delta: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:meth:`Judge.apply_calibration` with a calibration per domain, on records already judged (zero model
     calls); ``items`` give each record's domain (by its ``item_id``)."""
     rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
     checked = {d: judge.check_calibration(c, override=override) for d, c in calibrations.calibrations.items()}
     cals = DomainCalibrations(calibrations.field, checked, calibrations.files)
-    selections = cals.selections(target, delta)
+    selections = cals.selections(target, delta, force_delta)
     of_item = {it.id: cals.domain_of(it) for it in items}
     domains = [of_item.get(str(r.get("item_id"))) for r in rows]
     annotated = annotate_by_domain(rows, domains, cals, selections)

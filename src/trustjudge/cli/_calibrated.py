@@ -10,7 +10,7 @@ annotated as it is written (:meth:`Calibrator.annotate`, zero model calls) and c
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,12 @@ from rich.markup import escape
 from .._judge import Judge, task_for_calibration
 from ..audit import _ledger
 from ..audit._calibration import Selection
+from ..audit._domains import NO_CALIBRATION, DomainCalibrations, DomainTally, annotate_by_domain
 from ..audit._evaluation import evaluation
 from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate
 from ..errors import ConfigError
+from ..io._items import Item
 from ..io._outputs import atomic_output, record_output
 from ..modes._base import Task
 from ._common import err
@@ -37,6 +39,9 @@ class Loaded:
     options: CalibrationOptions
     calibration: Calibration
     selection: Selection | None
+    domains: DomainCalibrations | None = None
+    """``--calibration-by``: the calibration of each domain (``calibration`` is then the first of them)."""
+    selections: Mapping[str, Selection | None] | None = None
 
 
 def load(options: CalibrationOptions, mode: str) -> Loaded | None:
@@ -44,6 +49,8 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
     its calibration set cannot support ``--target-agreement``; call it before reading items or judging."""
     if options.path is None:
         return None
+    if options.by is not None:
+        return _load_domains(options, mode)
     cal = Calibration.load(options.path)
     if cal.mode != mode:
         raise ConfigError(f"{options.path}: a calibration of {cal.mode} verdicts; `trustjudge {mode}` judges {mode} "
@@ -60,6 +67,23 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
         except ConfigError as exc:
             raise ConfigError(f"{options.path}: {exc}") from None
     return Loaded(options, cal, selection)
+
+
+def _load_domains(options: CalibrationOptions, mode: str) -> Loaded:
+    """``--calibration MAP --calibration-by FIELD``: every domain's file read and checked as :func:`load` checks
+    one, each named in its error."""
+    assert options.path is not None and options.by is not None
+    domains = DomainCalibrations.load(options.path, options.by)
+    if domains.mode != mode:
+        raise ConfigError(f"{options.path}: its domains' calibrations are of {domains.mode} verdicts; `trustjudge "
+                          f"{mode}` judges {mode} verdicts")
+    for domain, cal in domains.calibrations.items():
+        try:
+            cal.check_tolerance(options.tolerance)
+        except ConfigError as exc:
+            raise ConfigError(f"domain {domain!r} ({domains.files.get(domain)}): {exc}") from None
+    selections = domains.selections(options.target, options.delta, options.force_delta)
+    return Loaded(options, next(iter(domains.calibrations.values())), None, domains, selections)
 
 
 def task_for(loaded: Loaded | None, task: Task) -> Task:
@@ -84,10 +108,14 @@ class Calibrator:
         self.tally = Tally(self.mode, self.calibration, self.selection)
 
     @classmethod
-    def start(cls, loaded: Loaded, judge: Judge, task: Task, items_sha256: str | None = None) -> Calibrator:
+    def start(cls, loaded: Loaded, judge: Judge, task: Task,
+              items_sha256: str | None = None) -> Calibrator | DomainCalibrator:
         """Check the loaded calibration against ``judge`` judging ``task`` (a ConfigError naming the mismatch,
         unless ``--calibration-override``); ``items_sha256``: the run's items, to find what a verification
-        sample concluded on them (:mod:`~trustjudge.audit._ledger`)."""
+        sample concluded on them (:mod:`~trustjudge.audit._ledger`). With ``--calibration-by``: a
+        :class:`DomainCalibrator`."""
+        if loaded.domains is not None:
+            return DomainCalibrator.start(loaded, judge, task, items_sha256)
         try:
             checked = judge.check_calibration(loaded.calibration, override=loaded.options.override, task=task)
         except ConfigError as exc:
@@ -95,6 +123,10 @@ class Calibrator:
         assert loaded.options.path is not None
         return cls(loaded.options.path, task.kind, checked, loaded.selection,
                    remembered(loaded.options.path, checked, items_sha256))
+
+    def watch(self, items: Iterator[Item]) -> Iterator[Item]:
+        """The run's items, as they go to the judge (one calibration: nothing to note)."""
+        return items
 
     def annotate(self, row: dict[str, Any]) -> dict[str, Any]:
         """``row`` with its verdicts' ``calibrated`` blocks (the raw fields unchanged), counted."""
@@ -126,6 +158,97 @@ class Calibrator:
         if warning is not None:  # even with -q: the guarantee printed, or written, is at its weakest
             err.print(escape(warning), highlight=False)
         return summary
+
+
+@dataclass
+class DomainCalibrator:
+    """:class:`Calibrator` with a calibration per domain (``--calibration-by``): each record is annotated by its
+    item's domain's calibration, each domain counted and its remembered check said apart."""
+
+    calibrations: DomainCalibrations
+    selections: Mapping[str, Selection | None]
+    verifications: dict[str, dict[str, Any] | None]
+    """What ``check-sample`` last concluded for each domain's calibration on this run's items."""
+    domain_of: dict[str, str | None] = field(default_factory=dict)
+    tally: DomainTally = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tally = DomainTally(self.calibrations, self.selections)
+
+    @classmethod
+    def start(cls, loaded: Loaded, judge: Judge, task: Task, items_sha256: str | None = None) -> DomainCalibrator:
+        assert loaded.domains is not None and loaded.selections is not None
+        domains, checked = loaded.domains, {}
+        for domain, cal in domains.calibrations.items():
+            try:
+                checked[domain] = judge.check_calibration(cal, override=loaded.options.override, task=task)
+            except ConfigError as exc:
+                raise ConfigError(f"domain {domain!r} ({domains.files.get(domain)}): {exc}") from None
+        cals = DomainCalibrations(domains.field, checked, domains.files)
+        return cls(cals, loaded.selections, domain_verifications(cals, items_sha256))
+
+    def watch(self, items: Iterator[Item]) -> Iterator[Item]:
+        """The run's items, each one's domain noted as it goes to the judge (its records follow it)."""
+        for item in items:
+            self.domain_of[item.id] = self.calibrations.domain_of(item)
+            yield item
+
+    def annotate(self, row: dict[str, Any]) -> dict[str, Any]:
+        domain = self.domain_of.get(str(row.get("item_id")))
+        out = annotate_by_domain([row], [domain], self.calibrations, self.selections)[0]
+        cal = self.calibrations.calibrations.get(domain) if domain is not None else None
+        if cal is not None and domain is not None:
+            _ledger.stamp(cal.mode, [out], cal.map.classes, cal.levels, self.verifications.get(domain))
+        self.tally.add(out, domain)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return with_verifications(self.tally.result(), self.verifications)
+
+    def evaluation(self, annotated: list[dict[str, Any]]) -> dict[str, Any]:
+        raise ConfigError("--report draws one calibration's reliability: with --calibration-by give --audit")
+
+    def finish(self, summary_out: Path | None, quiet: bool) -> dict[str, Any]:
+        summary = self.summary()
+        if summary_out is not None:
+            with atomic_output(summary_out, "--summary") as fh:
+                fh.write(json.dumps(summary, indent=2) + "\n")
+        if not quiet:
+            for line in domain_lines(summary):
+                err.print(escape(line), highlight=False)
+        for domain, s in summary["domains"].items():
+            warning = marginal_warning(s.get("guarantee") or {}, f"domain {domain}'s threshold")
+            if warning is not None:
+                err.print(escape(warning), highlight=False)
+        return summary
+
+
+def domain_verifications(cals: DomainCalibrations, items_sha256: str | None) -> dict[str, dict[str, Any] | None]:
+    """Each domain's remembered check on the items with ``items_sha256`` (the ledger beside its file)."""
+    return {d: remembered(Path(cals.files[d]), c, items_sha256) if d in cals.files else None
+            for d, c in cals.calibrations.items()}
+
+
+def with_verifications(summary: dict[str, Any], verifications: Mapping[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """A per-domain summary with each domain's remembered check (and its notice) in its block."""
+    for domain, found in verifications.items():
+        if found is not None and domain in summary["domains"]:
+            summary["domains"][domain]["verification"] = {**found, "notice": _ledger.notice(found)}
+    return summary
+
+
+def domain_lines(summary: dict[str, Any]) -> list[str]:
+    """A per-domain summary as lines: the totals, each domain's :func:`describe`, the domains without one."""
+    cov = summary["coverage"]
+    lines = [f"calibrated by {summary['calibration_by']}: {summary['verdicts']} verdicts, kept {summary['kept']}"
+             + (f" (coverage {cov:.3f})" if cov is not None else "")]
+    lines += [f"domain {domain}: {describe(s)}" for domain, s in summary["domains"].items()]
+    missing = summary["abstained"].get(NO_CALIBRATION)
+    if missing:
+        names = ", ".join("(no field)" if d is None else repr(d) for d in summary["domains_without_calibration"])
+        lines.append(f"{missing} verdicts abstained ({NO_CALIBRATION}): domains {names} have no calibration; "
+                     "nothing is guaranteed for them")
+    return lines
 
 
 def remembered(path: Path, calibration: Calibration, items_sha256: str | None) -> dict[str, Any] | None:

@@ -10,13 +10,14 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from ..audit._domains import NO_CALIBRATION, DomainCalibrations, select_by_domain
+from ..audit import _ledger
+from ..audit._domains import DomainCalibrations, select_by_domain
 from ..audit._trust import abstained_items
 from ..io._outputs import check_outputs
 from ..modes._registry import get_mode
-from ._calibrated import describe, write_selected
+from ._calibrated import domain_lines, domain_verifications, with_verifications, write_selected
 from ._common import err, progress
-from ._inputs import item_dict, read_items
+from ._inputs import digest, item_dict, read_items
 from ._options import JudgeOptions
 
 
@@ -38,7 +39,7 @@ def domain_calibrations(field: str, given: tuple[str, ...]) -> DomainCalibration
 
 def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, field: str,
                    given: tuple[str, ...], target: float | None, delta: float, override: bool,
-                   outputs: dict[str, Path | None], other: str | None = None) -> None:
+                   outputs: dict[str, Path | None], other: str | None = None, force_delta: bool = False) -> None:
     """``select --calibration-by FIELD``: judge ITEMS, each verdict calibrated by its item's domain's file
     (``other``: a --cascade or --scale given too, refused)."""
     if other is not None:
@@ -48,7 +49,7 @@ def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judgi
     cals = domain_calibrations(field, given)
     judging.guard(items, outputs)
     check_outputs(outputs, inputs=[Path(f) for f in cals.files.values()])
-    cals.selections(target, delta)  # refuse a target some domain cannot support before any judging
+    cals.selections(target, delta, force_delta)  # refuse a target some domain cannot support before any judging
     todo = read_items(items, skip_invalid, get_mode(cals.mode).min_responses, fmt)
     j = judging.make()
     j.source = str(items)
@@ -56,7 +57,14 @@ def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judgi
         with progress(quiet) as bar:
             task = bar.add_task(f"select {cals.mode} by {field} ({j.name})", total=None)
             records, summary = select_by_domain(j, todo, cals, target=target, delta=delta, override=override,
-                                                progress=lambda n: bar.advance(task, n))
+                                                progress=lambda n: bar.advance(task, n), force_delta=force_delta)
+        verifications = domain_verifications(cals, digest(items))  # each domain's remembered check on ITEMS
+        of_item = {it.id: cals.domain_of(it) for it in todo}
+        for domain, found in verifications.items():
+            cal = cals.calibrations[domain]
+            mine = [r for r in records if of_item.get(str(r.get("item_id"))) == domain]
+            _ledger.stamp(cals.mode, mine, cal.map.classes, cal.levels, found)
+        with_verifications(summary, verifications)
         write_selected(outputs, records, summary,
                        lambda: abstained_items(cals.mode, records, {it.id: item_dict(it) for it in todo}))
         if not quiet:
@@ -70,10 +78,5 @@ def _print(summary: dict[str, Any], stats: Any) -> None:
     err.print(escape(f"select {summary['mode']} by {summary['calibration_by']}: {summary['verdicts']} verdicts, kept "
                      f"{summary['kept']}" + (f" (coverage {cov:.2f})" if cov is not None else "")
                      + f"; model calls {stats.model_calls}, from store {stats.from_store}"), highlight=False)
-    for domain, s in summary["domains"].items():
-        err.print(escape(f"domain {domain}: {describe(s)}"), highlight=False)
-    missing = summary["abstained"].get(NO_CALIBRATION)
-    if missing:
-        names = ", ".join("(no field)" if d is None else repr(d) for d in summary["domains_without_calibration"])
-        err.print(escape(f"{missing} verdicts abstained ({NO_CALIBRATION}): domains {names} have no calibration; "
-                         "nothing is guaranteed for them"), highlight=False)
+    for line in domain_lines(summary)[1:]:
+        err.print(escape(line), highlight=False)

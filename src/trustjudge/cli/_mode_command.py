@@ -448,6 +448,8 @@ def run_mode(run: Run, hooks: Hooks) -> None:
     store is opened), then read, judged and written chunk by chunk; with ``--calibration`` each record is
     annotated as it is written; then the summary, and the audit where ``--audit`` / ``--report`` ask."""
     loaded = calibrated.load(run.calibrating, run.mode.name) if run.calibrating is not None else None
+    if loaded is not None and loaded.domains is not None and run.report_out is not None:
+        raise click.UsageError("--report draws one calibration's reliability: with --calibration-by give --audit")
     path, fmt, bound = run.items, run.fmt, run.max_pairs
     min_responses = run.min_responses
     if run.dry_run:
@@ -479,6 +481,7 @@ def run_mode(run: Run, hooks: Hooks) -> None:
         with record_output(run.out, "--out") as stream, progress(run.quiet) as bar:
             bar_task = bar.add_task(f"{run.mode.name} ({j.name}, {task.protocol})", total=total)
             todo = stream_items(path, min_responses, fmt, run.skip_invalid, sha256, max_pairs=bound)
+            todo = calibrator.watch(todo) if calibrator is not None else todo  # --calibration-by: each item's domain
             ascii_only = not is_utf8(stream)
             for record in j.run(task, todo, progress=lambda n: bar.advance(bar_task, n)):
                 row = record.to_dict()

@@ -410,8 +410,16 @@ FORCE_DELTA = click.option("--force-delta", is_flag=True,
                            help="Accept a risk delta above 0.5: a guarantee that holds with probability under 1/2, "
                                 "so fails more often than it holds (refused without this flag).")
 
+CALIBRATION_BY = click.option(
+    "--calibration-by", default=None, metavar="FIELD",
+    help="A calibration per domain: --calibration is then a JSON map of domain -> calibration file, and each verdict "
+         "is calibrated (and kept) by its item's domain, the value of item field FIELD; an item of a domain without "
+         "one is abstained (no_calibration_for_domain).")
+_NEEDS_CALIBRATION = ("calibration_override", "target_agreement", "risk_delta", "tolerance", "force_delta",
+                      "calibration_by")
+
 _CALIBRATION_FIELDS = ("calibration", "calibration_override", "target_agreement", "risk_delta", "summary",
-                       "tolerance", "force_delta")
+                       "tolerance", "force_delta", "calibration_by")
 
 
 SUMMARY_HELP = ("Also write each system's headline value (mean score, aggregate, satisfaction, claims F1 or "
@@ -432,6 +440,8 @@ class CalibrationOptions:
     """Score: the agreement tolerance the file must have been fitted with (``None``: the file's)."""
     force_delta: bool = False
     """``--force-delta``: accept a risk delta above 0.5 (refused otherwise)."""
+    by: str | None = None
+    """``--calibration-by FIELD``: ``path`` is then a map of domain -> calibration file (:mod:`._domains`)."""
 
 
 def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command], Command]:
@@ -456,8 +466,8 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
                          help=SUMMARY_HELP),
             click.option("--calibration", hidden=True, expose_value=False, callback=refuse),
             click.option("--calibration-override", is_flag=True, hidden=True, expose_value=False, callback=refuse),
-            click.option("--target-agreement", hidden=True, expose_value=False, callback=refuse),
-            click.option("--risk-delta", hidden=True, expose_value=False, callback=refuse),
+            *[click.option(f"--{name}", hidden=True, expose_value=False, callback=refuse)
+              for name in ("target-agreement", "risk-delta", "calibration-by")],
             click.option("--force-delta", is_flag=True, hidden=True, expose_value=False, callback=refuse)]
 
         def summary_only(fn: Command) -> Command:
@@ -482,7 +492,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
                           "the kept ones is at least this with probability >= 1 - risk delta; the rest say "
                           "`abstained` and why."),
         click.option("--risk-delta", type=level, default=DEFAULT_RISK_DELTA, show_default=True, help=RISK_DELTA_HELP),
-        FORCE_DELTA,
+        FORCE_DELTA, CALIBRATION_BY,
     ]
     if mode in ("score", "criteria"):
         options.append(click.option("--tolerance", type=Finite(min=0.0), default=None,
@@ -500,14 +510,15 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
             values = {name: params.pop(name, None) for name in _CALIBRATION_FIELDS}
             ctx = click.get_current_context(silent=True)
             if values["calibration"] is None:
-                for name in ("calibration_override", "target_agreement", "risk_delta", "tolerance", "force_delta"):
+                for name in _NEEDS_CALIBRATION:
                     if ctx is not None and name in ctx.params and \
                             ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
                         raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration")
             calibrating = CalibrationOptions(values["calibration"], bool(values["calibration_override"]),
                                              values["target_agreement"],
                                              0.1 if values["risk_delta"] is None else values["risk_delta"],
-                                             values["summary"], values["tolerance"], bool(values["force_delta"]))
+                                             values["summary"], values["tolerance"], bool(values["force_delta"]),
+                                             values["calibration_by"])
             return fn(calibrating=calibrating, **params)
 
         return _apply(options, command)

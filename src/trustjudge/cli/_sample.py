@@ -78,6 +78,37 @@ def _levels(summary: Mapping[str, Any], target: float | None, delta: float | Non
     return float(target), float(delta)
 
 
+def _domain_summary(summary: dict[str, Any], domain: str | None, path: Path | None) -> dict[str, Any]:
+    """The run summary the sample is drawn under: the whole run's, or with ``--domain`` that domain's block."""
+    domains = summary.get("domains")
+    if domain is None:
+        if isinstance(domains, dict) and "guarantee" not in summary:
+            raise click.UsageError(f"{path} is a per-domain run's summary (--calibration-by): give --domain, one of "
+                                   f"{', '.join(map(repr, sorted(domains)))}")
+        return summary
+    if not isinstance(domains, dict):
+        raise click.UsageError("--domain needs the --summary of a per-domain run (`--calibration-by`)")
+    if domain not in domains or not isinstance(domains[domain], dict):
+        raise ConfigError(f"{path}: no domain {domain!r} in field 'domains' (it has "
+                          f"{', '.join(map(repr, sorted(domains)))})")
+    return {"mode": summary.get("mode"), **domains[domain]}
+
+
+def _domain_of(record: Mapping[str, Any]) -> Any:
+    """The domain a per-domain run's record was calibrated by (its first calibrated block's)."""
+    stack: list[Any] = [record]
+    while stack:
+        value = stack.pop(0)
+        if isinstance(value, dict):
+            block = value.get("calibrated")
+            if isinstance(block, dict) and "domain" in block:
+                return block["domain"]
+            stack.extend(v for k, v in value.items() if k != "calibrated")
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
+
+
 def _calibration_of(path: Path | None, summary: Mapping[str, Any]) -> tuple[Calibration | None, dict[str, Any] | None]:
     """The calibration the run applied (``--calibration``, else the summary's ``calibration.file``) and what the
     key says of it (its file and data hash, so that ``check-sample`` remembers its result beside it)."""
@@ -141,19 +172,24 @@ def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, It
 @click.option("--abstained-size", type=click.IntRange(min=0), default=None,
               help="Abstained verdicts to sample (default: a quarter of the kept ones; not tested, shown).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--domain", default=None,
+              help="A per-domain run (`--calibration-by`): sample this domain's verdicts only, under its "
+                   "calibration and guarantee (its block of the --summary); the check is remembered beside its file.")
 @click.option("--quiet", "-q", is_flag=True)
 def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summary_path: Path | None,
            calibration_path: Path | None, target_agreement: float | None, delta: float | None,
            old_delta: float | None, size: int | None, precision: float, abstained_size: int | None, seed: int,
-           quiet: bool) -> None:
+           domain: str | None, quiet: bool) -> None:
     """Draw a seeded, stratified sample of VERDICTS (kept / abstained) to label, to check the guarantee."""
     delta = resolve_risk_delta(delta, old_delta, "sample", None)
-    run_summary = _read_summary(summary_path)
+    run_summary = _domain_summary(_read_summary(summary_path), domain, summary_path)
     target, risk = _levels(run_summary, target_agreement, delta)
     cal, calibration = _calibration_of(calibration_path, run_summary)
     mode = cal.mode if cal is not None else str(run_summary.get("mode", PAIRWISE))
     labels = labelling(mode)
     records = _read_jsonl(verdicts)
+    if domain is not None:  # the domain's own verdicts: their calibrated blocks say it
+        records = [r for r in records if _domain_of(r) == domain]
     if cal is None and not labels.pairs:
         raise click.UsageError(f"a sample of {mode} verdicts reads them through the calibration's units: give "
                                "--calibration CAL (or the run's --summary, which names it)")

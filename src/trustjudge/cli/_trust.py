@@ -210,7 +210,8 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     outputs = {"--out": out, "--summary": summary_out, "--abstained-out": abstained_out}
     if calibration_by is not None:
         return select_domains(items, fmt, skip_invalid, quiet, judging, calibration_by, calibration_paths,
-                              target_agreement, risk_delta, calibration_override, outputs, cascade or scale)
+                              target_agreement, risk_delta, calibration_override, outputs, cascade or scale,
+                              force_delta)
     paths = tuple(_existing(p) for p in calibration_paths)
     if cascade is not None:
         if scale is not None:

@@ -19,7 +19,7 @@ from ..backends._recorded import RecordedBackend
 from ..engine import _aggregates as A
 from ..engine._asking import Question, Sampling
 from ..engine._engine import Outcome
-from ..errors import BackendError, ConfigError, InputError
+from ..errors import BackendError, ConfigError, InputError, TrustJudgeError
 from ..io._items import Criterion, Item, Response, turns_digest
 from ..io._rules import Rule, first_rule, parse_rules
 from ._prompts import (
@@ -334,9 +334,37 @@ def ruled(task: Task, items: Sequence[Item]) -> tuple[list[Item], list[list[Rule
     return rest, fired
 
 
+PLUGIN_ORIGINS: dict[str, str] = {}
+"""Where each mode loaded from an entry point came from (``mode plug-in 'name' (module:object from dist
+version)``), by mode name: what an error raised by its code names."""
+
+
 def run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordBase]:
     """``task.run`` on one chunk of checked ``items``, its rules first: a response a rule fires on gets the
-    rule's record (no question, no store look-up, no model call), the rest are judged; records in input order."""
+    rule's record (no question, no store look-up, no model call), the rest are judged; records in input order.
+
+    A mode's code (a plug-in's) that calls ``sys.exit`` or raises a ``BaseException`` of its own while judging
+    stops the run with a :class:`~trustjudge.errors.TrustJudgeError` naming the mode, never a silent exit (every
+    stored judgment stays: the same run resumes); Ctrl-C stays Ctrl-C."""
+    records = _run_task(task, items, ask)
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        except (Exception, KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseException as exc:
+            what = PLUGIN_ORIGINS.get(task.kind, f"mode {task.kind!r}")
+            how = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else \
+                f"raised {type(exc).__name__}: {exc}"
+            raise TrustJudgeError(f"{what} {how} while judging: the run is stopped (every judgment already made is "
+                                  "in the store: fix the mode and run the same command to resume, asking none of "
+                                  "them again)") from None
+        yield record
+
+
+def _run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordBase]:
     if not task.rule_list():
         yield from task.run(items, ask)
         return

@@ -34,7 +34,7 @@ from .._plugins import describe, disabled, disabled_message, installed
 from ..audit._summary import SummaryMetrics, register_summary
 from ..audit._units import UnitReader, register_units, unregister_units
 from ..errors import ConfigError
-from ._base import Task
+from ._base import PLUGIN_ORIGINS, Task
 from ._cascading import Cascading
 from ._prompts import Prompts, Scale, read_template
 from ._prompts import Protocol as JudgeProtocol
@@ -277,13 +277,14 @@ def _from_plugin(ep: EntryPoint) -> Mode:
     try:
         value = ep.load()
         mode = value if isinstance(value, Mode) else value() if callable(value) else value
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit in a plug-in must not end the run with status 0, silently
         raise ConfigError(f"{what} cannot be loaded: {type(exc).__name__}: {exc} "
                           "(fix or uninstall the plug-in's package)") from exc
     if not isinstance(mode, Mode):
         raise ConfigError(f"{what} gives a {type(mode).__name__}, not a trustjudge Mode")
     if mode.name != ep.name:
         raise ConfigError(f"{what} gives the mode {mode.name!r}: the entry point's name must be the mode's")
+    PLUGIN_ORIGINS[mode.name] = what
     return register_mode(mode)
 
 

@@ -31,6 +31,7 @@ from ..modes._base import Task
 from ..modes._prompts import Protocol
 from ..modes._registry import MODES, Mode, get_mode
 from ._bodies import AuditRequest, Calibrated, Health, ModeBodies, RankRequest, Stats, mode_bodies
+from ._domains import prepare_domains, respond_domains
 from ._errors import ERRORS, ErrorOut, install_error_handlers
 from ._guard import (
     DEFAULT_BODY_TIMEOUT_S,
@@ -229,9 +230,13 @@ def mode_route(app: FastAPI, bodies: ModeBodies, *, judge: Judge, worker: JudgeW
     async def judge_mode(body: Any) -> JSONResponse:
         items = validate_items(body.items, max_items, min_responses=mode.min_responses)
         task = mode.task_of(judge, bodies.options(body))
-        if bodies.calibrated and (body.calibration is not None or body.calibration_name is not None):
+        if bodies.calibrated and (body.calibration is not None or body.calibration_name is not None
+                                  or body.domain_calibrations is not None):
             task = task_for_calibration(task)  # a score or criteria calibration reads the distributions
         check_cost(limits, items, task)
+        domains = await prepare_domains(judge, body, task, named) if bodies.calibrated else None  # calibration_by
+        if domains is not None:
+            return await respond_domains(await worker.submit(task, items), items, domains)
         prepared = await _prepare_calibration(judge, body, task, named) if bodies.calibrated else None
         name = body.calibration_name if bodies.calibrated else None
         return await _respond(await worker.submit(task, items), prepared, name)

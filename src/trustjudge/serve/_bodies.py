@@ -30,6 +30,11 @@ MAX_SEED = 2**32 - 1
 
 Scale = Literal[5, 10, 100]
 
+Text = str | float
+"""A text field of an item: a string, or a number, read as its JSON text (``"id": 3`` is ``"3"``), as in an items
+file and ``items_from_dicts`` (docs/formats.md); a boolean, a list or an object is refused (422 naming it)."""
+TEXT_NOTE = " A number where a text is expected is read as its JSON text (`\"id\": 3` is `\"3\"`), as in a file."
+
 
 # -- request and response bodies --------------------------------------------------------------------
 # The item models only document the schema (SkipValidation below): the library validates items, so
@@ -40,19 +45,19 @@ class CriterionIn(BaseModel):
     """A rubric criterion."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(description="Unique within the item (or suite).")
-    description: str = Field(description="What the criterion asks.")
+    name: Text = Field(description="Unique within the item (or suite).")
+    description: Text = Field(description="What the criterion asks.")
     weight: float = Field(1.0, ge=0.0, description="Weight in the aggregate.")
-    levels: list[str] | None = Field(None, description="Descriptions of the levels 1..N, lowest first (2-10); "
-                                                       "default: the request's scale.")
+    levels: list[Text] | None = Field(None, description="Descriptions of the levels 1..N, lowest first (2-10); "
+                                                        "default: the request's scale.")
 
 
 class CheckIn(BaseModel):
     """A yes/no checklist question."""
 
     model_config = ConfigDict(extra="forbid")
-    id: str | None = Field(None, description="Default: the check's 1-based position.")
-    text: str = Field(description="The question asked about the response.")
+    id: Text | None = Field(None, description="Default: the check's 1-based position.")
+    text: Text = Field(description="The question asked about the response.")
     weight: float = Field(1.0, ge=0.0, description="Weight in the expected satisfaction.")
 
 
@@ -60,11 +65,11 @@ class ClaimIn(BaseModel):
     """A claim a response makes, given instead of extracted by the judge (/v1/claims)."""
 
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(description="The claim.")
-    human: str | None = Field(None, description="Human verification label: SUPPORTED, PARTIAL, UNSUPPORTED or "
-                                                "UNKNOWN (any case), for the audit.")
-    source: str | None = Field(None, description="The id of the item's source the claim cites (a key of the item's "
-                                                 "sources): it is verified against that text alone.")
+    text: Text = Field(description="The claim.")
+    human: Text | None = Field(None, description="Human verification label: SUPPORTED, PARTIAL, UNSUPPORTED or "
+                                                 "UNKNOWN (any case), for the audit.")
+    source: Text | None = Field(None, description="The id of the item's source the claim cites (a key of the item's "
+                                                  "sources): it is verified against that text alone.")
 
 
 class TurnIn(BaseModel):
@@ -72,22 +77,22 @@ class TurnIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     role: Literal["system", "user", "assistant", "tool"] = Field(description="Who spoke.")
-    content: str = Field(description="What the turn says (may be empty only with a tool_output).")
-    tool_output: str | None = Field(None, description="What the tool the turn called returned.")
-    name: str | None = Field(None, description="The tool's or agent's name: 1-64 letters, digits or _.:/-.")
+    content: Text = Field(description="What the turn says (may be empty only with a tool_output).")
+    tool_output: Text | None = Field(None, description="What the tool the turn called returned.")
+    name: Text | None = Field(None, description="The tool's or agent's name: 1-64 letters, digits or _.:/-.")
 
 
 class ResponseIn(BaseModel):
     """One response to judge: its text, or its turns."""
 
     model_config = ConfigDict(extra="allow")
-    id: str | None = Field(None, description="Unique within the item; default: the response's 0-based index.")
-    text: str | None = Field(None, description="The response text (may be empty: then it is unscored, "
-                                                "`empty_response`). Required unless turns are given.")
+    id: Text | None = Field(None, description="Unique within the item; default: the response's 0-based index.")
+    text: Text | None = Field(None, description="The response text (may be empty: then it is unscored, "
+                                                 "`empty_response`). Required unless turns are given.")
     turns: list[TurnIn] | None = Field(
         None, description="The response as a trajectory, instead of text: judged as a transcript in which "
                           "each turn is quoted (no turn can close it or pose as the judge's).")
-    system: str | None = Field(None, description="The system that wrote it (used by /v1/rank).")
+    system: Text | None = Field(None, description="The system that wrote it (used by /v1/rank).")
     human_score: float | None = Field(None, description="Optional human score, for the audit.")
     checklist: list[CheckIn | str] | None = Field(None, description="Checks asked of this response only.")
     human_criteria: dict[str, float] | None = Field(None, description="Human score per criterion name.")
@@ -103,31 +108,32 @@ class PairIn(BaseModel):
     """Two responses of an item to compare."""
 
     model_config = ConfigDict(extra="allow")
-    first: str = Field(description="Response id shown first.")
-    second: str = Field(description="Response id shown second.")
-    human: str | None = Field(None, description="Human preference: first/second/tie (also A/B/C, 1/2/0).")
-    annotators: list[str] | None = Field(None, description="Each annotator's preference.")
+    first: Text = Field(description="Response id shown first.")
+    second: Text = Field(description="Response id shown second.")
+    human: Text | None = Field(None, description="Human preference: first/second/tie (also A/B/C, 1/2/0).")
+    annotators: list[Text] | None = Field(None, description="Each annotator's preference.")
 
 
 class ItemIn(BaseModel):
-    """A question with its responses: the schema of one JSONL line (nested or flat pairwise form)."""
+    """A question with its responses: the schema of one JSONL line (nested or flat pairwise form). A number where
+    a text is expected is read as its JSON text (`"id": 3` is `"3"`), as in an items file."""
 
     model_config = ConfigDict(extra="allow")
-    id: str | None = Field(None, description="Item id (required in the nested form).")
-    question: str
-    context: str | None = Field(None, description="Optional input or context (`input` is a synonym).")
-    input: str | None = None
-    reference: str | None = Field(None, description="Optional reference answer.")
+    id: Text | None = Field(None, description="Item id (required in the nested form).")
+    question: Text
+    context: Text | None = Field(None, description="Optional input or context (`input` is a synonym).")
+    input: Text | None = None
+    reference: Text | None = Field(None, description="Optional reference answer.")
     responses: list[ResponseIn] | None = Field(None, description="Nested form: one or more responses.")
     pairs: list[PairIn] | None = Field(None, description="Pairs to compare; default: every pair of responses.")
-    response_a: str | None = Field(None, description="Flat pairwise form: first response.")
-    response_b: str | None = Field(None, description="Flat pairwise form: second response.")
-    system_a: str | None = None
-    system_b: str | None = None
-    label: str | None = Field(None, description="Flat pairwise form: human preference (A/B/C, ...).")
-    profile: str | None = Field(None, description="Who the answer is for (grounding, quoted into the prompt).")
-    knowledge: str | None = Field(None, description="Knowledge the judgment must be grounded in.")
-    evidence: list[str] | str | None = Field(None, description="Passages the judgment is grounded in, in order.")
+    response_a: Text | None = Field(None, description="Flat pairwise form: first response.")
+    response_b: Text | None = Field(None, description="Flat pairwise form: second response.")
+    system_a: Text | None = None
+    system_b: Text | None = None
+    label: Text | None = Field(None, description="Flat pairwise form: human preference (A/B/C, ...).")
+    profile: Text | None = Field(None, description="Who the answer is for (grounding, quoted into the prompt).")
+    knowledge: Text | None = Field(None, description="Knowledge the judgment must be grounded in.")
+    evidence: list[Text] | Text | None = Field(None, description="Passages the judgment is grounded in, in order.")
     criteria: list[CriterionIn] | None = Field(None, description="Rubric criteria of this item (/v1/criteria).")
     checklist: list[CheckIn | str] | None = Field(None, description="Checks asked of every response "
                                                                     "(/v1/checklist).")
@@ -144,7 +150,8 @@ class ItemIn(BaseModel):
 
 
 Items = SkipValidation[list[ItemIn]]
-ITEMS_DOC = "Items with the schema of one JSONL line; validated by the library (422 names item and field)."
+ITEMS_DOC = ("Items with the schema of one JSONL line; validated by the library (422 names item and field)."
+             + TEXT_NOTE)
 
 
 class Body(BaseModel):
@@ -179,6 +186,14 @@ class Calibrated(Body):
                                                                 "force_delta: 422 otherwise).")
     force_delta: bool = Field(False, description="Accept a risk_delta above 0.5: a guarantee that holds with "
                                                  "probability under 1/2, so fails more often than it holds.")
+    calibration_by: str | None = Field(
+        None, description="A calibration per domain: the item field naming each item's domain (with "
+                          "domain_calibrations, instead of calibration): each verdict is calibrated, and kept, by its "
+                          "item's domain's; an item of a domain without one is abstained (no_calibration_for_domain). "
+                          "The `calibration` summary then has each domain's under `domains`.")
+    domain_calibrations: dict[str, str | dict[str, Any]] | None = Field(
+        None, description="With calibration_by: each domain's calibration, the name of one the server holds or a "
+                          "calibration file's JSON object (one mode for all).")
 
 
 class LevelCalibrated(Calibrated):
