@@ -381,7 +381,7 @@ class Calibration:
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
                 **({"levels": self.levels, "tolerance": self.tolerance} if self.mode in LEVEL_MODES else {}),
-                **({"confidence": self.confidence, "confidence_model": self.model.to_dict()} if self.model else {}),
+                **E.file_fields(self),
                 "calibration_set": {"probs": self.probs, "human": self.human,
                                     **({"keys": self.keys} if self.keys is not None else {}),
                                     **({"features": self.features} if self.features is not None else {})}}
