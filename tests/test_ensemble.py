@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from trustjudge._cascade import thresholds
 from trustjudge.audit import _ensemble as EN
-from trustjudge.audit._trust import PAIR_CLASSES, Calibration, fit
+from trustjudge.audit._trust import PAIR_CLASSES, Calibration, annotate, fit
 from trustjudge.errors import ConfigError
 
 _WHO = {"judge": "mock/x", "fingerprint": "mock:x", "template": "t", "protocol": "direct"}
@@ -79,6 +80,11 @@ def test_the_ensemble_is_calibrated_and_selected_split_fit_and_ranks_what_one_te
     back = Calibration.from_dict(json.loads(json.dumps(ens.to_dict())))
     assert back.confidence == "ensemble" and back.probs == ens.probs
     assert back.to_dict()["ensemble_templates"] == EN.template_ids()
+    with pytest.raises(ConfigError, match="item 'q0': an ensemble calibration applies to pairs judged under each"):
+        annotate("compare", own, ens)  # one template's records under the ensemble's map: refused
+    assert annotate("compare", EN.combine(own, [other])[:1], ens)[0]["calibrated"]["confidence_estimator"] == "ensemble"
+    with pytest.raises(ConfigError, match="ranks its verdicts by `--confidence ensemble`"):
+        thresholds([ens], 0.7, 0.1)  # a cascade judges its tiers under one template
     d = ens.to_dict()
     d["ensemble_templates"] = [{"name": "pairwise_steps", "hash": "0" * 16}]
     with pytest.raises(ConfigError, match=r"ensemble_templates.*refit"):

@@ -252,3 +252,15 @@ def file_fields(cal: Calibration) -> dict[str, Any]:
         from ._ensemble import template_ids
         return {"confidence": ENSEMBLE, "ensemble_templates": template_ids()}
     return {"confidence": cal.confidence, "confidence_model": cal.model.to_dict()} if cal.model else {}
+
+
+def check_records(cal: Calibration, records: Sequence[Mapping[str, Any]]) -> None:
+    """An ensemble calibration applies only to ensemble records (their probabilities combined over its templates);
+    a one-template record is refused, naming its item."""
+    if cal.confidence != ENSEMBLE:
+        return
+    for r in records:
+        if not isinstance(r.get("ensemble"), Mapping):
+            raise ConfigError(f"item {r.get('item_id')!r}: an ensemble calibration applies to pairs judged under "
+                              "each of its templates (Judge.select, `trustjudge select --calibration FILE`: zero "
+                              "calls where the store holds them), not to a record judged under one template")

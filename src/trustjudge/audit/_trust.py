@@ -609,6 +609,7 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
     out = [json.loads(json.dumps(r)) for r in records]
     classes = calibration.map.classes
     cmap, model = selection_map(calibration, selection), selection_model(calibration, selection)
+    E.check_records(calibration, out)
     for unit in units(mode, out, classes, calibration.levels):
         block: dict[str, Any] = {"probabilities": None, "verdict": None, "confidence": None}
         if unit.probs is not None:
