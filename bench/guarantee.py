@@ -610,7 +610,11 @@ def render(res: dict[str, Any]) -> str:
                 for t in run["tiers"]:
                     lines.append(f"| {target} | {t['tier']} | {t['judge']} | {t['asked']} | {t['decided']} | "
                                  f"{_f(t.get('agreement'))} | {t['alone']} |")
-    lines += render_estimators(res["datasets"]) + render_transfer(res.get("transfer_shift", []))
+    lines += render_estimators(res["datasets"])
+    if (RESULTS / "guarantee_ensemble.json").exists():  # the prompt-ensemble study's block (its own script)
+        from guarantee_ensemble_study import section
+        lines += section(json.loads((RESULTS / "guarantee_ensemble.json").read_text()))
+    lines += render_transfer(res.get("transfer_shift", []))
     lines += ["", f"{res['seconds']} s; model calls {res['model_calls']} (the study reads the store only: "
                   f"{res['refused_not_in_store']} judgments not yet in it were left out).", ""]
     return "\n".join(lines)

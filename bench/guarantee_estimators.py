@@ -30,6 +30,8 @@ from trustjudge.errors import ConfigError
 
 TARGETS = (0.7, 0.8)
 DELTA = 0.1
+STUDIED = (E.CALIBRATED, E.FEATURES)
+"""The estimators compared here (the ensemble needs more judgments: bench/guarantee_ensemble_study.py)."""
 _WHO = {"judge": "study", "fingerprint": "study", "template": "study", "protocol": "direct"}
 
 
@@ -72,12 +74,12 @@ def estimator_study(mode: str, recs: list[dict[str, Any]], splits: int, seed: in
     acc: dict[str, dict[str, list[float]]] = {
         est: {k: [] for k in ("auroc", "shift_fired", *(f"{m}_{t}" for t in TARGETS
                                                          for m in ("coverage", "agreement", "violated")))}
-        for est in E.ESTIMATORS}
+        for est in STUDIED}
     for _ in range(splits):
         perm = rng.permutation(n)
         cal_rows, test_rows = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
         cmap = None
-        for est in E.ESTIMATORS:
+        for est in STUDIED:
             cal = _calibration(mode, a, cal_rows, est)
             part_a = cal.split()
             probs, human = np.asarray(cal.probs), np.asarray(cal.human)
@@ -162,7 +164,7 @@ def transfer_shift(by_set: dict[str, list[dict[str, Any]]], target: float = 0.7)
     out = []
     for src, dst in TRANSFERS:
         a, b = unit_arrays("compare", by_set[src]), unit_arrays("compare", by_set[dst])
-        for est in E.ESTIMATORS:
+        for est in STUDIED:
             cal = _calibration("compare", a, np.arange(a["human"].size), est)
             row: dict[str, Any] = {"calibrated_on": src, "selected_on": dst, "estimator": est, "target": target}
             try:

@@ -149,7 +149,7 @@ LAYERS: dict[str, int] = {
     "modes": 4,                                        # the registry, what modes share, one file per mode
     "report": 5,                                       # HTML drawn from audits
     "_judge": 6, "_config": 6, "_cascade": 6, "_integrations": 6, "_settings": 6,  # the facade over all of the above
-    "_mode_methods": 6, "_progress": 6,                # Judge's per-mode conveniences; its progress bar
+    "_mode_methods": 6, "_progress": 6, "_ensemble": 6,  # per-mode conveniences; progress bar; ensemble judging
     "mode_api": 6,                                     # the public mode-writing API (names from modes, audit, io)
     "serve": 7, "pytest_plugin": 7, "inspect_scorer": 7, "recipes": 7,  # recipes run a Judge
     "cli": 8,

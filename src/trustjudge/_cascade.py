@@ -122,10 +122,11 @@ def thresholds(calibrations: Sequence[Calibration], target: float, delta: float,
     selection carries its tier's map. A delta above 0.5 is refused unless ``force_delta``.
     """
     check_levels(target, delta, force_delta)
-    ranked = [i + 1 for i, cal in enumerate(calibrations) if cal.model is not None]
+    ranked = [i + 1 for i, cal in enumerate(calibrations) if cal.model is not None or cal.confidence == "ensemble"]
     if ranked:
         raise ConfigError(f"the calibration file of tier {', '.join(map(str, ranked))} ranks its verdicts by "
-                          "`--confidence features`: cascades take calibrated-confidence files for now (refit it "
+                          f"`--confidence {calibrations[ranked[0] - 1].confidence}`: cascades take "
+                          "calibrated-confidence files for now (refit it "
                           "without --confidence: zero model calls)")
     index: dict[tuple[Any, ...], int] = {}
     human: list[int] = []

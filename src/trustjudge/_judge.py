@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _cascade
 from ._config import JudgeConfig
+from ._ensemble import judged
 from ._mode_methods import ModeRun, ModeTask, convenience, convenience_names, keyword_options
 from ._progress import RunBar, judgments
 from ._settings import judge_name, project_settings, store_path
@@ -398,12 +399,12 @@ class Judge:
         and still agree. ``criteria``: the same per criterion (``human_criteria``), every criterion on one
         scale pooled. ``task``: the task to judge with (its mode's; default :meth:`calibration_task`; a score or
         criteria task keeps its distributions). ``items`` and ``mapping`` as :meth:`run`'s. ``confidence``:
-        ``calibrated`` or ``features`` (:mod:`~trustjudge.audit._estimators`). Save it with :meth:`Calibration.save`.
+        ``calibrated``, ``features`` or ``ensemble`` (:mod:`~trustjudge.audit._estimators`); save it with ``.save``.
         """
         if task is not None and task.kind != mode:
             raise ConfigError(f"a {task.kind} task cannot calibrate the {mode} mode")
         task = task_for_calibration(task if task is not None else self.calibration_task(mode))
-        records = [r.to_dict() for r in self.run(task, items, progress=progress, mapping=mapping)]
+        records = judged(self, task, items, confidence, progress, mapping)
         scale = getattr(task, "scale", None)
         levels = scale.values if mode == "score" and scale is not None else None
         return fit_calibration(mode, records, judge=self.name, fingerprint=self.backend.fingerprint,
@@ -493,8 +494,7 @@ class Judge:
         """
         calibration = self.check_calibration(calibration, override=override)
         selection = calibration.selection(target, delta, force_delta) if target is not None else None
-        task = self.calibration_task(calibration.mode)
-        records = [r.to_dict() for r in self.run(task, items, progress=progress, mapping=mapping)]
+        records = judged(self, calibration.mode, items, calibration.confidence, progress, mapping)
         annotated = annotate(calibration.mode, records, calibration, selection)
         return annotated, trust_summary(calibration.mode, annotated, calibration, selection)
 

@@ -38,7 +38,9 @@ Calibration = Any
 
 CALIBRATED = "calibrated"
 FEATURES = "features"
-ESTIMATORS = (CALIBRATED, FEATURES)
+ENSEMBLE = "ensemble"
+"""The prompt ensemble (:mod:`~trustjudge.audit._ensemble`): the calibrated top of the combined verdict."""
+ESTIMATORS = (CALIBRATED, FEATURES, ENSEMBLE)
 PROB_FEATURES = ("top", "margin", "entropy", "raw_top")
 PAIR_FEATURES = ("order_agreement", "order_min", "label_mass")
 ALL_FEATURES = (*PROB_FEATURES, *PAIR_FEATURES)
@@ -211,7 +213,10 @@ def read(d: Mapping[str, Any], n: int, source: str) -> dict[str, Any]:
     """A calibration file's estimator fields, checked: ``confidence``, ``features`` and ``model``."""
     confidence = check_estimator(d.get("confidence", CALIBRATED), f"{source}: field 'confidence'")
     features = read_features((d.get("calibration_set") or {}).get("features"), n, source)
-    if confidence == CALIBRATED:
+    if confidence == ENSEMBLE:
+        from ._ensemble import check_templates
+        check_templates(d.get("ensemble_templates"), source)
+    if confidence in (CALIBRATED, ENSEMBLE):
         return {"confidence": confidence, "features": features, "model": None}
     if features is None:
         raise ConfigError(f"{source}: a features calibration needs 'calibration_set.features'")
@@ -222,7 +227,7 @@ def read(d: Mapping[str, Any], n: int, source: str) -> dict[str, Any]:
 def attach(cal: Calibration, confidence: str, features: list[list[float | None]]) -> dict[str, Any]:
     """The estimator fields of a newly fitted calibration (:func:`read`'s shape): the features model fitted on
     every unit under the file's map."""
-    if check_estimator(confidence) == CALIBRATED:
+    if check_estimator(confidence) in (CALIBRATED, ENSEMBLE):
         return {"confidence": confidence, "features": None, "model": None}
     with_features = replace(cal, confidence=confidence, features=features)
     return {"confidence": confidence, "features": features,
@@ -233,6 +238,29 @@ def unit_block(cal: Calibration, model: ConfidenceModel | None, x: np.ndarray) -
     """What a features calibration adds to a verdict's ``calibrated`` block: the estimator and its features."""
     if cal.confidence == CALIBRATED:
         return {}
+    if cal.confidence == ENSEMBLE:
+        return {"confidence_estimator": ENSEMBLE}
     return {"confidence_estimator": FEATURES,
             "features": {n: (float(x[ALL_FEATURES.index(n)]) if math.isfinite(x[ALL_FEATURES.index(n)]) else None)
                          for n in (model.names if model is not None else ALL_FEATURES)}}
+
+
+def file_fields(cal: Calibration) -> dict[str, Any]:
+    """What a calibration file says of its estimator: nothing for the default one, the features model, or the
+    ensemble's templates (names and hashes)."""
+    if cal.confidence == ENSEMBLE:
+        from ._ensemble import template_ids
+        return {"confidence": ENSEMBLE, "ensemble_templates": template_ids()}
+    return {"confidence": cal.confidence, "confidence_model": cal.model.to_dict()} if cal.model else {}
+
+
+def check_records(cal: Calibration, records: Sequence[Mapping[str, Any]]) -> None:
+    """An ensemble calibration applies only to ensemble records (their probabilities combined over its templates);
+    a one-template record is refused, naming its item."""
+    if cal.confidence != ENSEMBLE:
+        return
+    for r in records:
+        if not isinstance(r.get("ensemble"), Mapping):
+            raise ConfigError(f"item {r.get('item_id')!r}: an ensemble calibration applies to pairs judged under "
+                              "each of its templates (Judge.select, `trustjudge select --calibration FILE`: zero "
+                              "calls where the store holds them), not to a record judged under one template")

@@ -381,7 +381,7 @@ class Calibration:
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
                 **({"levels": self.levels, "tolerance": self.tolerance} if self.mode in LEVEL_MODES else {}),
-                **({"confidence": self.confidence, "confidence_model": self.model.to_dict()} if self.model else {}),
+                **E.file_fields(self),
                 "calibration_set": {"probs": self.probs, "human": self.human,
                                     **({"keys": self.keys} if self.keys is not None else {}),
                                     **({"features": self.features} if self.features is not None else {})}}
@@ -609,6 +609,7 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
     out = [json.loads(json.dumps(r)) for r in records]
     classes = calibration.map.classes
     cmap, model = selection_map(calibration, selection), selection_model(calibration, selection)
+    E.check_records(calibration, out)
     for unit in units(mode, out, classes, calibration.levels):
         block: dict[str, Any] = {"probabilities": None, "verdict": None, "confidence": None}
         if unit.probs is not None:

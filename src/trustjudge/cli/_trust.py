@@ -68,9 +68,10 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
               help="--mode score or criteria: a verdict agrees with the human's score when at most this many points "
                    "away (default 0: the same level). Stored in the file.")
 @click.option("--confidence", type=click.Choice(list(ESTIMATORS)), default=CALIBRATED, show_default=True,
-              help="What ranks the verdicts a target keeps: the calibrated top probability, or `features`: a "
+              help="What ranks the verdicts a target keeps: the calibrated top probability; `features`: a "
                    "logistic regression over zero-call features of each verdict (margin, entropy, agreement of "
-                   "the two orders, label mass...), fitted with the map. Stored in the file.")
+                   "the two orders, label mass...), fitted with the map; or `ensemble`: each pair also judged under "
+                   "the explicit-steps template, combined by mean log-probability. Stored in the file.")
 @_SCALE
 @click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="--mode checklist or criteria: the suite file whose checks or criteria (and labels, scale) apply "

@@ -1,0 +1,44 @@
+"""Judging for the prompt-ensemble estimator (:mod:`~trustjudge.audit._ensemble`): a judge's records of pairs
+under its own template and each ensemble template, combined (what ``Judge.calibrate`` and ``Judge.select`` run)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+from .audit._ensemble import ENSEMBLE, TEMPLATES, combine, template_text
+from .errors import ConfigError
+from .modes._prompts import Prompts
+
+PAIRED = ("compare",)
+"""The modes the ensemble judges (pairwise verdicts: the templates are pairwise ones)."""
+
+
+def sibling(judge: Any, name: str) -> Any:
+    """A twin of ``judge`` (same backend, store and settings) judging pairs under the template ``name``."""
+    other = copy.copy(judge)
+    other.config = replace(judge.config, templates={**judge.config.templates, "pairwise": template_text(name)})
+    other.template = other.config.template
+    other.prompts = Prompts.of(other.template, system=judge.config.system)
+    return other
+
+
+def judged(judge: Any, task: Any, items: Any, confidence: str, progress: Any = None,
+           mapping: Any = None) -> list[dict[str, Any]]:
+    """``judge``'s records of ``task`` (a task, or a mode: its calibration task) on ``items`` (dicts); for the
+    ensemble, combined over the templates."""
+    from .io._sources import as_items
+
+    task = judge.calibration_task(task) if isinstance(task, str) else task
+    if confidence != ENSEMBLE:
+        return [r.to_dict() for r in judge.run(task, items, progress=progress, mapping=mapping)]
+    if task.kind not in PAIRED:
+        raise ConfigError(f"the ensemble estimator judges pairs ({', '.join(PAIRED)}), not {task.kind}")
+    todo = list(as_items(items, mapping))
+    own = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
+    others = []
+    for name in TEMPLATES:
+        twin = sibling(judge, name)
+        others.append([r.to_dict() for r in twin.run(twin.calibration_task(task.kind), todo)])
+    return combine(own, others)
