@@ -255,7 +255,6 @@ OVERSIZED: dict[str, int] = {
     # their line counts when this check was written; each may only shrink. Left for the lead to split after the
     # parallel branches that edit them are merged (issue 37): do not add to this list.
     "_judge.py": 630, "audit/_trust.py": 793, "backends/_openai.py": 743,
-    "recipes/_metrics.py": 642,
 }
 
 
