@@ -221,7 +221,7 @@ NAMED_MODES_LEFT: dict[str, int] = {
     # listed file, fails. When a file reaches 0, remove it from this list.
     "_judge.py": 14, "audit/_trust.py": 8,
     "cli/_options.py": 5, "cli/_trust.py": 7,
-    "recipes/_recipe.py": 8, "serve/_app.py": 1,
+    "serve/_app.py": 1,
 }
 
 
@@ -256,8 +256,6 @@ OVERSIZED: dict[str, int] = {
     # their line counts when this check was written; each may only shrink. Left for the lead to split after the
     # parallel branches that edit them are merged (issue 37): do not add to this list.
     "_judge.py": 611, "audit/_trust.py": 793, "backends/_openai.py": 639,
-    "recipes/_metrics.py": 642, "recipes/_recipe.py": 612,
-    "recipes/_recipe.py:load_recipe": 82,
 }
 
 

@@ -16,10 +16,9 @@ from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
 from ..io._outputs import readable_input, record_output, write_text
 from ..recipes import Recipe, get_metric, get_recipe, recipe_names, run_recipe
-from ..recipes._prompt import load_benchmark_prompt
 from ..recipes._readers import READERS, detect
 from ..recipes._readers import read as read_benchmark
-from ..recipes._recipe import with_benchmark_prompt
+from ..recipes._recipe import with_benchmark_dir
 from ..recipes._run import prepare_items
 from ._common import err, is_utf8, progress, wide_console
 from ._inputs import InputFormat, read_items
@@ -177,11 +176,12 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
     metric with a 95% bootstrap interval over items; --audit adds the recipe's checks."""
     r = get_recipe(recipe)
     if benchmark_dir is not None:
-        r = with_benchmark_prompt(r, load_benchmark_prompt(r, benchmark_dir, allow_changed=allow_changed_prompt))
-        if r.prompt.get("matches_recipe") is False:
-            err.print(escape(f"warning: {r.prompt['file']} has sha256 {r.prompt['sha256']}, not the recipe's "
-                             f"{r.prompt['recipe_sha256']}: judging with the changed file (--allow-changed-prompt)"),
-                      highlight=False)
+        r = with_benchmark_dir(r, benchmark_dir, allow_changed=allow_changed_prompt)
+        for used in [r.prompt, *r.rubric_prompts.values()]:
+            if used.get("matches_recipe") is False:
+                err.print(escape(f"warning: {used['file']} has sha256 {used['sha256']}, not the recipe's "
+                                 f"{used['recipe_sha256']}: judging with the changed file (--allow-changed-prompt)"),
+                          highlight=False)
     try:
         mapping = parse_mapping(column_map) or None
     except ConfigError as exc:

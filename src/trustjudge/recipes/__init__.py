@@ -13,6 +13,7 @@ A benchmark's released file: ``read_benchmark(path, "omnispatial")``; its own pr
 ``with_benchmark_prompt(recipe, load_benchmark_prompt(recipe, "path/to/OmniSpatial"))``.
 """
 
+from . import _metrics_bench as _metrics_bench  # registers PuzzleWorld's and LiveDRBench's own formulas
 from . import _pqr as _pqr  # registers PQR's citation_coverage metric
 from . import _vision as _vision  # registers the metrics of the recipes that judge images
 from ._metrics import METRICS, Metric, MetricResult, compute, get_metric, register_metric

@@ -12,6 +12,7 @@ the prompt and the sha256 of that file as the recipe was written for it::
     function = "Grader.prompt"           # or: the (f-)string a function or method returns, or assigns to
     variable = "message"                 # ... this name; its {expressions} are the placeholders
     values = { "self.tolerance * 100" = "1.0" }   # an expression's fixed value (the code's default)
+    percent = ["reference", "context"]   # a %-formatted string: the field of each %s, in order
     sha256 = "a67f..."                   # the file's, at the commit below
     commit = "208bac..."
     placeholders = { puzzle_solution = "reference" }   # the text's own {name} -> this package's field
@@ -43,7 +44,7 @@ from ..errors import InputError
 __all__ = ["BenchmarkPrompt", "load_benchmark_prompt", "parse_benchmark_prompt"]
 
 FIELDS = {"kind", "file", "constant", "key", "function", "variable", "values", "sha256", "commit", "placeholders",
-          "layout", "note"}
+          "layout", "note", "percent"}
 KINDS = ("pointwise", "pairwise", "criterion", "check", "criterion_pair", "match", "verify", "extract")
 STAGES = ("match", "verify", "extract")
 TARGETS = {"question", "response", "reference", "context", "check", "criterion", "gold", "claim", "response_a",
@@ -89,6 +90,10 @@ def parse_benchmark_prompt(raw: Mapping[str, Any], path: Path) -> dict[str, Any]
     if "variable" in raw and "function" not in raw:
         raise InputError("needs benchmark_prompt.function (the function that assigns it)", file=file,
                          field="benchmark_prompt.variable")
+    percent = raw.get("percent", [])
+    if not isinstance(percent, list) or not all(isinstance(v, str) and v in TARGETS for v in percent):
+        raise InputError(f"must list the field of each %s of the text, in order, among {', '.join(sorted(TARGETS))}",
+                         file=file, field="benchmark_prompt.percent")
     values = raw.get("values", {})
     if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
         raise InputError("must map expressions of the text to their fixed values (strings)", file=file,
@@ -223,13 +228,30 @@ def _mapped(text: str, placeholders: Mapping[str, str]) -> str:
     return out
 
 
-def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_changed: bool = False) -> BenchmarkPrompt:
+def _percent(body: str, fields: list[str], file: str) -> str:
+    """A %-formatted text (``"...%s..." % (a, b)``) as template text: each ``%s`` in order the field named in
+    ``fields``, ``%%`` a percent sign; refused where the counts differ."""
+    pieces = re.split(r"(%%|%s)", body)
+    found = sum(piece == "%s" for piece in pieces)
+    if found != len(fields):
+        raise InputError(f"has {found} %s in the benchmark's text, but benchmark_prompt.percent names {len(fields)} "
+                         "field(s)", file=file)
+    names = iter(fields)
+    return "".join("%" if piece == "%%" else "${" + next(names) + "}" if piece == "%s" else piece for piece in pieces)
+
+
+def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_changed: bool = False,
+                          rubric: str | None = None) -> BenchmarkPrompt:
     """The benchmark prompt of ``recipe`` (a :class:`~trustjudge.recipes.Recipe`) read from ``benchmark_dir`` (a
-    checkout of the benchmark's repository).
+    checkout of the benchmark's repository); ``rubric``: the benchmark's prompt for the items whose rubric field
+    has that value (``[rubrics.benchmark.VALUE]``), not the recipe's ``[benchmark_prompt]``.
 
     Raises InputError: the recipe names no benchmark prompt, the file is missing or outside the checkout, or
     its sha256 is not the recipe's (unless ``allow_changed``: then it is used and said as changed)."""
-    spec: Mapping[str, Any] = recipe.benchmark_prompt
+    spec: Mapping[str, Any] = recipe.benchmark_prompt if rubric is None else recipe.rubric_benchmark.get(rubric, {})
+    if rubric is not None and not spec:
+        raise InputError(f"recipe {recipe.name!r} names no benchmark prompt for the rubric {rubric!r}",
+                         file=str(recipe.path) if recipe.path else None, field=f"rubrics.benchmark.{rubric}")
     if not spec:
         raise InputError(f"recipe {recipe.name!r} names no benchmark prompt file ([benchmark_prompt]): its README "
                          "says why", file=str(recipe.path) if recipe.path else None, field="benchmark_prompt")
@@ -247,9 +269,11 @@ def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_chang
     digest = hashlib.sha256(data).hexdigest()
     if digest != spec["sha256"] and not allow_changed:
         at = f" at commit {spec['commit']}" if spec.get("commit") else ""
+        of = "" if rubric is None else f" (its rubric {rubric!r})"
         raise InputError(f"has sha256 {digest}, not {spec['sha256']}: the file is not the one recipe "
-                         f"{recipe.name!r} was written for{at}. Check out that commit, or pass --allow-changed-prompt "
-                         "to judge with it anyway (the records then say it changed)", file=str(path))
+                         f"{recipe.name!r} was written for{at}{of}. Check out that commit, or pass "
+                         "--allow-changed-prompt to judge with it anyway (the records then say it changed)",
+                         file=str(path))
     try:
         source = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -264,5 +288,7 @@ def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_chang
         body = _mapped(text.strip(), placeholders)
         for expr, value in values.items():
             body = body.replace("{" + expr + "}", value.replace("$", "$$"))
+    if spec.get("percent"):
+        body = _percent(body, list(spec["percent"]), str(path))
     template = spec["layout"].replace("${benchmark_prompt}", body)
     return BenchmarkPrompt(spec["kind"], template, path, digest, spec["sha256"], spec.get("commit", ""))

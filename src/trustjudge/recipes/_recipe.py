@@ -41,10 +41,27 @@ from ..io._items import Item, parse_checklist, parse_criteria
 from ..io._rules import parse_rules
 from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
+from ..modes._templates import read_template
+from ._fields import (
+    RESPONSE_NEEDS,
+    _benchmark_prompt,
+    _by,
+    _input,
+    _inside,
+    _provenance,
+    _requires,
+    _rubrics,
+    _table,
+    _text,
+    _toml,
+    rubric_kind,
+    staged,
+)
 from ._metrics import get_metric
-from ._prompt import STAGES, BenchmarkPrompt, parse_benchmark_prompt
+from ._prompt import STAGES, BenchmarkPrompt, load_benchmark_prompt
 
-__all__ = ["PLUGIN_GROUP", "Part", "Recipe", "get_recipe", "load_recipe", "recipe_names", "with_benchmark_prompt"]
+__all__ = ["PLUGIN_GROUP", "RESPONSE_NEEDS", "Part", "Recipe", "get_recipe", "load_recipe", "recipe_names",
+           "with_benchmark_dir", "with_benchmark_prompt"]
 
 PLUGIN_GROUP = "trustjudge.recipes"
 PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
@@ -54,8 +71,6 @@ FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "t
           "rubrics"}
 ITEM_NEEDS = ("reference", "context", "gold_claims", "sources", "profile", "evidence", "checklist", "criteria")
 """What ``requires`` may name of an item (any other word: an item field such as ``subset``, ``Item.fields``)."""
-RESPONSE_NEEDS = ("claims", "human_score", "human_criteria", "system")
-"""What ``requires`` may name of each response, as ``responses.NAME``."""
 PART_FIELDS = {"mode", "options", "metric"}
 JUDGE_FIELDS = {"protocol": str, "scale": int, "max_new_tokens": int, "temperature": float}
 TEMPLATES = ("pointwise", "pairwise", "criterion", "check", "criterion_pair")
@@ -116,6 +131,13 @@ class Recipe:
     """``[rubrics]``: one template per value of the item field ``rubrics_by`` (SC-Arena's per-task rubrics), each
     replacing the recipe's template of the mode's kind for those items; items of other values keep it."""
     rubrics_by: str = ""
+    rubric_benchmark: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """``[rubrics.benchmark.VALUE]``: the benchmark's own prompt of each rubric (as ``[benchmark_prompt]``), read
+    from the user's checkout by :func:`with_benchmark_dir`; empty: none is known."""
+    rubric_texts: Mapping[str, str] = field(default_factory=dict)
+    """Rubric texts by value that replace the files of :attr:`rubrics` (the benchmark's own, read from a checkout)."""
+    rubric_prompts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Which benchmark file judged each rubric of :attr:`rubric_texts` (what the records say)."""
     template_texts: Mapping[str, str] = field(default_factory=dict)
     """Template texts by kind that replace the files of :attr:`templates` (a benchmark's own prompt)."""
     prompt: Mapping[str, Any] = field(default_factory=dict)
@@ -183,39 +205,8 @@ def _empty(value: Any) -> bool:
         value, str) else value))
 
 
-def _toml(path: Path) -> dict[str, Any]:
-    name = str(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except OSError as exc:
-        raise InputError(f"cannot read the recipe: {exc.strerror or exc}", file=name) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"invalid UTF-8 at byte {exc.start}", file=name) from None
-    try:
-        import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python 3.11+
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-    try:
-        data: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"invalid TOML: {exc}", file=name) from None
-    return data
-
-
-def _text(data: Mapping[str, Any], key: str, file: str, *, required: bool = True) -> str:
-    value = data.get(key)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or not value.strip():
-        raise InputError("must be a non-empty string" if key in data else "is missing", file=file, field=key)
-    return value.strip()
-
-
-def _table(data: Mapping[str, Any], key: str, file: str) -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise InputError(f"must be a table ([{key}]), got {type(value).__name__}", file=file, field=key)
-    return value
+ITEM_LISTS = {"criteria": parse_criteria, "checklist": parse_checklist}
+"""The options that list what every item is judged on, with their parsers (``[[options.criteria]]``)."""
 
 
 def _options(mode: str, raw: Mapping[str, Any], file: str, prefix: str = "") -> dict[str, Any]:
@@ -227,13 +218,11 @@ def _options(mode: str, raw: Mapping[str, Any], file: str, prefix: str = "") -> 
         if key not in names:
             raise InputError(f"is not an option of mode {mode!r} (its options: {', '.join(sorted(names))})",
                              file=file, field=where)
-        if key == "criteria":
-            out[key] = parse_criteria(value, file, 1, f"{prefix}options.")
-        elif key == "checklist":
-            out[key] = parse_checklist(value, file, 1, f"{prefix}options.")
+        if key in ITEM_LISTS:  # the criteria or checks every item is judged on
+            out[key] = ITEM_LISTS[key](value, file, 1, f"{prefix}options.")
         elif key == "rules":
             out[key] = parse_rules(value, file, None, f"{prefix}options.")
-        elif key == "templates" and mode == "claims":
+        elif key == "templates" and staged(mode):
             out[key] = _stage_templates(value, file, where)
         elif key == "generation_template" and isinstance(value, str):  # a file beside the recipe, as templates are
             out[key] = str(_inside(Path(file), value, where))
@@ -261,24 +250,6 @@ def _stage_templates(value: Any, file: str, where: str) -> dict[str, str]:
                              field=f"{where}.{stage}")
         out[str(stage)] = str(_inside(Path(file), name, f"{where}.{stage}"))
     return out
-
-
-def _inside(recipe_file: Path, name: str, where: str) -> Path:
-    """The template file ``name`` of a recipe, resolved (links followed) inside the recipe's own folder: an
-    absolute path, or one that leaves the folder (``..``, a link out), is refused, since a template's text goes
-    into every prompt, the store and a remote judge."""
-    file = str(recipe_file)
-    if Path(name).is_absolute() or re.match(r"^[A-Za-z]:[\\/]", name) or name.startswith(("\\", "~")):
-        raise InputError(f"must be a path relative to the recipe's folder, got the absolute path {name!r}", file=file,
-                         field=where)
-    folder = recipe_file.parent.resolve()
-    t = (folder / name).resolve()
-    if not t.is_relative_to(folder):
-        raise InputError(f"names {name!r}, which resolves outside the recipe's folder ({t} is not under {folder}): "
-                         "a template must be a file in the recipe's folder", file=file, field=where)
-    if not t.is_file():
-        raise InputError(f"names {name!r}, which is not a file beside the recipe ({t})", file=file, field=where)
-    return t
 
 
 def load_recipe(path: str | Path) -> Recipe:
@@ -323,23 +294,7 @@ def load_recipe(path: str | Path) -> Recipe:
         except ConfigError as exc:
             raise InputError(str(exc), file=file, field="mode") from None
         metric_name, params = _metric(data, file, "metric", mode)
-    judge = _table(data, "judge", file)
-    for key, value in judge.items():
-        kind = JUDGE_FIELDS.get(key)
-        if kind is None:
-            raise InputError(f"is not a judge setting a recipe fixes (known: {', '.join(sorted(JUDGE_FIELDS))})",
-                             file=file, field=f"judge.{key}")
-        mistyped = not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)
-        if mistyped and not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
-            raise InputError(f"must be a {kind.__name__}, got {value!r}", file=file, field=f"judge.{key}")
-    templates: dict[str, Path] = {}
-    for key, value in _table(data, "templates", file).items():
-        if key not in TEMPLATES:
-            raise InputError(f"is not a template kind (known: {', '.join(TEMPLATES)})", file=file,
-                             field=f"templates.{key}")
-        if not isinstance(value, str):
-            raise InputError("must be a file name relative to the recipe", file=file, field=f"templates.{key}")
-        templates[key] = _inside(p, value, f"templates.{key}")
+    judge, templates = _judge_table(data, file), _templates(data, p)
     audit = data.get("audit", [])
     if not isinstance(audit, list) or any(a not in AUDITS for a in audit):
         raise InputError(f"must be a list of checks among {', '.join(AUDITS)}, got {audit!r}", file=file,
@@ -365,98 +320,32 @@ def load_recipe(path: str | Path) -> Recipe:
     return recipe
 
 
-def _requires(data: Mapping[str, Any], file: str) -> tuple[str, ...]:
-    raw = data.get("requires", [])
-    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-        raise InputError('must be a list of field names (["reference"], ["gold_claims"], ["responses.claims"])',
-                         file=file, field="requires")
-    for need in raw:
-        if need.startswith("responses."):
-            if need.split(".", 1)[1] not in RESPONSE_NEEDS:
-                raise InputError(f"names no response field a recipe can require: {need!r} (known: "
-                                 f"{', '.join('responses.' + n for n in RESPONSE_NEEDS)})", file=file, field="requires")
-        elif not re.fullmatch(r"[A-Za-z_][\w-]*", need):
-            raise InputError(f"must be an item field's name, got {need!r}", file=file, field="requires")
-    return tuple(raw)
+def _judge_table(data: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """``[judge]``: the judge settings a recipe fixes, each of its type."""
+    judge = _table(data, "judge", file)
+    for key, value in judge.items():
+        kind = JUDGE_FIELDS.get(key)
+        if kind is None:
+            raise InputError(f"is not a judge setting a recipe fixes (known: {', '.join(sorted(JUDGE_FIELDS))})",
+                             file=file, field=f"judge.{key}")
+        mistyped = not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)
+        if mistyped and not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
+            raise InputError(f"must be a {kind.__name__}, got {value!r}", file=file, field=f"judge.{key}")
+    return judge
 
 
-PROVENANCE_FIELDS = {"paper", "repository", "commit", "license", "data", "data_license", "judge", "files",
-                     "prompt", "formula", "notes"}
-
-
-def _provenance(data: Mapping[str, Any], file: str) -> dict[str, Any]:
-    """``[provenance]``: strings, and ``files``: a table of protocol element -> file of the repository."""
-    raw = _table(data, "provenance", file)
-    for key, value in raw.items():
-        if key not in PROVENANCE_FIELDS:
-            raise InputError(f"is not a provenance field (known: {', '.join(sorted(PROVENANCE_FIELDS))})", file=file,
-                             field=f"provenance.{key}")
-        ok = (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())) if key == "files" \
-            else isinstance(value, str)
-        if not ok:
-            raise InputError("must be a table of element -> file" if key == "files" else "must be a string",
-                             file=file, field=f"provenance.{key}")
-    return dict(raw)
-
-
-def _benchmark_prompt(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    return parse_benchmark_prompt(_table(data, "benchmark_prompt", str(path)), path)
-
-
-INPUT_FIELDS = {"format", "checklist_from", "split", "execute"}
-
-
-def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
-    raw = _table(data, "input", file)
-    for key, value in raw.items():
-        if key not in INPUT_FIELDS:
-            raise InputError(f"is not an input setting (known: {', '.join(sorted(INPUT_FIELDS))})", file=file,
-                             field=f"input.{key}")
-        if not isinstance(value, str) or not value:
-            raise InputError("must be a non-empty string", file=file, field=f"input.{key}")
-    for key, allowed in (("split", ("lines", "numbered")), ("execute", ("response",))):  # execute: its code runs
-        if key in raw and raw[key] not in allowed:
-            raise InputError(f"must be {' or '.join(allowed)}", file=file, field=f"input.{key}")
-    if "checklist_from" in raw and raw["checklist_from"] != "reference":
-        raise InputError("must be reference (one check per step of the item's reference)", file=file,
-                         field="input.checklist_from")
-    return dict(raw)
-
-
-def _rubrics(data: Mapping[str, Any], path: Path) -> tuple[dict[str, Path], str]:
-    """``[rubrics]``: ``by`` (an item field) and ``files`` (value -> template file inside the recipe's folder)."""
-    file = str(path)
-    raw = _table(data, "rubrics", file)
-    if not raw:
-        return {}, ""
-    by, files = raw.get("by"), raw.get("files")
-    if not isinstance(by, str) or not re.fullmatch(r"[A-Za-z_][\w-]*", by):
-        raise InputError("must name the item field that picks the rubric (task)", file=file, field="rubrics.by")
-    if not isinstance(files, dict) or not files or not all(isinstance(v, str) for v in files.values()):
-        raise InputError('must be a table of value -> template file ({ celltype = "celltype.txt" })', file=file,
-                         field="rubrics.files")
-    if data.get("mode") not in ("score", "checklist", "criteria"):
-        raise InputError("applies to the modes score, checklist and criteria", file=file, field="rubrics")
-    from ..modes._prompts import CHECK_FIELDS, CRITERION_FIELDS, POINTWISE_FIELDS, read_template
-
-    fields = {"score": POINTWISE_FIELDS, "checklist": CHECK_FIELDS, "criteria": CRITERION_FIELDS}[data["mode"]]
-    out = {}
-    for k, v in files.items():
-        out[str(k)] = _inside(path, v, f"rubrics.files.{k}")
-        try:
-            read_template(out[str(k)], "pointwise.txt", fields)
-        except ConfigError as exc:
-            raise InputError(str(exc), file=file, field=f"rubrics.files.{k}") from None
-    return out, by
-
-
-def _by(data: Mapping[str, Any], file: str) -> str:
-    """``[metric] by``: the item field to break the metric down by (empty: none)."""
-    raw = data.get("metric")
-    by = raw.get("by", "") if isinstance(raw, dict) else ""
-    if not isinstance(by, str) or (by and not re.fullmatch(r"[A-Za-z_][\w-]*", by)):
-        raise InputError(f"must be an item field's name (subset, category), got {by!r}", file=file, field="metric.by")
-    return by
+def _templates(data: Mapping[str, Any], p: Path) -> dict[str, Path]:
+    """``[templates]``: each kind's file, inside the recipe's folder."""
+    file = str(p)
+    templates: dict[str, Path] = {}
+    for key, value in _table(data, "templates", file).items():
+        if key not in TEMPLATES:
+            raise InputError(f"is not a template kind (known: {', '.join(TEMPLATES)})", file=file,
+                             field=f"templates.{key}")
+        if not isinstance(value, str):
+            raise InputError("must be a file name relative to the recipe", file=file, field=f"templates.{key}")
+        templates[key] = _inside(p, value, f"templates.{key}")
+    return templates
 
 
 def _metric(data: Mapping[str, Any], file: str, where: str, mode: str) -> tuple[str, dict[str, Any]]:
@@ -595,11 +484,11 @@ def get_recipe(name_or_path: str | Path) -> Recipe:
 def with_benchmark_prompt(recipe: Recipe, prompt: BenchmarkPrompt) -> Recipe:
     """The recipe judging with ``prompt`` in place of its own template of that kind (checked as the recipe's are)."""
     if prompt.kind in STAGES:
-        def staged(options: Mapping[str, Any]) -> dict[str, Any]:
+        def with_stage(options: Mapping[str, Any]) -> dict[str, Any]:
             return {**options, "templates": {**(options.get("templates") or {}), prompt.kind: prompt.text}}
-        parts = tuple(dataclasses.replace(p, options=staged(p.options)) if p.mode == "claims" else p
+        parts = tuple(dataclasses.replace(p, options=with_stage(p.options)) if staged(p.mode) else p
                       for p in recipe.parts)
-        changed = dataclasses.replace(recipe, options=staged(recipe.options) if recipe.mode == "claims"
+        changed = dataclasses.replace(recipe, options=with_stage(recipe.options) if staged(recipe.mode)
                                       else recipe.options, parts=parts, prompt=prompt.describe())
     else:
         changed = dataclasses.replace(recipe, template_texts={**recipe.template_texts, prompt.kind: prompt.text},
@@ -610,3 +499,28 @@ def with_benchmark_prompt(recipe: Recipe, prompt: BenchmarkPrompt) -> Recipe:
         raise InputError(f"the benchmark's prompt does not make a valid template with the recipe's layout: "
                          f"{exc.reason}", file=str(prompt.file)) from None
     return changed
+
+
+def with_benchmark_dir(recipe: Recipe, benchmark_dir: str | Path, *, allow_changed: bool = False) -> Recipe:
+    """The recipe judging with every prompt of the benchmark's own that it names, read from ``benchmark_dir`` (a
+    checkout of the benchmark's repository): its ``[benchmark_prompt]``, and each rubric's
+    ``[rubrics.benchmark.VALUE]`` in place of the recipe's rubric file for the items of that value. Each file's
+    sha256 is checked (:func:`~trustjudge.recipes._prompt.load_benchmark_prompt`); each record says which judged."""
+    if not recipe.rubric_benchmark:
+        return with_benchmark_prompt(recipe, load_benchmark_prompt(recipe, benchmark_dir, allow_changed=allow_changed))
+    changed = recipe
+    if recipe.benchmark_prompt:
+        changed = with_benchmark_prompt(recipe, load_benchmark_prompt(recipe, benchmark_dir,
+                                                                      allow_changed=allow_changed))
+    kind = rubric_kind(recipe.mode)
+    fields = get_mode(recipe.mode).templates[kind].fields
+    texts, used = dict(changed.rubric_texts), dict(changed.rubric_prompts)
+    for value in recipe.rubric_benchmark:
+        prompt = load_benchmark_prompt(recipe, benchmark_dir, allow_changed=allow_changed, rubric=value)
+        try:
+            read_template(prompt.text, f"{kind}.txt", fields)
+        except ConfigError as exc:
+            raise InputError(f"the benchmark's prompt of rubric {value!r} does not make a valid template with the "
+                             f"recipe's layout: {exc}", file=str(prompt.file)) from None
+        texts[value], used[value] = prompt.text, prompt.describe()
+    return dataclasses.replace(changed, rubric_texts=texts, rubric_prompts=used)

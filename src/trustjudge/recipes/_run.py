@@ -6,6 +6,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .._judge import Judge
@@ -13,9 +14,10 @@ from ..audit._stats import finite
 from ..errors import InputError
 from ..io._items import Check, Item
 from ..modes._base import AuditContext, Split, split_steps
-from ..modes._prompts import CHECK_FIELDS, CRITERION_FIELDS, POINTWISE_FIELDS, read_template
 from ..modes._registry import get_mode
+from ..modes._templates import read_template
 from ._execute import attempt_rows, execute_items, given_kinds
+from ._fields import rubric_kind
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
@@ -87,10 +89,6 @@ def prepare_items(recipe: Recipe, items: Sequence[Item], file: str | None = None
     return out
 
 
-TEMPLATE_FIELDS = {"pointwise": POINTWISE_FIELDS, "check": CHECK_FIELDS, "criterion": CRITERION_FIELDS}
-MODE_TEMPLATE = {"score": "pointwise", "checklist": "check", "criteria": "criterion"}
-
-
 def _by_rubric(recipe: Recipe, items: Sequence[Item]) -> list[tuple[str | None, list[Item]]]:
     """The items in groups by the rubric that judges them (``None``: the recipe's own template), in file order."""
     if not recipe.rubrics:
@@ -104,10 +102,12 @@ def _by_rubric(recipe: Recipe, items: Sequence[Item]) -> list[tuple[str | None, 
 
 
 def _with_rubric(judge: Judge, recipe: Recipe, value: str) -> Judge:
-    """``judge`` (same backend, store and settings) with the rubric of ``value`` as its template of the mode's kind."""
-    kind = MODE_TEMPLATE[recipe.mode]
+    """``judge`` (same backend, store and settings) with the rubric of ``value`` as its template of the mode's kind:
+    the benchmark's own where it was read from a checkout (:attr:`Recipe.rubric_texts`), else the recipe's file."""
+    kind = rubric_kind(recipe.mode)
     other = copy.copy(judge)
-    template = read_template(str(recipe.rubrics[value]), f"{kind}.txt", TEMPLATE_FIELDS[kind])
+    template = read_template(recipe.rubric_texts.get(value) or str(recipe.rubrics[value]), f"{kind}.txt",
+                             get_mode(recipe.mode).templates[kind].fields)
     changes: dict[str, Any] = {kind: template}
     other.prompts = dataclasses.replace(judge.prompts, **changes)
     return other
@@ -131,7 +131,9 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
             records += [{**r.to_dict(), "prompt": prompt} for r in judge.run(task, group, progress=progress)]
         else:
             ruled = _with_rubric(judge, recipe, value)
-            used = {**prompt, "rubric": f"{recipe.rubrics_by}={value} ({recipe.rubrics[value].name})"}
+            own = recipe.rubric_prompts.get(value)
+            name = f"the benchmark's {Path(own['file']).name}" if own else recipe.rubrics[value].name
+            used = {**(own or prompt), "rubric": f"{recipe.rubrics_by}={value} ({name})"}
             records += [{**r.to_dict(), "prompt": used}
                         for r in ruled.run(ruled.task(recipe.mode, **recipe.options), group, progress=progress)]
     by_id = {item.id: item for item in items}
