@@ -343,9 +343,10 @@ def run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordB
     """``task.run`` on one chunk of checked ``items``, its rules first: a response a rule fires on gets the
     rule's record (no question, no store look-up, no model call), the rest are judged; records in input order.
 
-    A mode's code (a plug-in's) that calls ``sys.exit`` or raises a ``BaseException`` of its own while judging
-    stops the run with a :class:`~trustjudge.errors.TrustJudgeError` naming the mode, never a silent exit (every
-    stored judgment stays: the same run resumes); Ctrl-C stays Ctrl-C."""
+    A plug-in mode's code that calls ``sys.exit`` or raises a ``BaseException`` of its own while judging stops
+    the run with a :class:`~trustjudge.errors.TrustJudgeError` naming the plug-in, never a silent exit (every
+    stored judgment stays: the same run resumes); Ctrl-C stays Ctrl-C, and under a built-in mode a
+    ``BaseException`` (the process dying) passes as it is."""
     records = _run_task(task, items, ask)
     while True:
         try:
@@ -355,7 +356,9 @@ def run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordB
         except (Exception, KeyboardInterrupt, GeneratorExit):
             raise
         except BaseException as exc:
-            what = PLUGIN_ORIGINS.get(task.kind, f"mode {task.kind!r}")
+            if task.kind not in PLUGIN_ORIGINS:  # a built-in mode's: the process dying, as it was
+                raise
+            what = PLUGIN_ORIGINS[task.kind]
             how = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else \
                 f"raised {type(exc).__name__}: {exc}"
             raise TrustJudgeError(f"{what} {how} while judging: the run is stopped (every judgment already made is "
