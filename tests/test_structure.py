@@ -150,6 +150,7 @@ LAYERS: dict[str, int] = {
     "report": 5,                                       # HTML drawn from audits
     "_judge": 6, "_config": 6, "_cascade": 6, "_integrations": 6, "_settings": 6,  # the facade over all of the above
     "_mode_methods": 6, "_progress": 6, "_ensemble": 6,  # per-mode conveniences; progress bar; ensemble judging
+    "_calibrate": 6,                                   # what Judge's calibration methods do
     "mode_api": 6,                                     # the public mode-writing API (names from modes, audit, io)
     "serve": 7, "pytest_plugin": 7, "inspect_scorer": 7, "recipes": 7,  # recipes run a Judge
     "cli": 8,
@@ -219,9 +220,7 @@ NAMED_MODES_LEFT: dict[str, int] = {
     # modes' calibration, summary, cascade, inspect scorer and recipes, not yet moved behind the Mode contract
     # (Mode.calibration, Mode.summary_metrics; issue 37). The count may only fall: a new file, or a new name in a
     # listed file, fails. When a file reaches 0, remove it from this list.
-    "_judge.py": 14, "audit/_trust.py": 8,
-    "cli/_options.py": 5, "cli/_trust.py": 7,
-    "serve/_app.py": 1,
+    "cli/_options.py": 3,
 }
 
 
@@ -255,7 +254,7 @@ OVERSIZED: dict[str, int] = {
     # Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES (``file`` or ``file:function``) with
     # their line counts when this check was written; each may only shrink. Left for the lead to split after the
     # parallel branches that edit them are merged (issue 37): do not add to this list.
-    "_judge.py": 611, "audit/_trust.py": 793, "backends/_openai.py": 639,
+    "backends/_openai.py": 639,
 }
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _cascade
+from . import _calibrate, _cascade
+from ._calibrate import task_for_calibration as task_for_calibration
 from ._config import JudgeConfig
-from ._ensemble import judged
 from ._mode_methods import ModeRun, ModeTask, convenience, convenience_names, keyword_options
 from ._progress import RunBar, judgments
 from ._settings import judge_name, project_settings, store_path
@@ -23,9 +22,7 @@ from .audit._audit import AuditRun
 from .audit._audit import audit as run_audit
 from .audit._calibration import Selection
 from .audit._injection import injected as steer
-from .audit._trust import CALIBRATION_MODES, Calibration, annotate, calibrates, check_classes, template_hash
-from .audit._trust import fit as fit_calibration
-from .audit._trust import summary as trust_summary
+from .audit._trust import Calibration
 from .backends import Backend, get_backend
 from .backends._names import engine_options
 from .backends._speeds import shipped as shipped_speed
@@ -37,7 +34,7 @@ from .errors import ConfigError
 from .io._items import Item
 from .io._sources import Mapped, as_items, item_list
 from .modes._base import Asking, Task, check_item, ruled, run_task, with_turns
-from .modes._prompts import YES_NO, Prompts, Protocol
+from .modes._prompts import Prompts, Protocol
 from .modes._prompts import scale as make_scale
 from .modes._records import (
     ChecklistRecord,
@@ -55,14 +52,6 @@ if TYPE_CHECKING:  # the ranking loads scipy: only when one is asked for
 
 __all__ = ["AuditRun", "ChecklistRecord", "CompareRecord", "CriteriaRecord", "Judge", "ScoreRecord", "compare",
            "score", "task_for_calibration"]
-
-
-def task_for_calibration(task: Task) -> Task:
-    """``task`` as a calibration reads it: a score or criteria calibration reads each distribution over the
-    levels, so a task that would drop it keeps it (as with ``--distribution``); any other task as it is."""
-    if getattr(task, "keep_distribution", True) is False:
-        return replace(task, keep_distribution=True)  # type: ignore[type-var]
-    return task
 
 
 ItemSource = Any
@@ -351,41 +340,15 @@ class Judge:
         per_scale = sum(len(it.responses) for it in items) * (2 if injection else 1)
         return len(scales) * per_scale + sum(2 * len(it.all_pairs()) for it in items if len(it.responses) >= 2)
 
-    # -- calibration and selective verdicts -------------------------------------------------------------
+    # -- calibration and selective verdicts (:mod:`trustjudge._calibrate`) ----------------------------------
     def calibration_task(self, mode: str) -> Task:
-        """The task a calibration of ``mode`` (compare, checklist, claims, score, criteria) is fitted and applied
-        under (score and criteria tasks keep each distribution over the levels: the calibration reads it)."""
-        get_mode(mode)  # a plug-in mode registers its calibration when loaded
-        if not calibrates(mode):
-            raise ConfigError(f"the {mode} mode has no calibration (a mode declares its units with "
-                              "Mode(calibration=...))")
-        return self.task(mode, keep_distribution=True) if mode in ("score", "criteria") else self.task(mode)
+        """The task a calibration of ``mode`` (compare, checklist, claims, score, criteria, a plug-in's) is fitted
+        and applied under (a task over a scale's levels keeps each distribution: the calibration reads it)."""
+        return _calibrate.calibration_task(self, mode)
 
     def _template_hash(self, mode: str, task: Task | None = None) -> str:
-        """The identity of the prompt a calibration of ``mode`` holds for: its template (for claims: ``task``'s
-        own verification template, where it was given one), and the system prompt where it is not the default
-        (so a calibration fitted before ``system=`` existed still fits)."""
-        from .modes._prompts import SYSTEM, VERIFY_FIELDS, read_template, strip_image_fields
-        texts = getattr(task, "templates", None) if mode == "claims" else None
-        if mode not in CALIBRATION_MODES:  # a registered mode says what its calibration holds for
-            text = (task if task is not None else self.calibration_task(mode)).calibration_prompt()
-        elif texts is not None:
-            text = texts[1]
-        elif mode == "compare":
-            text = self.prompts.pairwise.template
-        elif mode == "checklist":
-            text = self.prompts.check.template
-        elif mode == "score":
-            text = self.prompts.pointwise.template
-        elif mode == "criteria":
-            text = self.prompts.criterion.template
-        else:
-            text = read_template(None, "verify.txt", VERIFY_FIELDS).template
-        system, text = self.prompts.system, strip_image_fields(text)  # a text item's prompt is as it was
-        return template_hash(text if system == SYSTEM else f"{system}\x00{text}")
-
-    def _protocol_of(self, task: Task) -> str:
-        return str(getattr(task, "protocol", "direct"))
+        """The identity of the prompt a calibration of ``mode`` holds for (:func:`_calibrate.template_of`)."""
+        return _calibrate.template_of(self, mode, task)
 
     def calibrate(self, items: ItemSource, mode: str = "compare", *, method: str | None = None,
                   tolerance: float | None = None, task: Task | None = None, progress: ProgressArg = None,
@@ -401,15 +364,8 @@ class Judge:
         criteria task keeps its distributions). ``items`` and ``mapping`` as :meth:`run`'s. ``confidence``:
         ``calibrated``, ``features`` or ``ensemble`` (:mod:`~trustjudge.audit._estimators`); save it with ``.save``.
         """
-        if task is not None and task.kind != mode:
-            raise ConfigError(f"a {task.kind} task cannot calibrate the {mode} mode")
-        task = task_for_calibration(task if task is not None else self.calibration_task(mode))
-        records = judged(self, task, items, confidence, progress, mapping)
-        scale = getattr(task, "scale", None)
-        levels = scale.values if mode == "score" and scale is not None else None
-        return fit_calibration(mode, records, judge=self.name, fingerprint=self.backend.fingerprint,
-                               template=self._template_hash(mode), protocol=self._protocol_of(task), method=method,
-                               levels=levels, tolerance=tolerance, confidence=confidence)
+        return _calibrate.calibrate(self, items, mode, method=method, tolerance=tolerance, task=task,
+                                    progress=progress, mapping=mapping, confidence=confidence)
 
     def check_calibration(self, calibration: Calibration, *, override: bool = False,
                           task: Task | None = None) -> Calibration:
@@ -420,40 +376,7 @@ class Judge:
         label mismatch is accepted and listed in the returned calibration's ``overridden``; a mode or class
         mismatch never is (the verdicts differ).
         """
-        task = task if task is not None else self.calibration_task(calibration.mode)
-        mode = task.kind
-        if not calibrates(mode):
-            raise ConfigError(f"calibration covers the modes {', '.join(CALIBRATION_MODES)}, not {mode} (no "
-                              f"{mode} calibration units yet)")
-        labels = getattr(task, "labels", None)
-        scale = getattr(task, "scale", None)
-        if mode == "score" and calibration.mode == "score" and scale is not None:
-            check_classes(mode, calibration, scale.labels)  # another scale: other levels, never overridable
-            if calibration.levels is not None and [float(v) for v in scale.values] != calibration.levels:
-                raise ConfigError(f"the calibration's level values {calibration.levels} are not this scale's "
-                                  f"{list(scale.values)}: refit it on this scale")
-        if mode == "claims" and calibration.mode == "claims" and labels is not None:
-            check_classes(mode, calibration, labels.labels)
-        checked = calibration.check(mode=mode, judge=self.name, fingerprint=self.backend.fingerprint,
-                                    template=self._template_hash(mode, task), protocol=self._protocol_of(task),
-                                    override=override)
-        # A checklist calibration is fitted on YES/NO checks (`calibrate` asks those): P(pass) under another
-        # label set is another quantity.
-        if mode == "checklist" and labels is not None and labels != YES_NO:
-            if not override:
-                raise ConfigError(f"the calibration file does not fit this judging (labels: calibrated YES/NO, now "
-                                  f"{'/'.join(labels.labels)}; it was fitted for judge {calibration.judge}): pass "
-                                  "--calibration-override to use it anyway (every record then says so)")
-            checked = replace(checked, overridden=[*checked.overridden, "labels"])
-        # A compare calibration is fitted on A/B/C verdicts (`calibrate` asks those): the preferences of labels
-        # of one's own are other probabilities.
-        if mode == "compare" and labels is not None:
-            if not override:
-                raise ConfigError(f"the calibration file does not fit this judging (verdict labels: calibrated A/B/C, "
-                                  f"now {labels.describe()}; it was fitted for judge {calibration.judge}): pass "
-                                  "--calibration-override to use it anyway (every record then says so)")
-            checked = replace(checked, overridden=[*checked.overridden, "labels"])
-        return checked
+        return _calibrate.check(self, calibration, override=override, task=task)
 
     def prepare_calibration(self, calibration: Calibration, *, target: float | None = None, delta: float = 0.1,
                             override: bool = False, task: Task | None = None,
@@ -478,11 +401,10 @@ class Judge:
         ``records`` are this judge's records (or their dicts) in the calibration's mode, checked against this judge
         first (:meth:`check_calibration`; ``task`` as there). Returns them annotated, and the summary.
         """
-        rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
+        rows = _calibrate.as_rows(records)
         checked, selection = self.prepare_calibration(calibration, target=target, delta=delta, override=override,
                                                       task=task, force_delta=force_delta)
-        annotated = annotate(checked.mode, rows, checked, selection)
-        return annotated, trust_summary(checked.mode, annotated, checked, selection)
+        return _calibrate.apply(checked, rows, selection)
 
     def select(self, items: ItemSource, calibration: Calibration, *, target: float | None = None,
                delta: float = 0.1, override: bool = False, mapping: Mapped = None, progress: ProgressArg = None,
@@ -492,11 +414,8 @@ class Judge:
 
         Returns the annotated records (dicts) and a summary (coverage, the guarantee and what it rests on).
         """
-        calibration = self.check_calibration(calibration, override=override)
-        selection = calibration.selection(target, delta, force_delta) if target is not None else None
-        records = judged(self, calibration.mode, items, calibration.confidence, progress, mapping)
-        annotated = annotate(calibration.mode, records, calibration, selection)
-        return annotated, trust_summary(calibration.mode, annotated, calibration, selection)
+        return _calibrate.select(self, items, calibration, target=target, delta=delta, override=override,
+                                 mapping=mapping, progress=progress, force_delta=force_delta)
 
     # -- recorded judges and cascades -----------------------------------------------------------------
     def _for_backend(self, task: Task) -> Task:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,28 +29,30 @@ from . import _estimators as E
 from ._calfile import read_calibration_file
 from ._levels import check_levels
 from ._params import read_classes, read_map, read_position_bias
+from ._readers import _SLACK, level_values_of, pairwise, scaled
+from ._readers import CHECK_CLASSES as CHECK_CLASSES
+from ._readers import PAIR_CLASSES as PAIR_CLASSES
+from ._readers import _check_tolerance as _check_tolerance
+from ._readers import nearest_level as nearest_level
+from ._readers import position_bias_of as position_bias_of
+from ._readers import score_agrees as score_agrees
+from ._readers import score_verdicts as score_verdicts
 from ._shift import ShiftMonitor
-from ._units import _READERS
+from ._split import SPLIT_SEED as SPLIT_SEED
+from ._split import _read_keys
+from ._split import selection_split as selection_split
+from ._units import _READERS, UnitReader
 from ._units import Unit as Unit
 from ._verify import check_integrity
 
 CALIBRATION_VERSION = 1
-MODES = ("compare", "checklist", "claims")
-POINTWISE = "score"
-"""The pointwise mode: calibrated over the scale's levels, agreement within a tolerance."""
-CRITERIA = "criteria"
-"""Per-criterion scores, calibrated like pointwise ones: one unit per criterion judged on the shared levels."""
-LEVEL_MODES = (POINTWISE, CRITERIA)
-"""The modes whose units are distributions over a scale's levels (agreement within a tolerance)."""
-CALIBRATION_MODES = (*MODES, *LEVEL_MODES)
-"""Every mode a calibration file can be fitted for (and the service applies: ``MODES`` are those of discrete
-classes, ``LEVEL_MODES`` those over a scale's levels)."""
+CALIBRATION_MODES = ("compare", "checklist", "claims", "score", "criteria")
+"""The built-in modes a calibration file can be fitted for, as the mode files declare (kept for the service's
+bodies and the CLI's help; every mode's units are read through its reader, :func:`reader`)."""
+LEVEL_MODES = ("score", "criteria")
+"""The built-in modes whose units are distributions over a scale's levels (kept for the service's bodies)."""
 DEFAULT_TOLERANCE = 0.0
 """A pointwise verdict agrees with the human by default only on the same level (as the other modes' classes)."""
-PAIR_CLASSES = ("first", "second", "tie")
-CHECK_CLASSES = ("fail", "pass")
-
-_SLACK = 1e-9  # a level exactly the tolerance away is within it, whatever the rounding
 
 # Why a unit was not kept (``abstained`` holds one of these, or None when kept).
 BELOW = "below_threshold"
@@ -58,185 +60,64 @@ UNSCORED = "unscored"
 
 
 def calibration_modes() -> tuple[str, ...]:
-    """Every mode a calibration can be fitted for now: the built-in ones, then the registered modes'."""
-    return (*CALIBRATION_MODES, *_READERS)
+    """Every mode a calibration can be fitted for now: those whose ``Mode`` declares its units."""
+    return tuple(_READERS)
 
 
 def calibrates(mode: str) -> bool:
-    """Whether ``mode`` can be calibrated (a registered mode: whether it declares its units)."""
-    return mode in CALIBRATION_MODES or mode in _READERS
+    """Whether ``mode`` can be calibrated (whether its ``Mode`` declares its units)."""
+    return mode in _READERS
+
+
+def reader(mode: str) -> UnitReader:
+    """``mode``'s calibration contract (``Mode(calibration=...)``); a ConfigError where it has none."""
+    if mode not in _READERS:
+        raise ConfigError(f"calibration covers the modes {', '.join(calibration_modes())}; got {mode!r} (a mode "
+                          "declares its units with Mode(calibration=...))")
+    return _READERS[mode]
 
 
 def _check_mode(mode: str) -> None:
-    if not calibrates(mode):
-        raise ConfigError(f"calibration covers the modes {', '.join(calibration_modes())}; got {mode!r} (a mode "
-                          "declares its units with Mode(calibration=...))")
+    reader(mode)
 
 
-def _pair_human(value: Any) -> int | None:
-    if isinstance(value, str) and value.lower() in PAIR_CLASSES:
-        return PAIR_CLASSES.index(value.lower())
-    return None
+def levelled(mode: str) -> bool:
+    """Whether ``mode``'s units are distributions over a scale's levels (agreement within a tolerance); ``False``
+    for a mode without a calibration."""
+    return mode in _READERS and scaled(_READERS[mode])
+
+
+def judge_scaled(mode: str) -> bool:
+    """Whether ``mode``'s levels are the judge's own scale (``--scale`` sets the judge's, ``Judge(scale=...)``),
+    rather than one its task or its records give."""
+    return levelled(mode) and bool(getattr(_READERS[mode], "task_scale", False))
 
 
 def classes_of(mode: str, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The classes a mode's units are calibrated over (claims: the verification labels the records hold)."""
-    _check_mode(mode)
-    if mode in _READERS:
-        return _READERS[mode].classes(records)
-    if mode == "compare":
-        return PAIR_CLASSES
-    if mode == "checklist":
-        return CHECK_CLASSES
-    if mode in LEVEL_MODES:
-        return _score_classes(_level_parts(mode, records))
-    for rec in records:
-        for claim in rec.get("claims") or ():
-            if claim.get("probabilities"):
-                return tuple(claim["probabilities"])
-    return ("SUPPORTED", "PARTIAL", "UNSUPPORTED")
+    return reader(mode).classes(records)
 
 
 def units(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str] | None = None,
           levels: Sequence[float] | None = None) -> list[Unit]:
     """Every verdict of ``records`` (dicts as the CLI writes them) with its raw probabilities and human class
-    (``levels``: the score mode's level values, one per class; default: the classes read as numbers)."""
-    classes = tuple(classes) if classes is not None else classes_of(mode, records)
-    out: list[Unit] = []
-    if mode in _READERS:
-        return _READERS[mode].units(records, classes)
-    if mode == POINTWISE:
-        values = _levels(classes, levels)
-        return [_score_unit(i, rec, classes, values) for i, rec in enumerate(records)]
-    if mode == CRITERIA:
-        values = _levels(classes, levels)
-        return [_score_unit(i, c, classes, values, rec, ("criteria", j))
-                for i, rec in enumerate(records) for j, c in enumerate(rec.get("criteria") or ())]
-    for i, rec in enumerate(records):
-        if mode == "compare":
-            p = rec.get("probabilities")
-            probs = tuple(float(p[c]) for c in PAIR_CLASSES) if p else None
-            out.append(Unit(i, (), probs, _pair_human(rec.get("human"))))
-        elif mode == "checklist":
-            for j, check in enumerate(rec.get("checks") or ()):
-                pp = check.get("p_pass")
-                probs = (1.0 - float(pp), float(pp)) if pp is not None and check.get("unscored") is None else None
-                h = check.get("human")
-                human = None if h is None else int(float(h) >= 0.5)
-                out.append(Unit(i, ("checks", j), probs, human))
-        else:
-            for j, claim in enumerate(rec.get("claims") or ()):
-                p = claim.get("probabilities")
-                probs = tuple(float(p.get(c, 0.0)) for c in classes) if p and not claim.get("unscored") else None
-                h = claim.get("human")
-                human = classes.index(h.upper()) if isinstance(h, str) and h.upper() in classes else None
-                out.append(Unit(i, ("claims", j), probs, human))
-    return out
-
-
-# -- pointwise units: a scored response's distribution over the scale's levels -------------------------------
-
-def _level_parts(mode: str, records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """What holds each unit's distribution: the score records, or every criterion of the criteria records."""
-    if mode == POINTWISE:
-        return list(records)
-    return [c for rec in records for c in rec.get("criteria") or ()]
-
-
-def _score_classes(parts: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    for part in parts:
-        if part.get("distribution"):
-            return tuple(part["distribution"])
-    raise ConfigError("no score or criterion carries its distribution over the scale's levels (each is unscored, or "
-                      "was judged without `--distribution` / keep_distribution=True): calibration reads that "
-                      "distribution")
+    (``levels``: a scale's level values, one per class; default: the classes read as numbers)."""
+    found = reader(mode)
+    classes = tuple(classes) if classes is not None else found.classes(records)
+    if scaled(found):
+        return found.units(records, classes, levels)  # type: ignore[call-arg]
+    return found.units(records, classes)
 
 
 def level_values(mode: str, records: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> list[float] | None:
-    """The value of each level as the records give it (a criterion's labelled scale: its ``labels``), or
-    ``None`` where the labels are the values (decimal numbers)."""
-    for part in _level_parts(mode, records):
-        if part.get("distribution"):  # the first distribution, whose levels the classes are
-            labels = part.get("labels")
-            return [float(labels[c]) for c in classes] if isinstance(labels, dict) else None
-    return None
+    """The value of each level as the records give it (a labelled scale: its ``labels``), or ``None`` where the
+    labels are the values (decimal numbers)."""
+    found = reader(mode)
+    read = getattr(found, "level_values", None)
+    return read(records, classes) if read is not None else None
 
 
-def _levels(classes: Sequence[str], levels: Sequence[float] | None) -> tuple[float, ...]:
-    """The value of each level (class) of a score calibration: ``levels`` as given, or the labels as numbers."""
-    if levels is not None:
-        if len(levels) != len(classes):
-            raise ConfigError(f"{len(classes)} score levels {list(classes)} but {len(levels)} level values")
-        return tuple(float(v) for v in levels)
-    try:
-        return tuple(float(c) for c in classes)
-    except ValueError:
-        raise ConfigError(f"the score levels {list(classes)} are not numbers: give the scale's level values") from None
-
-
-def nearest_level(value: float, levels: Sequence[float]) -> int | None:
-    """The index of the level nearest a human score (a tie: the lower level); ``None`` when the score lies more
-    than half a point outside the scale (a score on another scale, which no level stands for)."""
-    if not min(levels) - 0.5 <= value <= max(levels) + 0.5:
-        return None
-    gaps = [abs(value - v) for v in levels]
-    best = min(gaps)
-    return min((j for j, g in enumerate(gaps) if g == best), key=lambda j: levels[j])
-
-
-def _score_unit(i: int, rec: Mapping[str, Any], classes: tuple[str, ...], levels: tuple[float, ...],
-                record: Mapping[str, Any] | None = None, path: tuple[str | int, ...] = ()) -> Unit:
-    """A score record's unit, or (``record`` and ``path`` given) one criterion ``rec`` of a criteria record."""
-    dist = rec.get("distribution")
-    scored = rec.get("unscored") is None and any(v is not None for v in (rec.get("scores") or {}).values())
-    head = record if record is not None else rec
-    where = f"record {i + 1} (item {head.get('item_id')!r}, response {head.get('response_id')!r}" + \
-        (f", criterion {rec.get('name')!r})" if record is not None else ")")
-    probs = None
-    if scored:
-        if not dist:
-            raise ConfigError(f"{where}: a score record without its distribution over the levels; judge with "
-                              "`--distribution` (keep_distribution=True) to calibrate or apply a calibration")
-        labels = rec.get("labels")
-        if set(dist) != set(classes) or (isinstance(labels, dict)
-                                         and [float(labels[c]) for c in classes] != list(levels)):
-            raise ConfigError(f"{where}: its levels {list(dist)} are not the calibration's {list(classes)} (another "
-                              "scale)")
-        probs = tuple(float(dist[c]) for c in classes)
-    h = rec.get("human_score" if record is None else "human")
-    human = nearest_level(float(h), levels) if isinstance(h, (int, float)) and not isinstance(h, bool) else None
-    return Unit(i, path, probs, human)
-
-
-def score_verdicts(probs: npt.ArrayLike, levels: Sequence[float],
-                   tolerance: float) -> tuple[npt.NDArray[np.int64], np.ndarray]:
-    """Each row's pointwise verdict and its confidence: the level whose window ``|level - verdict| <= tolerance``
-    holds the most probability, and that mass (the probability that a human within the tolerance agrees).
-
-    With tolerance 0 the verdict is the most probable level and the confidence its probability, as in the other
-    modes; a tie goes to the lower level.
-    """
-    q = np.atleast_2d(np.asarray(probs, dtype=np.float64))
-    v = np.asarray(levels, dtype=np.float64)
-    window = (np.abs(v[:, None] - v[None, :]) <= tolerance + _SLACK).astype(np.float64)
-    mass = q @ window  # mass[i, k]: probability within the tolerance of level k
-    verdict = mass.argmax(axis=1)
-    return verdict.astype(np.int64), mass[np.arange(q.shape[0]), verdict]
-
-
-def score_agrees(verdict: npt.ArrayLike, human: npt.ArrayLike, levels: Sequence[float],
-                 tolerance: float) -> npt.NDArray[np.bool_]:
-    """Whether each verdict level is within ``tolerance`` of the human's level (indices into ``levels``)."""
-    v = np.asarray(levels, dtype=np.float64)
-    gap = np.abs(v[np.asarray(verdict, dtype=np.int64)] - v[np.asarray(human, dtype=np.int64)])
-    return np.asarray(gap <= tolerance + _SLACK)
-
-
-def _check_tolerance(tolerance: Any, source: str = "calibration") -> float:
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance) \
-            or tolerance < 0:
-        raise ConfigError(f"{source}: the tolerance must be a finite number >= 0 (score points), got {tolerance!r}")
-    return float(tolerance)
+_levels = level_values_of
 
 
 def _digest(obj: Any) -> str:
@@ -290,13 +171,13 @@ class Calibration:
         """Each calibrated row's verdict (class index) and confidence: the top class and its probability, or in
         the score mode the level with the most mass within the tolerance and that mass (:func:`score_verdicts`)."""
         p = np.atleast_2d(np.asarray(q, dtype=np.float64))
-        if self.mode in LEVEL_MODES:
+        if levelled(self.mode):
             return score_verdicts(p, _levels(self.map.classes, self.levels), self.tolerance or 0.0)
         return p.argmax(axis=1).astype(np.int64), p.max(axis=1)
 
     def agrees(self, verdict: npt.ArrayLike, human: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """Whether each verdict agrees with the human class (score, criteria: within the tolerance)."""
-        if self.mode in LEVEL_MODES:
+        if levelled(self.mode):
             return score_agrees(verdict, human, _levels(self.map.classes, self.levels), self.tolerance or 0.0)
         return np.asarray(np.asarray(verdict) == np.asarray(human))
 
@@ -380,7 +261,7 @@ class Calibration:
                 "fingerprint": self.fingerprint, "template": self.template, "protocol": self.protocol,
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
-                **({"levels": self.levels, "tolerance": self.tolerance} if self.mode in LEVEL_MODES else {}),
+                **({"levels": self.levels, "tolerance": self.tolerance} if levelled(self.mode) else {}),
                 **E.file_fields(self),
                 "calibration_set": {"probs": self.probs, "human": self.human,
                                     **({"keys": self.keys} if self.keys is not None else {}),
@@ -440,29 +321,6 @@ class Calibration:
             raise ConfigError(f"{path}: bad parameters ({exc})") from None
 
 
-SPLIT_SEED = "trustjudge/selection-split/1"
-"""The seed of the selection split (:func:`selection_split`); a new rule gets a new seed."""
-
-
-def selection_split(keys: Sequence[Sequence[str | int]] | None, n: int) -> npt.NDArray[np.bool_]:
-    """Part A (``True``: the selection map is fitted on it) and part B (its thresholds are tested on it) of a
-    calibration set of ``n`` units: a function of the file's content only.
-
-    Each unit is ranked by the SHA-256 of the seed and its key (:func:`unit_key`; a file without keys: its
-    place in the file), ties by place; units alternate A, B, A, ... in that order, so part A holds
-    ``ceil(n / 2)`` units. A unit's part follows its key, so the tiers of a cascade, lined up by key, split
-    alike.
-    """
-    ids: Sequence[Sequence[str | int]] = keys if keys is not None else [[i] for i in range(n)]
-    if len(ids) != n:
-        raise ConfigError(f"the selection split needs one key per unit ({n}), got {len(ids)}")
-    rank = [hashlib.sha256((SPLIT_SEED + json.dumps(list(k))).encode()).hexdigest() for k in ids]
-    order = sorted(range(n), key=lambda i: (rank[i], i))
-    part_a = np.zeros(n, dtype=bool)
-    part_a[order[0::2]] = True
-    return part_a
-
-
 def fit_map(mode: str, method: str, classes: Sequence[str], probs: npt.ArrayLike,
             human: npt.ArrayLike) -> C.CalibrationMap:
     """A calibration map of ``method`` over ``classes`` fitted on raw rows and human classes, as :func:`fit`
@@ -470,7 +328,7 @@ def fit_map(mode: str, method: str, classes: Sequence[str], probs: npt.ArrayLike
     or isotonic; more: vector)."""
     p = np.atleast_2d(np.asarray(probs, dtype=np.float64))
     y = np.asarray(human, dtype=np.int64)
-    if mode in LEVEL_MODES:
+    if levelled(mode):
         return C.fit_vector(p, y, classes) if method == "vector" else C.fit_temperature(p, y, classes)
     if len(classes) == 2:
         return C.fit_binary(p[:, 1], y, method, (classes[0], classes[1]))  # type: ignore[arg-type]
@@ -487,7 +345,7 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
     ``levels`` are the scale's values (default: its labels read as numbers), ``tolerance`` the agreement's.
     ``confidence``: the estimator that ranks the verdicts (:mod:`~trustjudge.audit._estimators`).
     """
-    if mode in LEVEL_MODES:
+    if levelled(mode):
         return _fit_score(mode, records, judge=judge, fingerprint=fingerprint, template=template, protocol=protocol,
                           method=method, levels=levels, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
                           confidence=confidence)
@@ -509,7 +367,8 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
         if method not in (None, "vector"):
             raise ConfigError(f"{len(classes)}-class calibration is vector scaling; {method!r} needs two classes")
         cmap = C.fit_vector(probs, human, classes)
-    bias = position_bias_of(records) if mode == "compare" else None
+    bias_of = getattr(reader(mode), "position_bias", None)
+    bias = bias_of(records) if bias_of is not None else None
     keys = [list(unit_key(mode, records[u.record], u)) for u in labelled]
     cal = Calibration(mode, judge, fingerprint, template, protocol, cmap, probs.tolist(), human.tolist(), bias,
                       keys=keys)
@@ -531,13 +390,15 @@ def _fit_score(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, f
     classes = classes_of(mode, records)
     values = _levels(classes, levels if levels is not None else level_values(mode, records, classes))
     all_units = units(mode, records, classes, values)
-    field_name = "human_score" if mode == POINTWISE else "human_criteria"
+    found = reader(mode)
+    field_name, human_of, noun = (getattr(found, "field", "human"), getattr(found, "human", "human"),
+                                  getattr(found, "noun", "entry"))
     for u in all_units:
         rec = records[u.record]
-        part: Mapping[str, Any] = rec if not u.path else rec["criteria"][u.path[1]]
-        h = part.get("human_score" if mode == POINTWISE else "human")
+        part: Mapping[str, Any] = rec if not u.path else rec[u.path[0]][u.path[1]]  # type: ignore[index]
+        h = part.get(human_of)
         if h is not None and u.human is None:
-            name = "" if mode == POINTWISE else f", criterion {part.get('name')!r}"
+            name = "" if not u.path else f", {noun} {part.get('name')!r}"
             raise ConfigError(f"item {rec.get('item_id')!r}, response {rec.get('response_id')!r}{name}: {field_name} "
                               f"{h!r} lies outside the judging scale {min(values):g}..{max(values):g} (give human "
                               "scores on the scale the judge scores on)")
@@ -574,32 +435,9 @@ def _read_pointwise(d: Mapping[str, Any], mode: str, classes: tuple[str, ...],
 def unit_key(mode: str, record: Mapping[str, Any], unit: Unit) -> tuple[str | int, ...]:
     """Which verdict ``unit`` of ``record`` is, the same for every judge: a pair's item and response ids; a
     check's or claim's item, response and place."""
-    if mode == "compare":
+    if pairwise(reader(mode)):
         return (str(record["item_id"]), str(record["first_id"]), str(record["second_id"]))
     return (str(record["item_id"]), str(record["response_id"]), *unit.path)
-
-
-def _read_keys(raw: Any, n: int, source: str) -> list[list[str | int]] | None:
-    """A calibration file's unit keys (optional), checked: one list of ids per unit."""
-    if raw is None:
-        return None
-    if not isinstance(raw, list) or len(raw) != n:
-        raise ConfigError(f"{source}: field 'calibration_set.keys' needs one key per unit ({n})")
-    for i, key in enumerate(raw):
-        if (not isinstance(key, list) or not key
-                or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in key)):
-            raise ConfigError(f"{source}: calibration_set.keys[{i}] is not a list of ids")
-    return raw
-
-
-def position_bias_of(records: Iterable[Mapping[str, Any]]) -> float | None:
-    """The label-free first-slot bias of pairwise records (None without a pair judged in both orders)."""
-    rows = []
-    for rec in records:
-        orders = rec.get("orders") or []
-        if len(orders) == 2 and all(o.get("A") is not None for o in orders):
-            rows.append([[o["A"], o["B"], o["C"]] for o in orders])
-    return C.position_bias(rows) if rows else None
 
 
 def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibration,
@@ -618,7 +456,7 @@ def annotate(mode: str, records: Sequence[dict[str, Any]], calibration: Calibrat
                                                    [E.pair_features(out[unit.record], unit.path)])
             block = {"probabilities": dict(zip(classes, map(float, q[0]))), "verdict": classes[int(verdict[0])],
                      "confidence": float(confidence[0]), **E.unit_block(calibration, model, x[0])}
-        if mode in LEVEL_MODES:
+        if levelled(mode):
             block.update(_score_block(calibration, block["probabilities"]))
         if selection is not None:
             block["abstained"] = (UNSCORED if block["confidence"] is None
@@ -699,7 +537,7 @@ class Tally:
             "labelled_kept": self.labelled,
             "calibration": {"judge": cal.judge, "n": cal.n, "method": cal.map.method, "data_hash": cal.data_hash,
                             "overridden": list(cal.overridden)}}
-        if cal.mode in LEVEL_MODES:
+        if levelled(cal.mode):
             out["calibration"]["tolerance"] = cal.tolerance
         if self.selection is not None:
             out["guarantee"] = self.selection.to_dict()
@@ -731,20 +569,20 @@ def abstained_items(mode: str, annotated: Sequence[Mapping[str, Any]],
     responses with an abstained check or claim. Labels written back into the file make it a calibration set.
     """
     wanted: dict[str, set[Any]] = {}
+    found = reader(mode)
+    by_pair = pairwise(found)
     for rec in annotated:
-        if mode == "compare":
+        if by_pair:
             if (rec.get("calibrated") or {}).get("abstained") is not None:
                 wanted.setdefault(rec["item_id"], set()).add((rec["first_id"], rec["second_id"]))
         else:
-            part = _READERS[mode].part if mode in _READERS else None if mode == POINTWISE else {
-                "checklist": "checks", CRITERIA: "criteria"}.get(mode, "claims")
-            parts = [rec] if part is None else rec.get(part) or ()
+            parts = [rec] if found.part is None else rec.get(found.part) or ()
             if any((p.get("calibrated") or {}).get("abstained") is not None for p in parts):
                 wanted.setdefault(rec["item_id"], set()).add(rec["response_id"])
     out = []
     for item_id, keys in wanted.items():
         item = json.loads(json.dumps(items_by_id[item_id]))
-        if mode == "compare":
+        if by_pair:
             item["pairs"] = [{"first": f, "second": s, "human": None} for f, s in sorted(keys)]
         else:
             item["responses"] = [r for r in item.get("responses", []) if r.get("id") in keys]

@@ -22,7 +22,7 @@ from click.core import ParameterSource
 from .._judge import Judge
 from .._settings import JUDGE_ENV, STORE_ENV, judge_name, store_path
 from ..audit._support import DEFAULT_RISK_DELTA
-from ..audit._trust import calibrates, calibration_modes
+from ..audit._trust import calibrates, calibration_modes, levelled
 from ..backends import DEFAULT_JUDGE
 from ..engine._store import default_store_path
 from ..errors import ConfigError
@@ -494,7 +494,7 @@ def calibration_options(mode: str, *, summary: bool = True) -> Callable[[Command
         click.option("--risk-delta", type=level, default=DEFAULT_RISK_DELTA, show_default=True, help=RISK_DELTA_HELP),
         FORCE_DELTA, CALIBRATION_BY,
     ]
-    if mode in ("score", "criteria"):
+    if levelled(mode):  # a verdict over a scale's levels agrees within a tolerance
         options.append(click.option("--tolerance", type=Finite(min=0.0), default=None,
                                     help="With --calibration: the agreement tolerance in score points (default: the "
                                          "file's); a file fitted with another is refused."))

@@ -26,7 +26,15 @@ from ..audit import _ledger
 from ..audit._estimators import CALIBRATED, ESTIMATORS
 from ..audit._levels import guarantee_text, marginal_warning, quote
 from ..audit._support import DEFAULT_RISK_DELTA, selection_support
-from ..audit._trust import CALIBRATION_MODES, Calibration, abstained_items, calibrates
+from ..audit._trust import (
+    CALIBRATION_MODES,
+    Calibration,
+    abstained_items,
+    calibrates,
+    calibration_modes,
+    judge_scaled,
+    levelled,
+)
 from ..audit._verify import verification_problems
 from ..errors import ConfigError
 from ..io._files import load_suite
@@ -92,9 +100,9 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
         _verify(items, fmt, skip_invalid, quiet, judging, scale, suite, verify)
         return
     assert out is not None
-    if mode not in ("score", "criteria") and (tolerance is not None or scale is not None):
-        raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode score or "
-                               "criteria")
+    if not levelled(mode) and (tolerance is not None or scale is not None):
+        raise click.UsageError(f"{'--tolerance' if tolerance is not None else '--scale'} applies to --mode "
+                               f"{' or '.join(m for m in calibration_modes() if levelled(m))}")
     judging.guard(items, {"--out": out}, inputs=(suite,))
     _template_fits(judging, mode)
     todo = read_items(items, skip_invalid, get_mode(mode).min_responses, fmt)
@@ -126,9 +134,9 @@ def _scaled_judge(judging: JudgeOptions, mode: str, scale: str | None, items: Pa
     if suite is not None and not options:
         raise click.UsageError(f"--suite gives the {mode} mode nothing ({suite} holds none of its options: "
                                "--suite is for --mode checklist or criteria)")
-    if scale is not None and mode == "criteria":
-        options["scale"] = scale
-    j = judging.make(**({"scale": scale} if scale is not None and mode == "score" else {}))
+    if scale is not None and levelled(mode) and not judge_scaled(mode):
+        options["scale"] = scale  # the task's own scale
+    j = judging.make(**({"scale": scale} if scale is not None and judge_scaled(mode) else {}))
     j.source = str(items)
     try:
         return j, (task_for_calibration(j.task(mode, **options)) if options else None)
@@ -229,10 +237,11 @@ def select(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Judg
     _template_fits(judging, None)
     cal = Calibration.load(calibration_path)
     _template_fits(judging, cal.mode)
-    if scale is not None and cal.mode != "score":
-        raise click.UsageError(f"--scale applies to a score calibration; {calibration_path} is a {cal.mode} one"
-                               + (" (judge with `trustjudge criteria --scale S --calibration FILE`)"
-                                  if cal.mode == "criteria" else ""))
+    if scale is not None and not judge_scaled(cal.mode):
+        raise click.UsageError(f"--scale applies to a {' or '.join(m for m in calibration_modes() if judge_scaled(m))} "
+                               f"calibration; {calibration_path} is a {cal.mode} one"
+                               + (f" (judge with `trustjudge {cal.mode} --scale S --calibration FILE`)"
+                                  if levelled(cal.mode) else ""))
     if abstained_out is not None and target_agreement is None:
         raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
     if target_agreement is not None:
@@ -405,5 +414,5 @@ def _calibrated(name: str) -> str:
 
 def _template_fits(judging: JudgeOptions, mode: str | None) -> None:
     """``--template`` is the pairwise template here: refuse it where the mode asks no pairwise question."""
-    if judging.pairwise_template is not None and mode not in (None, "compare"):
+    if judging.pairwise_template is not None and mode is not None and "pairwise" not in get_mode(mode).templates:
         raise click.UsageError(f"--template replaces the pairwise template; the {mode} mode does not use it")

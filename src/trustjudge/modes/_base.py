@@ -266,6 +266,16 @@ class Task(ABC):
         another prompt is refused. This default names the task's class only."""
         return f"{type(self).__module__}.{type(self).__qualname__}"
 
+    def check_calibration(self, calibration: Any) -> None:
+        """Refuse a calibration of this task's mode that no override makes fit (another scale, other classes):
+        a ConfigError. This default accepts every one."""
+        return None
+
+    def calibration_labels(self) -> tuple[str, str, str] | None:
+        """Where this task asks with other labels than a calibration of its mode is fitted on: what they are,
+        the calibrated ones and these (an overridable mismatch); ``None`` (this default) where they are the same."""
+        return None
+
     # -- optional hooks: the mode's audit and its report ------------------------------------------------------
     audit_options: ClassVar[Mapping[str, str]] = {}
     """Optional parts of :meth:`audit`, by name (a word with dashes), each with its help: a command takes each
@@ -438,3 +448,19 @@ def criterion_text(c: Criterion) -> str:
     return text
 
 
+class VerifiedCalibration:
+    """The calibration hooks of a task whose verdicts are over its ``labels`` (a label set) and whose
+    calibration holds for its verification template (``templates[1]``, else the packaged one)."""
+
+    labels: Any
+    templates: Any
+    kind: ClassVar[str]
+
+    def calibration_prompt(self) -> str:
+        from ._prompts import VERIFY_FIELDS, read_template
+        return self.templates[1] if self.templates is not None else read_template(None, "verify.txt",
+                                                                                   VERIFY_FIELDS).template
+
+    def check_calibration(self, calibration: Any) -> None:
+        from ..audit._trust import check_classes
+        check_classes(self.kind, calibration, self.labels.labels)

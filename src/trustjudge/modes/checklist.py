@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from ..audit._readers import CheckUnits
 from ..engine import _aggregates as A
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
@@ -74,6 +75,13 @@ class ChecklistTask(Task):
     rules: tuple[Rule, ...] = ()
     """Shortcuts checked before the judge, in order: each rule's label (one of :attr:`labels`) is given to
     every check of the response."""
+
+    def calibration_prompt(self) -> str:
+        return self.prompts.check.template
+
+    def calibration_labels(self) -> tuple[str, str, str] | None:
+        """A calibration is fitted on YES/NO checks: P(pass) under another label set is another quantity."""
+        return None if self.labels == YES_NO else ("labels", "YES/NO", "/".join(self.labels.labels))
 
     def __post_init__(self) -> None:
         for i, rule in enumerate(self.rules):
@@ -260,4 +268,5 @@ MODE = Mode(
     "checklist", ChecklistTask, ChecklistRecord, ChecklistOptions, build_checklist,
     templates={"check": TemplateSpec("check.txt", frozenset(CHECK_FIELDS))},
     min_responses=1, summary="Each response asked each check of its checklist.",
-    command="checklist", route="/v1/checklist", cascade=CASCADE, summary_metrics=CHECKLIST_SUMMARY, stored=STORED)
+    command="checklist", route="/v1/checklist", cascade=CASCADE, summary_metrics=CHECKLIST_SUMMARY, stored=STORED,
+    calibration=CheckUnits())

@@ -33,6 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from ..audit._readers import PartLabelUnits
 from ..backends import GenerateRequest
 from ..engine import _aggregates as A
 from ..engine._asking import Question, Sampling
@@ -40,7 +41,7 @@ from ..engine._engine import EMPTY_RESPONSE, TRUNCATED, Outcome
 from ..errors import BackendError, ConfigError, InputError
 from ..io._items import Claim, Item, Response
 from . import _audits, _reports
-from ._base import Asking, AuditContext, Cost, Format, Task, text_bytes
+from ._base import Asking, AuditContext, Cost, Format, Task, VerifiedCalibration, text_bytes
 from ._cascading import ByPart, Records
 from ._prompts import (
     ANSWER_MARKER,
@@ -176,7 +177,7 @@ class _Entry:
 
 
 @dataclass(frozen=True)
-class ClaimsTask(Task):
+class ClaimsTask(VerifiedCalibration, Task):
     """Claims of every response: extracted (or given), verified, optionally matched against gold claims.
 
     It asks in stages, since the claims are known only after extraction: :meth:`run` extracts first (stored
@@ -539,8 +540,7 @@ class ClaimsOptions:
     min_overlap: float = option(0.0, "With match: judge only pairs whose word overlap (Jaccard) reaches this.",
                                 ge=0.0, le=1.0)
     max_new_tokens: int = option(512, "Longest claim extraction (a longer one is unscored: truncated).",
-                                 ge=1, le=MAX_EXTRACTION_TOKENS,
-                                 flag="--extract-tokens")
+                                 ge=1, le=MAX_EXTRACTION_TOKENS, flag="--extract-tokens")
     max_claims: int = option(32, "An extraction with more claims is unscored (too_many_claims).", ge=1)
     templates: Mapping[str, Any] | None = option(None, "Each stage's own prompt by name: {extract, verify, match} "
                                                        "-> a template's text or path (STAGE=PATH).", served=False,
@@ -596,5 +596,4 @@ MODE = Mode(
                "verify": TemplateSpec("verify.txt", frozenset(VERIFY_FIELDS)),
                "match": TemplateSpec("match.txt", frozenset(MATCH_FIELDS))},
     summary="Claims extracted (or given), verified against the evidence, matched against gold claims.", cascade=CASCADE,
-    summary_metrics=CLAIMS_SUMMARY, rank_options=claims_ranked)
-
+    summary_metrics=CLAIMS_SUMMARY, rank_options=claims_ranked, calibration=PartLabelUnits())

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..audit._readers import PairUnits
 from ..backends import Backend
 from ..backends._recorded import RECORDED, RecordedBackend, recorded_prompt
 from ..engine import _scoring as S
@@ -61,6 +62,13 @@ class CompareTask(Task):
     closing_mark: str | None = None
     labels: PairLabels | None = None
     """The verdict labels and the preference each stands for; ``None``: A (first), B (second), C (tie)."""
+
+    def calibration_prompt(self) -> str:
+        return self.prompts.pairwise.template
+
+    def calibration_labels(self) -> tuple[str, str, str] | None:
+        """A calibration is fitted on A/B/C verdicts: other labels' preferences are other probabilities."""
+        return None if self.labels is None else ("verdict labels", "A/B/C", self.labels.describe())
 
     @property
     def verdict_labels(self) -> tuple[str, ...]:
@@ -248,4 +256,5 @@ MODE = Mode(
     "compare", CompareTask, CompareRecord, CompareOptions, build_compare,
     templates={"pairwise": TemplateSpec("pairwise.txt", frozenset(PAIRWISE_FIELDS))},
     min_responses=2, summary="Every pair judged in both presentation orders.",
-    command="compare", route="/v1/compare", cascade=ByPair(), summary_metrics=COMPARE_SUMMARY, stored=STORED)
+    command="compare", route="/v1/compare", cascade=ByPair(), summary_metrics=COMPARE_SUMMARY, stored=STORED,
+    calibration=PairUnits())

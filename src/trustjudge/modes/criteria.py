@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..audit._readers import LevelUnits
 from ..backends import GenerateRequest
 from ..engine import _aggregates as A
 from ..engine import _scoring as S
@@ -197,6 +198,9 @@ class CriteriaTask(_audits.CriteriaHooks):
     rules: tuple[Rule, ...] = ()
     """Shortcuts checked before the judge, in order: each rule's label is given on every criterion (a label
     of each criterion's scale)."""
+
+    def calibration_prompt(self) -> str:
+        return self.prompts.criterion.template
 
     def __post_init__(self) -> None:
         for i, rule in enumerate(self.rules):
@@ -495,4 +499,5 @@ MODE = Mode(
                "generate_criteria": TemplateSpec("generate_criteria.txt", GENERATE_FIELDS)},
     min_responses=1, summary="Each response judged on each named criterion, with a weighted aggregate.",
     command="criteria", route="/v1/criteria", summary_metrics=CRITERIA_SUMMARY,
-    rank_options=_ranked, stored=STORED)
+    rank_options=_ranked, stored=STORED,
+    calibration=LevelUnits("criteria", "human", "human_criteria", "criterion", task_scale=False))

@@ -7,9 +7,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..audit._readers import LevelUnits
 from ..engine import _scoring as S
 from ..engine._asking import Question
 from ..engine._engine import EMPTY_RESPONSE, Outcome
+from ..errors import ConfigError
 from ..io._items import Item, Response
 from ..io._rules import Rule
 from ._base import (
@@ -72,6 +74,17 @@ class ScoreTask(Task):
     closing_mark: str | None = None
     rules: tuple[Rule, ...] = ()
     """Shortcuts checked before the judge, in order: each rule's label is a label of :attr:`scale`."""
+
+    def calibration_prompt(self) -> str:
+        return self.prompts.pointwise.template
+
+    def check_calibration(self, calibration: Any) -> None:
+        """Another scale has other levels: never overridable."""
+        from ..audit._trust import check_classes
+        check_classes(self.kind, calibration, self.scale.labels)
+        if calibration.levels is not None and [float(v) for v in self.scale.values] != calibration.levels:
+            raise ConfigError(f"the calibration's level values {calibration.levels} are not this scale's "
+                              f"{list(self.scale.values)}: refit it on this scale")
 
     def __post_init__(self) -> None:
         for i, rule in enumerate(self.rules):
@@ -172,4 +185,5 @@ MODE = Mode(
     "score", ScoreTask, ScoreRecord, ScoreOptions, build_score,
     templates={"pointwise": TemplateSpec("pointwise.txt", frozenset(POINTWISE_FIELDS))},
     min_responses=1, summary="One holistic score per response on an integer scale.",
-    command="score", route="/v1/score", summary_metrics=SCORE_SUMMARY, stored=STORED)
+    command="score", route="/v1/score", summary_metrics=SCORE_SUMMARY, stored=STORED,
+    calibration=LevelUnits())

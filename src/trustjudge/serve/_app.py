@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 
 from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
-from ..audit._trust import Calibration, annotate
+from ..audit._trust import Calibration, annotate, judge_scaled
 from ..audit._trust import summary as trust_summary
 from ..backends import Backend
 from ..engine._store import Store
@@ -99,10 +99,10 @@ def _own_scale(judge: Judge, cal: Calibration) -> Task | None:
     """The score task on a score calibration's own levels where they are an integer range (a request names its
     scale, so the server's default scale says nothing about the calibration); None: the mode's default task."""
     levels = cal.levels or []
-    if cal.mode != "score" or len(levels) < 2 or not all(float(v).is_integer() for v in levels) \
+    if not judge_scaled(cal.mode) or len(levels) < 2 or not all(float(v).is_integer() for v in levels) \
             or levels != [levels[0] + k for k in range(len(levels))]:
         return None
-    return task_for_calibration(judge.task("score", scale=f"{int(levels[0])}-{int(levels[-1])}"))
+    return task_for_calibration(judge.task(cal.mode, scale=f"{int(levels[0])}-{int(levels[-1])}"))
 
 
 async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
