@@ -462,3 +462,24 @@ def test_judge_end_to_end_through_the_server(llama_server: str, tmp_path: Path) 
     again = list(second.score(items))
     assert second.stats.model_calls == 0
     assert [r.scores for r in again] == [r.scores for r in records]
+
+
+def test_a_new_fake_server_never_inherits_what_was_found_of_a_gone_one() -> None:
+    """Facts were keyed by ``id(transport)``: a transport made after another was freed often got its address, and
+    with it the gone server's facts (a single-prompt server then taken for one that takes lists: a flaky test)."""
+    import gc
+
+    from trustjudge.backends._openai_server import server_facts
+
+    inherited = 0
+    for _ in range(50):
+        transport = httpx.MockTransport(FakeServer(lists=False))
+        facts = server_facts("http://fake:1", "toy", transport)
+        inherited += bool(facts)
+        facts["lists"] = True
+        del transport, facts
+        gc.collect()
+    assert inherited == 0
+    shared = httpx.MockTransport(FakeServer())
+    server_facts("http://fake:1", "toy", shared)["lists"] = False
+    assert server_facts("http://fake:1", "toy", shared) == {"lists": False}  # one transport: one server

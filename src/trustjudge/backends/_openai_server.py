@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,15 +26,18 @@ __all__ = ["Capabilities", "Unreachable", "context_length_of", "detect_api", "se
 log = logging.getLogger("trustjudge.backends.openai")
 
 _FACTS_LOCK = threading.Lock()
-_FACTS: dict[tuple[str, str, int], dict[str, Any]] = {}
-"""What was found of each server and model (``api``, ``prefill``, ``lists``), kept for the process (an
-injected transport, a test's fake server, is a server of its own)."""
+_FACTS: dict[tuple[str, str], dict[str, Any]] = {}
+"""What was found of each server and model (``api``, ``prefill``, ``lists``), kept for the process."""
+_TRANSPORT_FACTS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], dict[str, Any]]] = weakref.WeakKeyDictionary()
+"""The same for an injected transport (a test's fake server is a server of its own), forgotten with it: keyed by
+the object, not its ``id()``, which a later transport may reuse once this one is gone."""
 
 
 def server_facts(base_url: str, model: str, transport: Any = None) -> dict[str, Any]:
     """What was found of the server at ``base_url`` for ``model`` so far (a dict to add to)."""
     with _FACTS_LOCK:
-        return _FACTS.setdefault((base_url, model, 0 if transport is None else id(transport)), {})
+        table = _FACTS if transport is None else _TRANSPORT_FACTS.setdefault(transport, {})
+        return table.setdefault((base_url, model), {})
 
 
 class Unreachable(Exception):
