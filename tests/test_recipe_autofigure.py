@@ -151,4 +151,8 @@ def test_pairwise_the_final_decision_is_the_headline_with_the_benchmarks_prompt(
     # by hand, the final decision over both orders (the second mirrored): A (0.7 + 0.6) / 2, B (0.1 + 0.1) / 2,
     # both good (0.1 + 0.2) / 2, both bad (0.1 + 0.1) / 2; the other dimensions do not enter the headline
     values = {name: r.value for name, r in run.readings.items()}
-    assert values == pytest.approx({"first": 0.65, "second": 0.1, "both_good": 0.15, "both_bad": 0.1})
+    soft = {"first": 0.65, "second": 0.1, "both_good": 0.15, "both_bad": 0.1}
+    # published first: the share of pairs whose final decision is A (its most probable label), as the code counts
+    hard = {"first (hard)": 1.0, "second (hard)": 0.0, "both_good (hard)": 0.0, "both_bad (hard)": 0.0}
+    assert next(iter(values)) == "first (hard)" and run.result.value == 1.0
+    assert values == pytest.approx({**hard, **soft})
