@@ -83,6 +83,26 @@ def test_the_benchmarks_prompt_from_a_checkout_judges_each_dimension_overall_the
     assert run.records[0]["prompt"]["source"] == "benchmark"
 
 
+
+def test_the_judges_own_score_is_the_headline_the_expected_one_beside(tmp_path: Path) -> None:
+    """judge.py averages the scores its judge writes: the published reading is the judge's own level per
+    dimension (hard), first; the expected score under its distribution (soft) beside it."""
+    def leaning(req: LabelRequest) -> list[float]:  # every dimension: 0.6 on level 9, 0.4 on level 1
+        return [0.6 if lab.rstrip("]") == "9" else 0.4 if lab.rstrip("]") == "1" else 0.0 for lab in req.labels]
+
+    register_mock("autofigure-leaning", MockBackend("autofigure-leaning", script=leaning))
+    try:
+        recipe = get_recipe("autofigure")
+        rows = [{"id": "f1", "question": "Our method encodes, then decodes.",
+                 "responses": [{"id": "ours", "text": "", "images": [png(tmp_path, "fig.png", "red")]}]}]
+        with Judge("mock/autofigure-leaning", store=tmp_path / "s.sqlite", **recipe.judge_kwargs()) as j:
+            run = run_recipe(recipe, items_from_dicts(rows, base=tmp_path), j, bootstrap=0)
+    finally:
+        register_mock("autofigure-leaning", None)
+    assert list(run.readings) == ["hard", "soft"]
+    assert run.result.value == pytest.approx(9.0)                      # the judge's own level, 9 on each
+    assert run.readings["soft"].value == pytest.approx(0.6 * 9 + 0.4 * 1)
+
 PAIR_STAND_IN = '''class VLMJudgeEvaluator:
     def pairwise_comparison(self, figure1_path, figure2_path, comparison_id, content_text=None, content_type="paper"):
         content_context_prompt = f"Source: {content_text}"
@@ -131,4 +151,8 @@ def test_pairwise_the_final_decision_is_the_headline_with_the_benchmarks_prompt(
     # by hand, the final decision over both orders (the second mirrored): A (0.7 + 0.6) / 2, B (0.1 + 0.1) / 2,
     # both good (0.1 + 0.2) / 2, both bad (0.1 + 0.1) / 2; the other dimensions do not enter the headline
     values = {name: r.value for name, r in run.readings.items()}
-    assert values == pytest.approx({"first": 0.65, "second": 0.1, "both_good": 0.15, "both_bad": 0.1})
+    soft = {"first": 0.65, "second": 0.1, "both_good": 0.15, "both_bad": 0.1}
+    # published first: the share of pairs whose final decision is A (its most probable label), as the code counts
+    hard = {"first (hard)": 1.0, "second (hard)": 0.0, "both_good (hard)": 0.0, "both_bad (hard)": 0.0}
+    assert next(iter(values)) == "first (hard)" and run.result.value == 1.0
+    assert values == pytest.approx({**hard, **soft})

@@ -63,7 +63,8 @@ SC_JUDGE = {"Lyon": {"0": 0.8, "1": 0.2}, "The capital is Paris.": {"5": 0.5, "4
 
 def test_sc_arena_accuracy_by_hand_exact_matches_make_no_call_and_a_rerun_none(tmp_path: Path) -> None:
     recipe = get_recipe("sc-arena")
-    assert recipe.options["scale"] == "0-5" and [r.id for r in recipe.options["rules"]] == ["exact-match"]
+    assert recipe.options["scale"] == "0-5"
+    assert [r.id for r in recipe.options["rules"]] == ["celltype-match", "exact-match"]
     store = tmp_path / "s.sqlite"
     backend = _scripted(SC_JUDGE)
     run, calls = _run("sc-arena", backend, SC_ITEMS, store)
@@ -87,6 +88,24 @@ def test_sc_arena_accuracy_by_hand_exact_matches_make_no_call_and_a_rerun_none(t
     again, calls = _run("sc-arena", MockBackend("scripted", _never), SC_ITEMS, store)
     assert calls == 0 and again.result.value == pytest.approx(run.result.value)
 
+
+
+def test_sc_arena_celltype_match_is_the_evaluator_s_lower_cased_one(tmp_path: Path) -> None:
+    """As cell_type_annotation.py's evaluate: the type in [Predicted_Cell_Type: ...], stripped, equal to the true
+    type lower-cased (predicted.lower() == true.lower()) scores full marks with no call; a different type, or
+    one that differs by more than case (punctuation counts), goes to the judge."""
+    items = [{"id": "ct", "question": "Which cell type is this?", "reference": "CD4-positive T cell",
+              "task": "celltype",
+              "responses": [{"id": "marked", "text": "Reasoning... [Predicted_Cell_Type:  cd4-POSITIVE t cell ]",
+                             "system": "m1"},
+                            {"id": "bare", "text": "cd4-positive T CELL", "system": "m2"},
+                            {"id": "punct", "text": "[Predicted_Cell_Type: CD4 positive T cell]", "system": "m3"}]}]
+    backend = _scripted({"[Predicted_Cell_Type: CD4 positive T cell]": {"4": 1.0}})
+    run, calls = _run("sc-arena", backend, items, tmp_path / "s.sqlite")
+    assert calls == 1   # only the type that differs by its hyphen is judged
+    ruled = {r["response_id"]: r.get("rule") for r in run.records}
+    assert ruled == {"marked": "celltype-match", "bare": "exact-match", "punct": None}
+    assert run.result.value == pytest.approx((1.0 + 1.0 + 0.2 * 4) / 3)
 
 # -- geoprivacy -----------------------------------------------------------------------------------------------
 

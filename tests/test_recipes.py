@@ -146,6 +146,11 @@ GOOD = ('name = "mine"\nversion = "0.1"\nbenchmark = "Mine"\nsource = "me"\nmode
     (GOOD.replace("[options]", "[options]\nscale = 5"), "options.scale", "not an option of mode"),
     (GOOD.replace('version = "0.1"\n', ""), "version", "version string"),
     (GOOD.replace("[options]", "[judge]\nscale = \"five\"\n[options]"), "judge.scale", "must be a int"),
+    (GOOD + '[provenance]\nauthor = "me"\n', "provenance.author", r"is not a provenance field \(known: commit, "),
+    (GOOD + "[provenance]\ncommit = 7\n", "provenance.commit", "must be a string"),
+    (GOOD + '[provenance]\nfiles = "x.py"\n', "provenance.files", "must be a table of element -> file"),
+    (GOOD + '[input]\nreader = "x"\n', "input.reader", r"is not an input setting \(known: checklist_from, "),
+    (GOOD + '[input]\nformat = ""\n', "input.format", "must be a non-empty string"),
 ])
 def test_bad_recipe_files_name_the_file_and_field(tmp_path: Path, text: str, field: str, message: str) -> None:
     path = _write(tmp_path, text)

@@ -66,6 +66,26 @@ def test_fold_and_each_kind_fires_as_documented() -> None:
     assert not exact.fires(no_ref, no_ref.responses[0]) and not norm.fires(no_ref, no_ref.responses[0])
 
 
+
+def test_lower_compares_lower_cased_and_a_marker_picks_what_is_compared() -> None:
+    """``lower`` is Python's ``a.lower() == b.lower()`` (no punctuation or Unicode folding, unlike normalized);
+    a ``pattern`` on a comparing rule compares its first group, and without it found the rule does not fire."""
+    item = items_from_dicts([{"id": "q", "question": "?", "reference": "CD4-positive T cell",
+                              "responses": [{"id": "a", "text": " cd4-POSITIVE t cell "},
+                                            {"id": "b", "text": "CD4-positive T cell."},
+                                            {"id": "c", "text": "I think [Predicted_Cell_Type: cd4-positive t cell]."},
+                                            {"id": "d", "text": "cd4-positive t cell, no marker"}]}])[0]
+    a, b, c, d = item.responses
+    lower = Rule("lower", "5")
+    assert lower.fires(item, a) and not lower.fires(item, b) and not Rule("exact", "5").fires(item, a)
+    assert Rule("normalized", "5").fires(item, b)   # normalized drops the full stop; lower keeps it
+    marked = Rule("lower", "5", pattern=r"\[Predicted_Cell_Type:\s*([^\]]+?)\]")
+    assert marked.fires(item, c) and not marked.fires(item, d) and not marked.fires(item, a)
+    assert not lower.fires(item, c)                 # without the marker the whole text is compared
+    assert Rule("exact", "5", pattern=r"cd4\S+").fires(item, c) is False   # no group: the whole match
+    assert marked.to_dict() == {"id": "lower", "kind": "lower", "label": "5", "pattern": marked.pattern,
+                                "field": "reference"}
+
 def test_score_rules_make_no_call_for_the_responses_they_fire_on(tmp_path: Path) -> None:
     backend = _counting(0.75)
     store = tmp_path / "s.sqlite"
@@ -168,7 +188,7 @@ def test_checklist_rules_give_every_check_the_label() -> None:
     ([{"kind": "regex", "label": "5"}], "rules[0].pattern", "is missing"),
     ([{"kind": "exact"}], "rules[0].label", "is missing"),
     ([{"kind": "exact", "label": " "}], "rules[0].label", "must not be empty"),
-    ([{"kind": "exact", "label": "5", "pattern": "x"}], "rules[0].pattern", "regex rules only"),
+    ([{"kind": "empty", "label": "5", "pattern": "x"}], "rules[0].pattern", "not empty"),
     ([{"kind": "exact", "label": "5", "field": "question"}], "rules[0].field", "reference, context"),
     ([{"kind": "exact", "label": "5", "verdict": "x"}], "rules[0].verdict", "is not a rule field"),
     ([{"kind": "exact", "label": "5"}, {"kind": "exact", "label": "4"}], "rules[1].id", r"repeats rules\[0\]'s id"),

@@ -1,10 +1,12 @@
 """Rules: shortcuts a benchmark applies before its judge (an exact match scores full marks, an empty answer
 gets the lowest level). A rule that fires on a response gives it the rule's label with no model call.
 
-A rule is one of four kinds:
+A rule is one of five kinds:
 
 - ``exact``: the response, stripped of surrounding whitespace, equals the item's ``field`` (``reference``
   by default, or ``context``), stripped the same way;
+- ``lower``: the same after lower-casing both (Python's ``str.lower``), as a benchmark's code that compares
+  ``answer.lower() == truth.lower()`` does (SC-Arena's cell-type evaluator);
 - ``normalized``: the same after folding both texts: Unicode NFKC, case folded, punctuation removed,
   runs of whitespace made one space;
 - ``empty``: the response is empty or whitespace only;
@@ -14,8 +16,14 @@ A rule is one of four kinds:
   without end on a response (``(x+x+)+y``) stops the run with an error naming the rule, the item and the
   response, instead of hanging it.
 
-An exact or normalized rule never fires on an item without that field (or one that folds to nothing). In a
-suite or recipe file rules are a list (``[[rules]]`` in TOML), checked in order: the first that fires wins::
+An exact, lower or normalized rule may give a ``pattern`` too: the benchmark's answer marker
+(``\\[Predicted_Cell_Type:\\s*([^\\]]+?)\\]``). Then what is compared is its first group (the whole match
+where it has none) at the first place it is found in the response, and the rule does not fire on a response
+without it.
+
+An exact, lower or normalized rule never fires on an item without that field (or one that folds to
+nothing). In a suite or recipe file rules are a list (``[[rules]]`` in TOML), checked in order: the first
+that fires wins::
 
     [[rules]]
     kind = "exact"
@@ -41,10 +49,12 @@ class _Answer(Protocol):
     @property
     def text(self) -> str: ...
 
-RuleKind = Literal["exact", "normalized", "empty", "regex"]
-KINDS: tuple[str, ...] = ("exact", "normalized", "empty", "regex")
+RuleKind = Literal["exact", "normalized", "empty", "regex", "lower"]
+KINDS: tuple[str, ...] = ("exact", "normalized", "empty", "regex", "lower")
 FIELDS: tuple[str, ...] = ("reference", "context")
-"""The item fields an exact or normalized rule compares a response with."""
+"""The item fields an exact, lower or normalized rule compares a response with."""
+COMPARING: tuple[str, ...] = ("exact", "lower", "normalized")
+"""The kinds that compare a response with an item field."""
 RULE_KEYS = frozenset({"kind", "label", "id", "pattern", "field"})
 MAX_PATTERN = 10_000
 REGEX_BUDGET_S = 1.0
@@ -74,9 +84,11 @@ class Rule:
     id: str = ""
     """What the records of the responses it fires on name in their ``rule`` field; empty: the kind."""
     pattern: str | None = None
-    """``regex`` only: the regular expression searched for in the response."""
+    """``regex``: the regular expression searched for in the response; ``exact``, ``lower``, ``normalized``
+    (optional): the answer marker, whose first group (else its match) is what is compared."""
     field: str = "reference"
-    """``exact`` and ``normalized``: the item's field the response is compared with (reference, context)."""
+    """``exact``, ``lower`` and ``normalized``: the item's field the response is compared with (reference,
+    context)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -90,7 +102,7 @@ class Rule:
         if not isinstance(self.id, str):
             raise InputError(f"must be a string, got {type(self.id).__name__}", field="id")
         object.__setattr__(self, "id", self.id.strip() or self.kind)
-        if self.kind == "regex":
+        if self.kind == "regex" or (self.kind in COMPARING and self.pattern is not None):
             if not isinstance(self.pattern, str) or not self.pattern:
                 raise InputError("is missing (a regex rule needs the regular expression it searches for)",
                                  field="pattern")
@@ -101,11 +113,11 @@ class Rule:
             except regex.error as exc:
                 raise InputError(f"is not a valid regular expression: {exc}", field="pattern") from None
         elif self.pattern is not None:
-            raise InputError(f"is for regex rules only, not {self.kind}", field="pattern")
+            raise InputError(f"is for regex, exact, lower and normalized rules, not {self.kind}", field="pattern")
         if self.field not in FIELDS:
             raise InputError(f"must be one of {', '.join(FIELDS)}, got {self.field!r}", field="field")
-        if self.field != "reference" and self.kind not in ("exact", "normalized"):
-            raise InputError(f"is for exact and normalized rules only, not {self.kind}", field="field")
+        if self.field != "reference" and self.kind not in COMPARING:
+            raise InputError(f"is for exact, lower and normalized rules only, not {self.kind}", field="field")
 
     def fires(self, item: object, response: _Answer) -> bool:
         """Whether the rule fires on ``response`` of ``item`` (an :class:`~trustjudge.Item`, read for its
@@ -113,20 +125,25 @@ class Rule:
         text = response.text
         if self.kind == "empty":
             return not text.strip()
-        if self.kind == "regex":
+        if self.kind == "regex" or self.pattern is not None:
             try:
-                return regex.search(str(self.pattern), text, timeout=REGEX_BUDGET_S) is not None
+                found = regex.search(str(self.pattern), text, timeout=REGEX_BUDGET_S)
             except TimeoutError:
                 raise InputError(
                     f"regex rule {self.id!r} ran out of its {REGEX_BUDGET_S:g} s time budget on response "
                     f"{getattr(response, 'id', '?')!r} of item {getattr(item, 'id', '?')!r} ({len(text):,} "
                     f"characters): its pattern {self.pattern!r} backtracks too much (nested repeats such as "
                     "(x+x+)+ take exponential time); simplify it", field="pattern") from None
+            if self.kind == "regex" or found is None:
+                return found is not None
+            text = found.group(1) if found.re.groups else found.group(0)
         target = getattr(item, self.field, None)
         if not isinstance(target, str):
             return False
         if self.kind == "exact":
             return bool(target.strip()) and text.strip() == target.strip()
+        if self.kind == "lower":
+            return bool(target.strip()) and text.strip().lower() == target.strip().lower()
         folded = fold(target)
         return bool(folded) and fold(text) == folded
 
@@ -134,7 +151,7 @@ class Rule:
         out: dict[str, Any] = {"id": self.id, "kind": self.kind, "label": self.label}
         if self.pattern is not None:
             out["pattern"] = self.pattern
-        if self.kind in ("exact", "normalized"):
+        if self.kind in COMPARING:
             out["field"] = self.field
         return out
 

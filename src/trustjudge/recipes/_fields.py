@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,19 +95,32 @@ PROVENANCE_FIELDS = {"paper", "repository", "commit", "license", "data", "data_l
                      "prompt", "formula", "notes"}
 
 
+def _settings(data: Mapping[str, Any], section: str, known: set[str], noun: str, file: str,
+              check: Callable[[str, Any], str]) -> dict[str, Any]:
+    """The table ``[section]``, each key one of ``known`` (else "is not a NOUN (known: ...)") and each value
+    passing ``check``, which gives the problem of a bad one ("must be a string") or an empty string."""
+    raw = _table(data, section, file)
+    for key, value in raw.items():
+        if key not in known:
+            raise InputError(f"is not {noun} (known: {', '.join(sorted(known))})", file=file,
+                             field=f"{section}.{key}")
+        problem = check(key, value)
+        if problem:
+            raise InputError(problem, file=file, field=f"{section}.{key}")
+    return dict(raw)
+
+
+def _provenance_value(key: str, value: Any) -> str:
+    """``files``: a table of protocol element -> file of the repository; the others: strings."""
+    if key == "files":
+        ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        return "" if ok else "must be a table of element -> file"
+    return "" if isinstance(value, str) else "must be a string"
+
+
 def _provenance(data: Mapping[str, Any], file: str) -> dict[str, Any]:
     """``[provenance]``: strings, and ``files``: a table of protocol element -> file of the repository."""
-    raw = _table(data, "provenance", file)
-    for key, value in raw.items():
-        if key not in PROVENANCE_FIELDS:
-            raise InputError(f"is not a provenance field (known: {', '.join(sorted(PROVENANCE_FIELDS))})", file=file,
-                             field=f"provenance.{key}")
-        ok = (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())) if key == "files" \
-            else isinstance(value, str)
-        if not ok:
-            raise InputError("must be a table of element -> file" if key == "files" else "must be a string",
-                             file=file, field=f"provenance.{key}")
-    return dict(raw)
+    return _settings(data, "provenance", PROVENANCE_FIELDS, "a provenance field", file, _provenance_value)
 
 
 def _benchmark_prompt(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -118,13 +131,8 @@ INPUT_FIELDS = {"format", "checklist_from", "split", "execute"}
 
 
 def _input(data: Mapping[str, Any], file: str) -> dict[str, Any]:
-    raw = _table(data, "input", file)
-    for key, value in raw.items():
-        if key not in INPUT_FIELDS:
-            raise InputError(f"is not an input setting (known: {', '.join(sorted(INPUT_FIELDS))})", file=file,
-                             field=f"input.{key}")
-        if not isinstance(value, str) or not value:
-            raise InputError("must be a non-empty string", file=file, field=f"input.{key}")
+    raw = _settings(data, "input", INPUT_FIELDS, "an input setting", file,
+                    lambda _, value: "" if isinstance(value, str) and value else "must be a non-empty string")
     for key, allowed in (("split", ("lines", "numbered")), ("execute", ("response",))):  # execute: its code runs
         if key in raw and raw[key] not in allowed:
             raise InputError(f"must be {' or '.join(allowed)}", file=file, field=f"input.{key}")

@@ -105,6 +105,7 @@ def _with_rubric(judge: Judge, recipe: Recipe, value: str) -> Judge:
     """``judge`` (same backend, store and settings) with the rubric of ``value`` as its template of the mode's kind:
     the benchmark's own where it was read from a checkout (:attr:`Recipe.rubric_texts`), else the recipe's file."""
     kind = rubric_kind(recipe.mode)
+    _ = judge.engine  # made before the copy, so that both share it: its stats count the rubric's calls too
     other = copy.copy(judge)
     template = read_template(recipe.rubric_texts.get(value) or str(recipe.rubrics[value]), f"{kind}.txt",
                              get_mode(recipe.mode).templates[kind].fields)

@@ -108,4 +108,6 @@ register_metric(Metric(
     "bad (`value`: first, second, both_good, both_bad), both orders combined with the second mirrored, averaged "
     "over the dimensions (`criterion`: one); `hard`: the share of dimensions whose argmax label it is. Needs "
     "criteria-compare with labels A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie.",
-    choices={"value": tuple(FIGURE_LABELS)}, readings={v: {"value": v} for v in FIGURE_LABELS}))
+    choices={"value": tuple(FIGURE_LABELS)},
+    readings={**{f"{v} (hard)": {"value": v, "hard": True} for v in FIGURE_LABELS},
+              **{v: {"value": v, "hard": False} for v in FIGURE_LABELS}}))
