@@ -21,26 +21,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from trustjudge.audit._calibration import fit_vector
-from trustjudge.audit._trust import Calibration
-from trustjudge.errors import ConfigError
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # for tests._simulated
+
+from tests._simulated import biased_judge  # noqa: E402 (after the sys.path set-up)
+from trustjudge.audit._calibration import fit_vector  # noqa: E402
+from trustjudge.audit._trust import Calibration  # noqa: E402
+from trustjudge.errors import ConfigError  # noqa: E402
 
 CLASSES = ("c0", "c1", "c2")
-
-
-def biased_judge(rng: np.random.Generator, n: int, bias: float = 1.5,
-                 sharp: float = 1.6) -> tuple[np.ndarray, np.ndarray]:
-    """Probabilities over 3 classes miscalibrated by a per-class bias and a temperature, and the human's class."""
-    k = len(CLASSES)
-    y = rng.integers(0, k, n)
-    z = rng.normal(0.0, 1.0, (n, k))
-    z[np.arange(n), y] += 1.2
-    z = (z + np.linspace(bias, -bias, k)) * sharp
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    return p / p.sum(axis=1, keepdims=True), y
 
 
 def run(targets: list[float], sets: int, n: int, fresh: int, delta: float, seed: int) -> dict[str, dict[str, float]]:

@@ -33,24 +33,14 @@ from trustjudge.audit._trust import (
 )
 from trustjudge.errors import ConfigError
 
+from ._simulated import biased_judge
+
 ROOT = Path(__file__).resolve().parents[1]
 _WHO = {"judge": "mock/x", "fingerprint": "mock:x", "template": "t", "protocol": "direct"}
 
 
-def _biased_judge(rng: np.random.Generator, n: int, k: int = 3, bias: float = 1.5,
-                  sharp: float = 1.6) -> tuple[np.ndarray, np.ndarray]:
-    """A judge whose probabilities are miscalibrated by a per-class bias (it over-says the first classes) and a
-    temperature: the human's class gets a noisy boost, the rest noise alone."""
-    y = rng.integers(0, k, n)
-    z = rng.normal(0.0, 1.0, (n, k))
-    z[np.arange(n), y] += 1.2
-    z = (z + np.linspace(bias, -bias, k)) * sharp
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    return p / p.sum(axis=1, keepdims=True), y
-
-
 def _pair_records(n: int, seed: int = 0, start: int = 0) -> list[dict[str, Any]]:
-    probs, human = _biased_judge(np.random.default_rng(seed), n)
+    probs, human = biased_judge(np.random.default_rng(seed), n)
     return [{"item_id": f"q{start + i}", "first_id": "a", "second_id": "b",
              "probabilities": dict(zip(PAIR_CLASSES, map(float, p))), "human": PAIR_CLASSES[h]}
             for i, (p, h) in enumerate(zip(probs, human))]
@@ -183,12 +173,12 @@ def simulate(sets: int = 1000, n: int = 200, target: float = 0.6, delta: float =
     and with the map fitted and the thresholds tested on the same units; and the split's mean coverage."""
     rng = np.random.default_rng(seed)
     classes = tuple(f"c{j}" for j in range(k))
-    fresh_p, fresh_y = _biased_judge(rng, fresh, k)
+    fresh_p, fresh_y = biased_judge(rng, fresh, k)
     keys: list[list[str | int]] = [[f"u{i}"] for i in range(n)]
     violated = {"split": 0, "same": 0}
     coverage = 0.0
     for _ in range(sets):
-        p, y = _biased_judge(rng, n, k)
+        p, y = biased_judge(rng, n, k)
         cal = Calibration("claims", "sim", "sim", "t", "direct", fit_vector(p, y, classes), p.tolist(),
                           y.tolist(), keys=keys)
         try:
