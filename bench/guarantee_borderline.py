@@ -31,6 +31,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # for tests._simulated
 
 from tests._simulated import biased_judge  # noqa: E402 (after the sys.path set-up)
+
 from trustjudge.audit._calibration import fit_vector  # noqa: E402
 from trustjudge.audit._trust import Calibration  # noqa: E402
 from trustjudge.errors import ConfigError  # noqa: E402
