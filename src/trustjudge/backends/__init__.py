@@ -27,6 +27,7 @@ installed plugin; otherwise a comma-separated list of the entry point names allo
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from importlib.metadata import EntryPoint
 
@@ -38,8 +39,8 @@ from ._names import engine_options, split_options
 
 __all__ = [
     "Backend", "GenerateRequest", "Generation", "LabelRequest", "LabelResult", "MockBackend",
-    "DEFAULT_JUDGE", "PLUGIN_GROUP", "PREFIXES", "backend_plugins", "get_backend", "prefixes", "register_backend",
-    "register_mock",
+    "DEFAULT_JUDGE", "PLUGIN_GROUP", "PREFIXES", "backend_plugins", "get_backend", "plugin_origin", "prefixes",
+    "register_backend", "register_mock",
 ]
 
 DEFAULT_JUDGE = "llamacpp/qwen2.5-coder-1.5b"
@@ -116,6 +117,38 @@ register_backend("llamacpp", _llamacpp)
 register_backend("recorded", _recorded)
 for _prefix in ("openai", "vllm", "llamacpp-server", "ollama", "http"):
     register_backend(_prefix, _http(_prefix))
+_BUILT_IN = dict(_FACTORIES)
+
+_ORIGINS: dict[int, tuple[Callable[[], object], str]] = {}
+"""Where each backend built from a plug-in came from (:func:`plugin_origin`), by ``id``: a weak reference
+(the entry goes with the backend), or the backend itself where it takes no weak reference."""
+
+
+def _mark(backend: Backend, origin: str) -> Backend:
+    key = id(backend)
+    try:
+        ref: Callable[[], object] = weakref.ref(backend)
+        weakref.finalize(backend, _ORIGINS.pop, key, None)
+    except TypeError:  # __slots__ without __weakref__: kept (a plug-in's backend lives as long as its judge)
+        ref = lambda: backend  # noqa: E731
+    _ORIGINS[key] = (ref, origin)
+    return backend
+
+
+def plugin_origin(backend: Backend) -> str | None:
+    """The plug-in ``backend`` was built by (``backend plugin 'name' (module:object from dist version)``, or
+    ``backend 'prefix' registered with register_backend (module.factory)``), ``None`` for a built-in
+    prefix's backend or one built outside :func:`get_backend`. The engine names it when the backend calls
+    ``sys.exit`` or raises a ``BaseException`` of its own; a built-in backend's passes as it is (the
+    process dying)."""
+    entry = _ORIGINS.get(id(backend))
+    return entry[1] if entry is not None and entry[0]() is backend else None
+
+
+def _registered(prefix: str) -> str:
+    factory = _FACTORIES[prefix]
+    name = getattr(factory, "__qualname__", None) or type(factory).__qualname__
+    return f"backend {prefix!r} registered with register_backend ({getattr(factory, '__module__', '?')}.{name})"
 
 
 PREFIXES: dict[str, str] = {
@@ -165,7 +198,7 @@ def _from_plugin(ep: EntryPoint, name: str, rest: str) -> Backend:
     if not isinstance(backend, Backend):
         raise ConfigError(f"judge {name!r}: {what} returned a {type(backend).__name__}, not a "
                           "trustjudge.backends.Backend")
-    return backend
+    return _mark(backend, what)
 
 
 OPTION_PREFIXES = ("openai", "vllm", "llamacpp-server", "ollama", "http")
@@ -184,7 +217,8 @@ def get_backend(name: str) -> Backend:
         if options and prefix in PREFIXES and prefix not in OPTION_PREFIXES:
             raise ConfigError(f"judge {name!r}: unknown judge option(s) {', '.join(sorted(options))} "
                               f"({prefix}/ judges take labels=sampled&samples=N only)")
-        return _FACTORIES[prefix](rest)
+        backend = _FACTORIES[prefix](rest)
+        return backend if _FACTORIES[prefix] is _BUILT_IN.get(prefix) else _mark(backend, _registered(prefix))
     plugins = backend_plugins()
     if sep and prefix in plugins:
         found = plugins[prefix]

@@ -23,9 +23,9 @@ import numpy as np
 import orjson
 
 from .._retry import RetryPolicy
-from ..backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
+from ..backends import Backend, GenerateRequest, Generation, LabelRequest, LabelResult, plugin_origin
 from ..backends._speeds import MIN_MEASURED_TOKENS, Speed
-from ..errors import BackendError, BackendUnavailable, NoLogprobsError, StoreError, TrustJudgeError
+from ..errors import BackendError, BackendUnavailable, NoLogprobsError, StoreError
 from ._checks import CLOSE as CLOSE
 from ._checks import SAMPLE_TEMPERATURE as SAMPLE_TEMPERATURE
 from ._checks import SAMPLED as SAMPLED
@@ -33,6 +33,7 @@ from ._checks import SAMPLED_OPTION as SAMPLED_OPTION
 from ._checks import _invalid_generation, _invalid_labels
 from ._checks import read_label as read_label
 from ._checks import sample_seed as sample_seed
+from ._guard import guarded
 from ._stats import EngineStats as EngineStats
 from ._stats import PlanSummary as PlanSummary
 from ._store import HASH_PREFIX, Store, StoredOutput, canonical_json, content_key
@@ -134,6 +135,7 @@ class Engine:
         self.stats = EngineStats()
         self.retry = RetryPolicy(max_retries=max_retries, base_s=retry_base_s, seed=seed)
         self._backend_retries = backend.use_retry_policy(self.retry)
+        self._plugin = plugin_origin(backend)
         self._owner = store.new_owner()
         # Keyed by id() and holding the tuple itself, so that an id is never reused while cached.
         self._key_parts: dict[int, tuple[tuple[str, ...], bytes]] = {}
@@ -222,18 +224,8 @@ class Engine:
         return out
 
     def _guarded(self, fn: Callable[[Sequence[Any]], list[Any]], batch: Sequence[Any]) -> list[Any]:
-        """``fn(batch)``, where whatever a backend (a plugin) raises becomes a trustjudge error naming it:
-        an exception fails the batch (:class:`BackendError`), ``sys.exit`` stops the run
-        (:class:`BackendUnavailable`) instead of ending the program as if it had succeeded."""
-        try:
-            return fn(batch)
-        except TrustJudgeError:
-            raise
-        except SystemExit as exc:
-            raise BackendUnavailable(f"backend {self.backend.fingerprint} called sys.exit({exc.code!r}) while "
-                                     "judging: the run is stopped") from None
-        except Exception as exc:
-            raise BackendError(f"backend {self.backend.fingerprint} failed: {type(exc).__name__}: {exc}") from exc
+        """``fn(batch)``, whatever the backend raises a trustjudge error naming it (:func:`._guard.guarded`)."""
+        return guarded(fn, batch, self.backend.fingerprint, self._plugin)
 
     def _checked(self, kind: str, batch: Sequence[Any], outputs: list[Any]) -> list[Any]:
         """The backend's outputs with every invalid one replaced by a :class:`BackendError` naming the backend

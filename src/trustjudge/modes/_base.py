@@ -19,6 +19,7 @@ from ..backends._recorded import RecordedBackend
 from ..engine import _aggregates as A
 from ..engine._asking import Question, Sampling
 from ..engine._engine import Outcome
+from ..engine._guard import BackendStopped
 from ..errors import BackendError, ConfigError, InputError, TrustJudgeError
 from ..io._items import Criterion, Item, Response, turns_digest
 from ..io._rules import Rule, first_rule, parse_rules
@@ -356,13 +357,16 @@ def run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordB
     A plug-in mode's code that calls ``sys.exit`` or raises a ``BaseException`` of its own while judging stops
     the run with a :class:`~trustjudge.errors.TrustJudgeError` naming the plug-in, never a silent exit (every
     stored judgment stays: the same run resumes); Ctrl-C stays Ctrl-C, and under a built-in mode a
-    ``BaseException`` (the process dying) passes as it is."""
+    ``BaseException`` (the process dying) passes as it is. A backend that stops the run so
+    (:mod:`trustjudge.engine._guard`) is named with the item(s) it was judging."""
     records = _run_task(task, items, ask)
     while True:
         try:
             record = next(records)
         except StopIteration:
             return
+        except BackendStopped as exc:
+            raise exc.naming(asked_by(task, items, ask.fmt, exc.prompts)) from exc.__cause__
         except (Exception, KeyboardInterrupt, GeneratorExit):
             raise
         except BaseException as exc:
@@ -375,6 +379,20 @@ def run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordB
                                   "in the store: fix the mode and run the same command to resume, asking none of "
                                   "them again)") from None
         yield record
+
+
+def asked_by(task: Task, items: Sequence[Item], fmt: Format, prompts: Sequence[str]) -> list[str]:
+    """The ids of ``items`` whose questions under ``task`` begin one of ``prompts`` (a ``cot`` label prompt
+    continues its question's after the critique), else of every item (the batch came from one of them)."""
+    found: list[str] = []
+    for item in items:
+        try:
+            heads = [q.prompt for q in task.questions(item, fmt) if isinstance(q, Question)]
+        except Exception:  # a task that asks otherwise: named with the others
+            continue
+        if item.id not in found and any(p.startswith(h) for p in prompts for h in heads):
+            found.append(item.id)
+    return found or list(dict.fromkeys(item.id for item in items))
 
 
 def _run_task(task: Task, items: Sequence[Item], ask: Asking) -> Iterator[RecordBase]:
