@@ -32,6 +32,31 @@ def time_limit(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path,
+            limit_s: int | None = None) -> tuple[int, str, str]:
+    """Run the CLI's entry point in-process (bounded by ``limit_s`` where given); return (exit status, stdout,
+    stderr)."""
+    import sys
+
+    from trustjudge import cli
+
+    old = sys.argv
+    sys.argv = ["trustjudge", *map(str, args)]
+    code = 0
+    try:
+        if limit_s is None:
+            cli.main()
+        else:
+            with time_limit(limit_s):
+                cli.main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = old
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -34,7 +34,7 @@ from trustjudge import Criterion, InputError, items_from_dicts
 from trustjudge.errors import BackendUnavailable
 
 from ._silent_server import SilentServer
-from .conftest import small_items, time_limit
+from .conftest import run_cli, small_items, time_limit
 
 BUDGET_S = 60.0
 """The most the whole module may take (it ran in about 10 s on 2 cores)."""
@@ -50,20 +50,7 @@ def _module_budget() -> Iterator[None]:
 
 def main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
     """Run the CLI's entry point in-process (at most 20 s); return (exit status, stdout, stderr)."""
-    from trustjudge import cli
-
-    old = sys.argv
-    sys.argv = ["trustjudge", *map(str, args)]
-    code = 0
-    try:
-        with time_limit(20):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args, limit_s=20)
 
 
 GOOD = json.dumps(small_items()[0])

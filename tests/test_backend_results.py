@@ -20,7 +20,7 @@ import pytest
 from trustjudge import Judge, items_from_dicts
 from trustjudge.backends import LabelRequest, LabelResult, MockBackend, register_backend
 
-from .conftest import time_limit, write_jsonl
+from .conftest import run_cli, write_jsonl
 
 ITEMS = [{"id": "q1", "question": "What is 2 + 2?",
           "responses": [{"id": "good", "text": "4"}, {"id": "bad", "text": "BAD five"}]}]
@@ -97,20 +97,7 @@ def test_a_backend_returning_fewer_results_than_requests_spoils_only_its_batch(t
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    from trustjudge import cli as entry
-
-    old = sys.argv
-    sys.argv = ["trustjudge", *map(str, args)]
-    code = 0
-    try:
-        with time_limit(60):
-            entry.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args, limit_s=60)
 
 
 def test_a_plugin_that_raises_is_named_in_one_line_not_a_traceback(tmp_path: Path, spoiling: str,

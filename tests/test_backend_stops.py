@@ -26,7 +26,7 @@ from trustjudge import Judge, items_from_dicts
 from trustjudge.backends import PLUGIN_GROUP, register_backend
 from trustjudge.errors import BackendUnavailable, TrustJudgeError
 
-from .conftest import time_limit, write_jsonl
+from .conftest import run_cli, time_limit, write_jsonl
 
 PLUGIN = '''
 """A third-party judge: deterministic label log-probabilities from a hash of prompt and label."""
@@ -177,20 +177,7 @@ def test_a_builtin_backends_own_base_exception_still_passes_as_it_is(tmp_path: P
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    from trustjudge import cli
-
-    old = sys.argv
-    sys.argv = ["trustjudge", *map(str, args)]
-    code = 0
-    try:
-        with time_limit(30):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args, limit_s=30)
 
 
 @pytest.mark.parametrize("how", ["stop", "exit"])

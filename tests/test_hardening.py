@@ -19,24 +19,12 @@ import pytest
 from trustjudge import MockBackend, Store, register_mock
 from trustjudge.errors import BackendError, StoreError
 
-from .conftest import small_items, time_limit, write_jsonl
+from .conftest import run_cli, small_items, time_limit, write_jsonl
 
 
 def main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
     """Run the CLI's entry point in-process; return (exit status, stdout, stderr)."""
-    from trustjudge import cli
-
-    old = sys.argv
-    sys.argv = ["trustjudge", *map(str, args)]
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args)
 
 
 def lines(path: Path) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ import json
 import os
 import select
 import stat
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,24 +20,12 @@ from typing import Any
 
 import pytest
 
-from .conftest import time_limit
+from .conftest import run_cli, time_limit
 
 
 def main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
     """Run the CLI's entry point in-process; return (exit status, stdout, stderr)."""
-    from trustjudge import cli
-
-    old = sys.argv
-    sys.argv = ["trustjudge", *map(str, args)]
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args)
 
 
 def records(text: str) -> list[dict[str, Any]]:
