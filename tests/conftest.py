@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,3 +93,26 @@ def smollm() -> Iterator[Any]:
 _hyp_settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     _hyp_settings.load_profile("ci")
+
+
+RELEVANCE_PLUGIN = Path(__file__).parent / "fixtures" / "relevance_plugin"
+
+
+@pytest.fixture
+def relevance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The fixture package, installed as a distribution on a temporary sys.path entry; forgotten afterwards."""
+    from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
+
+    site = tmp_path / "site"
+    info = site / "tj_relevance-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-relevance\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nrelevance = tj_relevance:MODE\n")
+    monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)
+    with monkeypatch.context() as m:
+        m.syspath_prepend(str(site))
+        m.syspath_prepend(str(RELEVANCE_PLUGIN / "src"))
+        yield
+    unregister_mode("relevance")
+    sys.modules.pop("tj_relevance", None)
+    importlib.invalidate_caches()

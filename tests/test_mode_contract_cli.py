@@ -4,9 +4,7 @@ own declaration (``Mode.rank_options``, ``Mode.stored``), with no mode name in t
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,27 +15,6 @@ from click.testing import CliRunner, Result
 from tests.conftest import write_jsonl
 from trustjudge.cli import cli
 from trustjudge.mode_api import Item, Mode, StoredJudgments, get_mode, register_mode, unregister_mode
-from trustjudge.modes._registry import PLUGIN_GROUP
-
-FIXTURE = Path(__file__).parent / "fixtures" / "relevance_plugin"
-
-
-@pytest.fixture
-def relevance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The fixture plug-in package, installed as a distribution on a temporary sys.path entry."""
-    site = tmp_path / "site"
-    info = site / "tj_relevance-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-relevance\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nrelevance = tj_relevance:MODE\n")
-    monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)
-    with monkeypatch.context() as m:
-        m.syspath_prepend(str(site))
-        m.syspath_prepend(str(FIXTURE / "src"))
-        yield
-    unregister_mode("relevance")
-    sys.modules.pop("tj_relevance", None)
-    importlib.invalidate_caches()
 
 
 def _items(tmp_path: Path, n: int = 4) -> Path:

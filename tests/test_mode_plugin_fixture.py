@@ -6,10 +6,8 @@ selected with a guarantee, served. No file of trustjudge names it."""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,32 +15,11 @@ from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
 import trustjudge.mode_api as api
-from tests.conftest import write_jsonl
+from tests.conftest import RELEVANCE_PLUGIN, write_jsonl
 from trustjudge import ConfigError, Judge, items_from_dicts
 from trustjudge.backends import LabelRequest, MockBackend, register_mock
 from trustjudge.cli import cli
-from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
 from trustjudge.serve import create_app
-
-FIXTURE = Path(__file__).parent / "fixtures" / "relevance_plugin"
-
-
-@pytest.fixture
-def relevance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The fixture package, installed as a distribution on a temporary sys.path entry; forgotten afterwards."""
-    site = tmp_path / "site"
-    info = site / "tj_relevance-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-relevance\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nrelevance = tj_relevance:MODE\n")
-    monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)
-    with monkeypatch.context() as m:
-        m.syspath_prepend(str(site))
-        m.syspath_prepend(str(FIXTURE / "src"))
-        yield
-    unregister_mode("relevance")
-    sys.modules.pop("tj_relevance", None)
-    importlib.invalidate_caches()
 
 
 def _rows(n: int, prefix: str = "q") -> list[dict[str, object]]:
@@ -58,7 +35,7 @@ def _invoke(*args: object) -> Result:
 
 
 def test_the_fixture_imports_only_the_public_mode_api() -> None:
-    source = (FIXTURE / "src" / "tj_relevance" / "__init__.py").read_text()
+    source = (RELEVANCE_PLUGIN / "src" / "tj_relevance" / "__init__.py").read_text()
     imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert [line for line in imports if "trustjudge" in line] == ["from trustjudge.mode_api import ("]
 
@@ -151,7 +128,7 @@ def test_the_plugin_ships_its_template_and_a_judge_replaces_it(relevance: None, 
         assert isinstance(question, api.Question)
         return str(question.prompt)
 
-    packaged = (FIXTURE / "src" / "tj_relevance" / "templates" / "relevance.txt").read_text()
+    packaged = (RELEVANCE_PLUGIN / "src" / "tj_relevance" / "templates" / "relevance.txt").read_text()
     assert "Does the response address the question?" in packaged
     assert "Does the response address the question?" in prompt()  # from the plug-in's own package
     own = tmp_path / "mine.txt"
