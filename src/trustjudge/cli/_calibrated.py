@@ -148,10 +148,7 @@ class Calibrator:
 
     def finish(self, summary_out: Path | None, quiet: bool) -> dict[str, Any]:
         """Write ``--summary`` and, unless ``quiet``, print the summary line; returns the summary."""
-        summary = self.summary()
-        if summary_out is not None:
-            with atomic_output(summary_out, "--summary") as fh:
-                fh.write(json.dumps(summary, indent=2) + "\n")
+        summary = _written(self.summary(), summary_out)
         if not quiet:
             err.print(escape(describe(summary)), highlight=False)
         warning = marginal_warning(summary.get("guarantee") or {})
@@ -209,10 +206,7 @@ class DomainCalibrator:
         raise ConfigError("--report draws one calibration's reliability: with --calibration-by give --audit")
 
     def finish(self, summary_out: Path | None, quiet: bool) -> dict[str, Any]:
-        summary = self.summary()
-        if summary_out is not None:
-            with atomic_output(summary_out, "--summary") as fh:
-                fh.write(json.dumps(summary, indent=2) + "\n")
+        summary = _written(self.summary(), summary_out)
         if not quiet:
             for line in domain_lines(summary):
                 err.print(escape(line), highlight=False)
@@ -299,3 +293,11 @@ def write_selected(outputs: Mapping[str, Path | None], records: Iterable[dict[st
         with atomic_output(outputs["--abstained-out"], "--abstained-out") as fh:
             for item in to_label():
                 fh.write(json.dumps(item) + "\n")
+
+
+def _written(summary: dict[str, Any], summary_out: Path | None) -> dict[str, Any]:
+    """``summary``, written to ``--summary`` first where one was given."""
+    if summary_out is not None:
+        with atomic_output(summary_out, "--summary") as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")
+    return summary
