@@ -436,6 +436,73 @@ def test_store_import_is_bounded_and_refuses_an_empty_file(tmp_path: Path, capsy
         assert code == 2 and f"{path}" in err and "holds no exported output" in err, (out, err)
 
 
+def test_a_generation_whose_text_is_not_text_is_refused_naming_its_line(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """H1's "generations as text": a cot critique row edited to hold a number is refused, as a backend's would be."""
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps(ARITHMETIC[0]) + "\n")
+    store, export = tmp_path / "s.sqlite", tmp_path / "e.jsonl"
+    assert main(capsys, "score", items, "-j", "mock/hash", "--protocol", "cot", "--store", store)[0] == 0
+    assert main(capsys, "store", "export", "--store", store, "--out", export)[0] == 0
+    rows = [json.loads(line) for line in export.read_text().splitlines()]
+    line = next(i for i, r in enumerate(rows) if "text" in r["result"]) + 1
+    rows[line - 1]["result"]["text"] = 5
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = main(capsys, "store", "import", export, "--store", tmp_path / "victim.sqlite")
+    assert code == 2 and f"{export}:{line}: field 'result'" in err and "text" in err, err
+    assert "Traceback" not in err
+
+
+def test_store_import_s_default_bounds_are_the_documented_ones(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """H7 with no option given: a line over 64 MiB is refused at its line (the default --max-line-bytes), and the
+    defaults --help shows are the ones the docs say."""
+    from trustjudge.engine._store_io import MAX_LINE_BYTES
+
+    assert MAX_LINE_BYTES == 64 * 1024 * 1024
+    big = tmp_path / "big.jsonl.gz"
+    big.write_bytes(gzip.compress(b'{"key": "' + b"x" * (MAX_LINE_BYTES + 16) + b'"}\n', compresslevel=1))
+    code, _, err = main(capsys, "store", "import", big, "--store", tmp_path / "s.sqlite")
+    assert code == 2 and f"{big}:1" in err and f"longer than {MAX_LINE_BYTES:,} bytes" in err, err
+    code, out, _ = main(capsys, "store", "import", "--help")
+    assert code == 0 and "67108864" in out.replace(",", "") and "4294967296" in out.replace(",", ""), out
+
+
+@pytest.mark.parametrize("name", ["../secret.txt", "ABSOLUTE", "link.txt"])
+def test_a_recipe_template_outside_its_folder_is_refused_and_never_read(tmp_path: Path, name: str,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """H4's reproduction from the command line: the secret's text reaches no prompt, no output, no store."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET ${question} ${response} ${check}\n")
+    folder = tmp_path / "recipe"
+    folder.mkdir()
+    (folder / "link.txt").symlink_to(secret)
+    where = str(secret) if name == "ABSOLUTE" else name
+    recipe = folder / "recipe.toml"
+    recipe.write_text('name = "r"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "checklist"\n'
+                      f'[templates]\ncheck = "{where}"\n[options]\nchecklist = [{{id = "a", text = "ok?"}}]\n'
+                      '[metric]\nname = "accuracy"\n')
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps(ARITHMETIC[0]) + "\n")
+    store, out = tmp_path / "s.sqlite", tmp_path / "out.jsonl"
+    code, stdout, err = main(capsys, "run", recipe, items, "-j", "mock/hash", "--store", store, "-o", out)
+    assert code == 2 and "templates.check" in err and str(recipe) in err, err
+    assert "TOP SECRET" not in stdout + err and not out.exists()
+    assert not store.exists() or b"TOP SECRET" not in store.read_bytes()
+
+
+def test_the_docs_say_the_regex_rules_time_budget() -> None:
+    """H3's "say the budget in the docs": the rule table and the guarantees page give the code's budget."""
+    from trustjudge.io._rules import REGEX_BUDGET_S
+
+    root = Path(__file__).resolve().parents[1]
+    said = f"{REGEX_BUDGET_S:g} s"
+    regex_row = next(line for line in (root / "docs" / "modes.md").read_text().splitlines()
+                     if line.startswith("| `regex` |"))
+    assert f"time budget of {said}" in regex_row
+    assert f"regex rules (a time budget of {said}" in (root / "docs" / "guarantees.md").read_text()
+
+
 @pytest.mark.slow
 def test_a_sigkill_during_the_output_write_leaves_no_temporary_file_after_the_next_run(tmp_path: Path) -> None:
     import signal
