@@ -118,3 +118,37 @@ def test_a_backend_plugin_that_stops_while_serving_answers_json_and_the_service_
         again = _post(client, "/v1/score", rows)
         assert again.status_code == 200, again.text
         assert len(backend.CALLS) == asked + 1 + len(rows) - asked, "a judgment made before the stop was asked again"
+
+
+def test_a_builtin_backends_own_base_exception_fails_its_request_and_the_service_goes_on(tmp_path: Path) -> None:
+    """A built-in judge (here ``mock/``) whose call raises a ``BaseException`` of its own: the engine lets it pass
+    (for a command, the process dying), but in the service it met the worker thread, which died with it, and that
+    request and every later one waited for ever. Now the request gets a JSON 500 and the next ones are served."""
+
+    class Dying(BaseException):
+        pass
+
+    state = {"die": True}
+
+    def script(request: Any) -> list[float]:
+        if state["die"] and "BOOM" in request.prompt:
+            raise Dying("killed")
+        return [1.0 / len(request.labels)] * len(request.labels)
+
+    counting = MockBackend("dying46", script=script)
+    register_mock("dying46", counting)
+    rows = [{"id": "q0", "question": "1+1?", "responses": [{"id": "a", "text": "2"}, {"id": "b", "text": "BOOM"}]}]
+    try:
+        app = create_app("mock/dying46", store_path=tmp_path / "srv.sqlite", batch_size=1)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            stopped = _post(client, "/v1/score", rows)
+            assert stopped.status_code == 500 and stopped.headers["content-type"].startswith("application/json")
+            assert "the judging stopped: Dying: killed" in stopped.json()["detail"], stopped.text
+            assert _post(client, "/v1/score", OTHER).status_code == 200  # the worker lives
+            state["die"] = False
+            calls = counting.calls
+            again = _post(client, "/v1/score", rows)
+            assert again.status_code == 200 and len(again.json()["records"]) == 2, again.text
+            assert counting.calls - calls == 1, "the judgment made before the stop was asked again"
+    finally:
+        register_mock("dying46", None)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._judge import Judge
-from ..errors import BackendUnavailable
+from ..errors import BackendUnavailable, TrustJudgeError
 from ..io._items import Item
 from ..modes._base import Task
 
@@ -173,6 +173,14 @@ class JudgeWorker:
             else:
                 for request in job.group:
                     request.future.set_exception(exc)
+        except BaseException as exc:
+            # A backend's own BaseException (a plug-in's is named by the engine before it gets here): the thread
+            # would die with it and every request, this one and all later ones, wait for ever.
+            stopped = TrustJudgeError(
+                f"the judging stopped: {type(exc).__name__}: {exc} (raised while judging, and not an Exception); "
+                "the service goes on, and every judgment already made is in the store")
+            for request in job.group:
+                request.future.set_exception(stopped)
         return False
 
     def _chunks(self, task: Task, items: Sequence[Item]) -> Iterator[list[Item]]:
