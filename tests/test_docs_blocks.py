@@ -208,3 +208,90 @@ def test_the_page_s_blocks_run_from_a_clone(page: Path, tmp_path: Path) -> None:
         payload = json.dumps([[b.where, _mocked(b.code)] for b in python]
                              + ([[f"{rel} (after)", PYTHON_AFTER[rel]]] if rel in PYTHON_AFTER else []))
         _run([sys.executable, "-c", _DRIVER], work, env, python[0], stdin=payload)
+
+
+# -- every documented command's flags are the command's own (run or not) ---------------------------------------
+
+_SPAN = re.compile(r"`(trustjudge [^`]+)`")
+_AT_START = re.compile(r"(?:^|&&|\|\||[;|]|\$\()\s*(?:\$\s+)?(trustjudge\s.*)")
+PLUGIN_COMMANDS = {"verdict": "docs/modes.md's plug-in example (tests/test_mode_plugin_fixture.py installs one)"}
+"""Commands the docs show that a plug-in of the page's own adds, with where that plug-in is tested."""
+
+
+def documented_commands(page: Path) -> list[tuple[int, str]]:
+    """(line, command) for every ``trustjudge ...`` command of ``page``: in its shell and unlabelled blocks,
+    skipped or not (a line continued by a backslash, or by an indented line of options as a synopsis has, is
+    one command), and in its inline code."""
+    found: list[tuple[int, str]] = []
+    prose: list[str] = []  # the page with its blocks blanked: an inline span may run over a line's end
+    fence: str | None = None
+    last = 0  # the line the last command of a block ended on
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        prose.append("" if fence is not None or line.startswith("```") else line)
+        if line.startswith("```"):
+            fence = line[3:].strip() if fence is None else None
+            continue
+        if fence not in ("", "bash", "sh"):
+            continue
+        code = re.split(r"\s#\s", line, maxsplit=1)[0]
+        if (m := _AT_START.search(code)) is not None:
+            found.append((number, m.group(1)))
+            last = number
+        elif found and last == number - 1 and re.match(r"^\s+[\[-]", code):
+            found[-1] = (found[-1][0], found[-1][1] + " " + code.strip())
+            last = number
+    text = "\n".join(prose)
+    found += [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _SPAN.finditer(text)]
+    found.sort(key=lambda entry: entry[0])
+    return [(n, " ".join(c.replace("\\", " ").split())) for n, c in found]
+
+
+def stale_options(page: Path) -> list[str]:
+    """'page:line: ...' for each documented command that is not a command of ``trustjudge``, or that gives an
+    option the command does not take (as its ``--help`` lists them)."""
+    import click
+
+    from trustjudge.cli import cli
+
+    ctx = click.Context(cli)
+    stale = []
+    for number, text in documented_commands(page):
+        where = f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name}:{number}"
+        command: click.Command = cli
+        words = text.split()[1:]
+        while words and isinstance(command, click.Group) and (sub := command.get_command(ctx, words[0])):
+            command, words = sub, words[1:]
+        if isinstance(command, click.Group):
+            if words and re.fullmatch(r"[a-z][a-z-]*", words[0]) and words[0] not in PLUGIN_COMMANDS:
+                stale.append(f"{where}: no command {words[0]!r} ({text})")
+            continue
+        takes = {"--help", *(o for p in command.params for o in (*p.opts, *p.secondary_opts))}
+        for word in words:
+            flag = word.strip("[](){}'\"").split("=", 1)[0]
+            if re.fullmatch(r"--?[A-Za-z][\w-]*", flag) and flag not in takes:
+                stale.append(f"{where}: {command.name} takes no {flag} ({text})")
+    return stale
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_every_documented_command_and_option_exists(page: Path) -> None:
+    """Skipped blocks and inline commands too: what the blocks run is checked by running them, the rest here."""
+    assert stale_options(page) == []
+
+
+def test_a_stale_option_or_command_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("Run `trustjudge score items.jsonl --scale 5 --no-such-flag` or `trustjudge verdict ITEMS`.\n\n"
+                    "<!-- docs-test: skip: a reason long enough -->\n```bash\n"
+                    "trustjudge store export --out x.jsonl \\\n  --kind labels -x  # a comment --not-a-flag\n"
+                    "cat x | trustjudge nosuch --help\n```\n\n```\ntrustjudge select ITEMS --calibration F\n"
+                    "                  [--delta-typo D]\nThe trustjudge command line\n```\n", encoding="utf-8")
+    assert documented_commands(page) == [
+        (1, "trustjudge score items.jsonl --scale 5 --no-such-flag"), (1, "trustjudge verdict ITEMS"),
+        (5, "trustjudge store export --out x.jsonl --kind labels -x"), (7, "trustjudge nosuch --help"),
+        (11, "trustjudge select ITEMS --calibration F [--delta-typo D]")]
+    assert stale_options(page) == [
+        "p.md:1: score takes no --no-such-flag (trustjudge score items.jsonl --scale 5 --no-such-flag)",
+        "p.md:5: export takes no -x (trustjudge store export --out x.jsonl --kind labels -x)",
+        "p.md:7: no command 'nosuch' (trustjudge nosuch --help)",
+        "p.md:11: select takes no --delta-typo (trustjudge select ITEMS --calibration F [--delta-typo D])"]
