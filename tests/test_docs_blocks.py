@@ -79,7 +79,9 @@ def blocks(page: Path) -> list[Block]:
         marks: dict[str, str] = {}
         back = i - 1
         while back >= 0 and (mark := _MARK.match(lines[back])):
-            marks[mark.group(1)] = mark.group(2)
+            # several markers of a kind are one, in page order (before: commands run one after the other)
+            kind, said = mark.group(1), mark.group(2)
+            marks[kind] = f"{said} && {marks[kind]}" if kind == "before" and kind in marks else said
             back -= 1
         if m.group(1) in RUN:
             found.append(Block(page, i + 2, RUN[m.group(1)], "\n".join(lines[i + 1:end]), marks.get("skip"),
@@ -162,6 +164,10 @@ def test_the_block_reader_sees_markers_and_languages(tmp_path: Path) -> None:
     got = [(b.line, b.language, b.code, b.skip, b.before) for b in blocks(page)]
     assert got == [(5, "shell", "exit 1", "needs a key the test has not", None),
                    (14, "python", "print(1)", None, "touch a")]
+    # Two before: markers both run, in page order (before: the one farther up was silently dropped).
+    page.write_text("<!-- docs-test: before: touch a -->\n<!-- docs-test: before: touch b -->\n```bash\nls\n```\n",
+                    encoding="utf-8")
+    assert [b.before for b in blocks(page)] == ["touch a && touch b"]
     assert _mocked("trustjudge score x --judge llamacpp/qwen2.5-coder-1.5b -j hf/smollm2-135m "
                    "--cascade openai/gpt-4o,recorded/g.jsonl,human") == (
         "trustjudge score x --judge mock/hash -j mock/hash --cascade mock/hash,recorded/g.jsonl,human")
