@@ -126,7 +126,16 @@ def _the_trust_page_keeps_verdicts(work: Path, said: str) -> None:
     assert [json.loads(line) for line in (work / "verdicts.jsonl").read_text().splitlines()]
 
 
-AFTER = {"README.md": _the_cascade_keeps_verdicts, "examples/README.md": _the_cascade_keeps_verdicts,
+def _the_examples_say_their_target(work: Path, said: str) -> None:
+    """examples/README.md's prose says which target its calibration supports: calibrate says the same."""
+    _the_cascade_keeps_verdicts(work, said)
+    page = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    claimed = re.search(r"here up to (0\.\d+) at the default risk level (0\.\d+)", " ".join(page.split()))
+    assert claimed, "examples/README.md no longer says which target its calibration supports"
+    assert f"up to {claimed.group(1)} at --risk-delta {claimed.group(2)}" in " ".join(said.split()), said[-2000:]
+
+
+AFTER = {"README.md": _the_cascade_keeps_verdicts, "examples/README.md": _the_examples_say_their_target,
          "docs/trust.md": _the_trust_page_keeps_verdicts}
 """What a page's shell blocks must have done, past exiting 0: the labelled example keeps verdicts."""
 PYTHON_AFTER = {"docs/trust.md": "assert summary['kept'] > 0, summary"}
