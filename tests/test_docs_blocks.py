@@ -228,7 +228,7 @@ def test_the_page_s_blocks_run_from_a_clone(page: Path, tmp_path: Path) -> None:
 # -- every documented command's flags are the command's own (run or not) ---------------------------------------
 
 _SPAN = re.compile(r"`(trustjudge [^`]+)`")
-_AT_START = re.compile(r"(?:^|&&|\|\||[;|]|\$\()\s*(?:\$\s+)?(trustjudge\s.*)")
+_AT_START = re.compile(r"(?:^|&&|\|\||[;|]|\$\()\s*(?:\$\s+)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(trustjudge\s.*)")
 PLUGIN_COMMANDS = {"verdict": "docs/modes.md's plug-in example (tests/test_mode_plugin_fixture.py installs one)"}
 """Commands the docs show that a plug-in of the page's own adds, with where that plug-in is tested."""
 
@@ -299,7 +299,8 @@ def test_a_stale_option_or_command_is_caught(tmp_path: Path) -> None:
     page.write_text("Run `trustjudge score items.jsonl --scale 5 --no-such-flag` or `trustjudge verdict ITEMS`.\n\n"
                     "<!-- docs-test: skip: a reason long enough -->\n```bash\n"
                     "trustjudge store export --out x.jsonl \\\n  --kind labels -x  # a comment --not-a-flag\n"
-                    "cat x | trustjudge nosuch --help\n```\n\n```\ntrustjudge select ITEMS --calibration F\n"
+                    "cat x | TRUSTJUDGE_JUDGE=mock/hash trustjudge nosuch --help\n```\n\n"
+                    "```\ntrustjudge select ITEMS --calibration F\n"
                     "                  [--delta-typo D]\nThe trustjudge command line\n```\n", encoding="utf-8")
     assert documented_commands(page) == [
         (1, "trustjudge score items.jsonl --scale 5 --no-such-flag"), (1, "trustjudge verdict ITEMS"),
