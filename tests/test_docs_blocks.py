@@ -79,7 +79,9 @@ def blocks(page: Path) -> list[Block]:
         marks: dict[str, str] = {}
         back = i - 1
         while back >= 0 and (mark := _MARK.match(lines[back])):
-            marks[mark.group(1)] = mark.group(2)
+            # several markers of a kind are one, in page order (before: commands run one after the other)
+            kind, said = mark.group(1), mark.group(2)
+            marks[kind] = f"{said} && {marks[kind]}" if kind == "before" and kind in marks else said
             back -= 1
         if m.group(1) in RUN:
             found.append(Block(page, i + 2, RUN[m.group(1)], "\n".join(lines[i + 1:end]), marks.get("skip"),
@@ -124,7 +126,16 @@ def _the_trust_page_keeps_verdicts(work: Path, said: str) -> None:
     assert [json.loads(line) for line in (work / "verdicts.jsonl").read_text().splitlines()]
 
 
-AFTER = {"README.md": _the_cascade_keeps_verdicts, "examples/README.md": _the_cascade_keeps_verdicts,
+def _the_examples_say_their_target(work: Path, said: str) -> None:
+    """examples/README.md's prose says which target its calibration supports: calibrate says the same."""
+    _the_cascade_keeps_verdicts(work, said)
+    page = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    claimed = re.search(r"here up to (0\.\d+) at the default risk level (0\.\d+)", " ".join(page.split()))
+    assert claimed, "examples/README.md no longer says which target its calibration supports"
+    assert f"up to {claimed.group(1)} at --risk-delta {claimed.group(2)}" in " ".join(said.split()), said[-2000:]
+
+
+AFTER = {"README.md": _the_cascade_keeps_verdicts, "examples/README.md": _the_examples_say_their_target,
          "docs/trust.md": _the_trust_page_keeps_verdicts}
 """What a page's shell blocks must have done, past exiting 0: the labelled example keeps verdicts."""
 PYTHON_AFTER = {"docs/trust.md": "assert summary['kept'] > 0, summary"}
@@ -162,6 +173,10 @@ def test_the_block_reader_sees_markers_and_languages(tmp_path: Path) -> None:
     got = [(b.line, b.language, b.code, b.skip, b.before) for b in blocks(page)]
     assert got == [(5, "shell", "exit 1", "needs a key the test has not", None),
                    (14, "python", "print(1)", None, "touch a")]
+    # Two before: markers both run, in page order (before: the one farther up was silently dropped).
+    page.write_text("<!-- docs-test: before: touch a -->\n<!-- docs-test: before: touch b -->\n```bash\nls\n```\n",
+                    encoding="utf-8")
+    assert [b.before for b in blocks(page)] == ["touch a && touch b"]
     assert _mocked("trustjudge score x --judge llamacpp/qwen2.5-coder-1.5b -j hf/smollm2-135m "
                    "--cascade openai/gpt-4o,recorded/g.jsonl,human") == (
         "trustjudge score x --judge mock/hash -j mock/hash --cascade mock/hash,recorded/g.jsonl,human")
@@ -208,3 +223,91 @@ def test_the_page_s_blocks_run_from_a_clone(page: Path, tmp_path: Path) -> None:
         payload = json.dumps([[b.where, _mocked(b.code)] for b in python]
                              + ([[f"{rel} (after)", PYTHON_AFTER[rel]]] if rel in PYTHON_AFTER else []))
         _run([sys.executable, "-c", _DRIVER], work, env, python[0], stdin=payload)
+
+
+# -- every documented command's flags are the command's own (run or not) ---------------------------------------
+
+_SPAN = re.compile(r"`(trustjudge [^`]+)`")
+_AT_START = re.compile(r"(?:^|&&|\|\||[;|]|\$\()\s*(?:\$\s+)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(trustjudge\s.*)")
+PLUGIN_COMMANDS = {"verdict": "docs/modes.md's plug-in example (tests/test_mode_plugin_fixture.py installs one)"}
+"""Commands the docs show that a plug-in of the page's own adds, with where that plug-in is tested."""
+
+
+def documented_commands(page: Path) -> list[tuple[int, str]]:
+    """(line, command) for every ``trustjudge ...`` command of ``page``: in its shell and unlabelled blocks,
+    skipped or not (a line continued by a backslash, or by an indented line of options as a synopsis has, is
+    one command), and in its inline code."""
+    found: list[tuple[int, str]] = []
+    prose: list[str] = []  # the page with its blocks blanked: an inline span may run over a line's end
+    fence: str | None = None
+    last = 0  # the line the last command of a block ended on
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        prose.append("" if fence is not None or line.startswith("```") else line)
+        if line.startswith("```"):
+            fence = line[3:].strip() if fence is None else None
+            continue
+        if fence not in ("", "bash", "sh"):
+            continue
+        code = re.split(r"\s#\s", line, maxsplit=1)[0]
+        if (m := _AT_START.search(code)) is not None:
+            found.append((number, m.group(1)))
+            last = number
+        elif found and last == number - 1 and re.match(r"^\s+[\[-]", code):
+            found[-1] = (found[-1][0], found[-1][1] + " " + code.strip())
+            last = number
+    text = "\n".join(prose)
+    found += [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _SPAN.finditer(text)]
+    found.sort(key=lambda entry: entry[0])
+    return [(n, " ".join(c.replace("\\", " ").split())) for n, c in found]
+
+
+def stale_options(page: Path) -> list[str]:
+    """'page:line: ...' for each documented command that is not a command of ``trustjudge``, or that gives an
+    option the command does not take (as its ``--help`` lists them)."""
+    import click
+
+    from trustjudge.cli import cli
+
+    ctx = click.Context(cli)
+    stale = []
+    for number, text in documented_commands(page):
+        where = f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name}:{number}"
+        command: click.Command = cli
+        words = text.split()[1:]
+        while words and isinstance(command, click.Group) and (sub := command.get_command(ctx, words[0])):
+            command, words = sub, words[1:]
+        if isinstance(command, click.Group):
+            if words and re.fullmatch(r"[a-z][a-z-]*", words[0]) and words[0] not in PLUGIN_COMMANDS:
+                stale.append(f"{where}: no command {words[0]!r} ({text})")
+            continue
+        takes = {"--help", *(o for p in command.params for o in (*p.opts, *p.secondary_opts))}
+        for word in words:
+            flag = word.strip("[](){}'\"").split("=", 1)[0]
+            if re.fullmatch(r"--?[A-Za-z][\w-]*", flag) and flag not in takes:
+                stale.append(f"{where}: {command.name} takes no {flag} ({text})")
+    return stale
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_every_documented_command_and_option_exists(page: Path) -> None:
+    """Skipped blocks and inline commands too: what the blocks run is checked by running them, the rest here."""
+    assert stale_options(page) == []
+
+
+def test_a_stale_option_or_command_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("Run `trustjudge score items.jsonl --scale 5 --no-such-flag` or `trustjudge verdict ITEMS`.\n\n"
+                    "<!-- docs-test: skip: a reason long enough -->\n```bash\n"
+                    "trustjudge store export --out x.jsonl \\\n  --kind labels -x  # a comment --not-a-flag\n"
+                    "cat x | TRUSTJUDGE_JUDGE=mock/hash trustjudge nosuch --help\n```\n\n"
+                    "```\ntrustjudge select ITEMS --calibration F\n"
+                    "                  [--delta-typo D]\nThe trustjudge command line\n```\n", encoding="utf-8")
+    assert documented_commands(page) == [
+        (1, "trustjudge score items.jsonl --scale 5 --no-such-flag"), (1, "trustjudge verdict ITEMS"),
+        (5, "trustjudge store export --out x.jsonl --kind labels -x"), (7, "trustjudge nosuch --help"),
+        (11, "trustjudge select ITEMS --calibration F [--delta-typo D]")]
+    assert stale_options(page) == [
+        "p.md:1: score takes no --no-such-flag (trustjudge score items.jsonl --scale 5 --no-such-flag)",
+        "p.md:5: export takes no -x (trustjudge store export --out x.jsonl --kind labels -x)",
+        "p.md:7: no command 'nosuch' (trustjudge nosuch --help)",
+        "p.md:11: select takes no --delta-typo (trustjudge select ITEMS --calibration F [--delta-typo D])"]

@@ -84,6 +84,32 @@ def test_export_then_import_reproduces_every_row_and_a_rerun_makes_no_call(tmp_p
     assert calls == 0 and stored > 0
 
 
+@pytest.mark.parametrize("name", ["export.jsonl.gz", "export.jsonl", "export.parquet", None])
+def test_export_says_on_stderr_how_many_outputs_it_wrote_and_where(tmp_path: Path, judged: Path,
+                                                                    name: str | None) -> None:
+    if name is not None and name.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    out = tmp_path / name if name is not None else None
+    where = ("--out", out) if out is not None else ()
+    done = _invoke("store", "export", "--store", judged, *where)
+    assert done.exit_code == 0, done.output
+    n = len(_rows(judged))
+    # Before: nothing at all on success, while `store import` says "imported N outputs".
+    assert done.stderr == f"exported {n} outputs from {judged} to {out or 'standard output'}\n"
+    if out is None:
+        assert len(done.stdout.splitlines()) == n  # standard output holds the export alone
+    # A filter that keeps nothing says 0; --quiet (-q) says nothing, and still writes.
+    none = _invoke("store", "export", "--store", judged, "--backend", "mock:other", *where)
+    assert none.exit_code == 0 and none.stderr.startswith("exported 0 outputs from ")
+    for flag in ("--quiet", "-q"):
+        quiet = _invoke("store", "export", "--store", judged, flag, *where)
+        assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
+    if out is not None:
+        assert out.stat().st_size > 0
+    else:
+        assert len(quiet.stdout.splitlines()) == n
+
+
 def _lines(path: Path) -> list[str]:
     return gzip.decompress(path.read_bytes()).decode().splitlines()
 

@@ -177,27 +177,42 @@ def stats(store: Path | None, as_json: bool) -> None:
 @JUDGE_FILTER
 @BACKEND_FILTER
 @KIND_FILTER
-def export(store: Path | None, out: Path | None, judge: str | None, backend: str | None, kind: str | None) -> None:
-    """Every stored output: key, kind, backend fingerprint, request, result, tokens, latency, time."""
+@click.option("--quiet", "-q", is_flag=True, help="Do not say on standard error how many outputs were written where.")
+def export(store: Path | None, out: Path | None, judge: str | None, backend: str | None, kind: str | None,
+           quiet: bool) -> None:
+    """Every stored output: key, kind, backend fingerprint, request, result, tokens, latency, time.
+
+    Then says on standard error how many outputs it wrote and where (unless --quiet), as `store import` says
+    how many it imported.
+    """
     path = store if store is not None else default_store_path()
     check_outputs({"--out": out}, store=path)
     fingerprint = _fingerprint(judge, backend)
     where, params = _filters(fingerprint, kind)
+    written = _export(path, out, where, params)
+    if not quiet:
+        click.echo(f"exported {written:,} outputs from {path} to {out if out is not None else 'standard output'}",
+                   err=True)
+
+
+def _export(path: Path, out: Path | None, where: str, params: list[Any]) -> int:
+    """Write the selected outputs of store ``path`` to ``out`` (standard output when None); returns how many."""
     if out is not None and is_gzip(out):
         try:
-            write_export(path, out, where, params)
+            return write_export(path, out, where, params)
         except OSError as exc:
             raise click.ClickException(f"--out {out}: cannot be written: {exc.strerror or exc}") from None
-        return
     if out is not None and is_parquet(out):
         require_parquet()
         with replacing(out, "--out", binary=True) as raw:  # a temporary file, renamed once complete
-            write_parquet_export(path, raw, where, params)
-        return
+            return write_parquet_export(path, raw, where, params)
+    written = 0
     with _reading(path) as db, record_output(out, "--out") as fh:
         ascii_only = not is_utf8(fh)
         for row in db.execute(f"SELECT {_COLUMNS} FROM outputs{where} ORDER BY created_at, key", params):
             fh.write(json.dumps(_output(row), ensure_ascii=ascii_only) + "\n")
+            written += 1
+    return written
 
 
 @store.command("import")
