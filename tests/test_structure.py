@@ -216,11 +216,9 @@ def test_engine_and_audit_import_no_mode_at_all() -> None:
 
 MODE_NAMES = frozenset({"score", "checklist", "compare", "claims", "criteria", "criteria-compare", "steps"})
 NAMED_MODES_LEFT: dict[str, int] = {
-    # Files outside modes/ that still compare against a mode's name, with how many such names: the built-in
-    # modes' calibration, summary, cascade, inspect scorer and recipes, not yet moved behind the Mode contract
-    # (Mode.calibration, Mode.summary_metrics; issue 37). The count may only fall: a new file, or a new name in a
-    # listed file, fails. When a file reaches 0, remove it from this list.
-    "cli/_options.py": 3,
+    # Files outside modes/ that still compare against a mode's name, with how many such names. The count may only
+    # fall: a new file, or a new name in a listed file, fails. When a file reaches 0, remove it from this list.
+    # Empty since issue 37: every file outside modes/ asks the Mode (its registry entry) instead.
 }
 
 
