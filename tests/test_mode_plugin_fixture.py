@@ -71,7 +71,8 @@ def test_the_mode_api_is_pinned() -> None:
         "optional", "option", "quote", "register_mode", "unregister_mode",
         "Image", "Pictures", "images_block", "judged_empty", "pictures",  # images (issue 36)
         "ByPair", "ByPart", "ByResponse", "Cascading",
-        "StoredJudgments"}  # store show's listing (issue 37)
+        "StoredJudgments",  # store show's listing (issue 37)
+        "LevelUnits"}  # a calibration over a scale's levels, within a tolerance (issue 37)
     assert all(hasattr(api, name) for name in api.__all__)
 
 

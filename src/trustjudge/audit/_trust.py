@@ -87,6 +87,11 @@ def levelled(mode: str) -> bool:
     return mode in _READERS and scaled(_READERS[mode])
 
 
+def _levelled_names() -> str:
+    """The modes whose calibrations are over a scale's levels, for a message (``score and criteria``)."""
+    return " and ".join(m for m in calibration_modes() if levelled(m))
+
+
 def judge_scaled(mode: str) -> bool:
     """Whether ``mode``'s levels are the judge's own scale (``--scale`` sets the judge's, ``Judge(scale=...)``),
     rather than one its task or its records give."""
@@ -186,8 +191,8 @@ class Calibration:
         overridable: agreement would mean another thing); ``None`` takes the file's."""
         if tolerance is None:
             return
-        if self.mode not in LEVEL_MODES:
-            raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {self.mode} ones")
+        if not levelled(self.mode):
+            raise ConfigError(f"a tolerance applies to {_levelled_names()} calibrations, not to {self.mode} ones")
         if abs(_check_tolerance(tolerance, "--tolerance") - (self.tolerance or 0.0)) > _SLACK:
             raise ConfigError(f"this calibration was fitted with tolerance {self.tolerance:g}, not {tolerance:g}: "
                               f"refit it with `trustjudge calibrate --mode {self.mode} --tolerance {tolerance:g}` (the "
@@ -350,7 +355,7 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
                           method=method, levels=levels, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
                           confidence=confidence)
     if tolerance is not None:
-        raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {mode} ones")
+        raise ConfigError(f"a tolerance applies to {_levelled_names()} calibrations, not to {mode} ones")
     classes = classes_of(mode, records)
     labelled = [u for u in units(mode, records, classes) if u.probs is not None and u.human is not None]
     if len(labelled) < 2:
@@ -420,8 +425,9 @@ def _fit_score(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, f
 
 def _read_pointwise(d: Mapping[str, Any], mode: str, classes: tuple[str, ...],
                     source: str) -> tuple[list[float] | None, float | None]:
-    """A score calibration file's level values and tolerance, checked (``None, None`` in the other modes)."""
-    if mode not in LEVEL_MODES:
+    """A calibration file's level values and tolerance, checked, for a mode whose units are distributions over a
+    scale's levels (:func:`levelled`); ``None, None`` in the other modes."""
+    if not levelled(mode):
         return None, None
     levels = d.get("levels")
     if not (isinstance(levels, list) and len(levels) == len(classes)
