@@ -124,3 +124,14 @@ def test_the_cli_calibrates_and_selects_with_the_ensemble_and_every_record_says_
                              catch_exceptions=False)
     assert one.exit_code == 0
     assert Calibration.load(tmp_path / "one.json").probs != cal.probs  # the ensemble's are other probabilities
+
+
+def test_the_ensemble_judges_only_a_mode_that_judges_under_the_pairwise_template(tmp_path: Any) -> None:
+    from trustjudge import Judge, items_from_dicts
+
+    items = items_from_dicts([{"id": "q", "question": "2+2?",
+                               "responses": [{"id": "a", "text": "4", "human_score": 5},
+                                             {"id": "b", "text": "5", "human_score": 1}]}])
+    with Judge("mock/hash", store=tmp_path / "s.sqlite") as judge, pytest.raises(
+            ConfigError, match=r"judges pairs under the pairwise template \(the modes compare\), not score verdicts"):
+        judge.calibrate(items, "score", confidence="ensemble")

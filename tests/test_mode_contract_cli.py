@@ -106,3 +106,15 @@ def test_store_show_lists_an_undeclared_mode_by_its_questions(relevance: None, t
     assert shown.exit_code == 0, shown.output
     assert [line for line in shown.output.splitlines() if line.startswith("relevance")] == [
         "relevance q0: question 1 (direct)", "relevance q0: question 2 (direct)"]
+
+
+def test_a_commands_template_options_come_from_the_modes_declared_templates() -> None:
+    from trustjudge.cli._options import _kind_templates
+    from trustjudge.errors import ConfigError
+
+    assert [(flag, dest) for flag, dest, _ in _kind_templates(("score", "compare"))] == [
+        ("--template", "pointwise_template"), ("--pairwise-template", "pairwise_template")]
+    assert [(flag, dest) for flag, dest, _ in _kind_templates(("criteria",))] == [  # its judge template, not
+        ("--template", "criterion_template")]                                       # generate_criteria
+    with pytest.raises(ConfigError, match="no judge template among the modes steps"):
+        _kind_templates(("steps",))

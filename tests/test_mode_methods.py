@@ -197,3 +197,12 @@ def test_the_bar_total_never_falls_below_what_is_done_and_ends_on_it() -> None:
             bar(1)
         bar.chunk_done()
     assert streamed.totals == [5, 5, 10, 10]
+
+
+def test_judge_defines_no_per_mode_method_of_its_own() -> None:
+    # The "12 hand-written wrappers": each mode's convenience comes from the registry, none from the class
+    # (a ``TYPE_CHECKING`` stub declares them for type checkers only).
+    own = {name for name in vars(Judge) if not name.startswith("_")}
+    per_mode = {f"{method_name(m)}{end}" for m in builtin_modes() for end in ("", "_task")}
+    assert not own & per_mode, own & per_mode
+    assert {"run", "plan", "task", "calibrate", "select", "cascade", "audit", "rank"} <= own

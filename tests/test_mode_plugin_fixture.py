@@ -48,7 +48,8 @@ def test_the_mode_api_is_pinned() -> None:
         "optional", "option", "quote", "register_mode", "unregister_mode",
         "Image", "Pictures", "images_block", "judged_empty", "pictures",  # images (issue 36)
         "ByPair", "ByPart", "ByResponse", "Cascading",
-        "StoredJudgments"}  # store show's listing (issue 37)
+        "StoredJudgments",  # store show's listing (issue 37)
+        "LevelUnits"}  # a calibration over a scale's levels, within a tolerance (issue 37)
     assert all(hasattr(api, name) for name in api.__all__)
 
 
@@ -242,6 +243,21 @@ def test_the_pytest_plugin_asserts_on_the_plugins_metric(relevance: None, tmp_pa
             assert_metric_at_least(judge, "relevance", question, "4", 0.5, "p_no")
         with pytest.raises(ConfigError, match="mode 'steps' has no summary metric"):
             assert_metric_at_least(judge, "steps", question, "1. 4", 0.5)
+
+
+def test_the_plugin_is_audited_and_reported_through_its_hooks(relevance: None, tmp_path: Path) -> None:
+    items = write_jsonl(tmp_path / "items.jsonl", _rows(4))
+    out, audit, report = tmp_path / "o.jsonl", tmp_path / "a.json", tmp_path / "r.html"
+    done = _invoke("relevance", items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite", "--out", out,
+                   "--audit", audit, "--report", report)
+    assert done.exit_code == 0, done.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    mean = sum(r["relevance"]["YES"] for r in rows) / len(rows)  # by hand, from the records
+    got = json.loads(audit.read_text())
+    assert got["responses"] == got["judged"] == 8 and got["mean_p_yes"] == pytest.approx(mean, rel=1e-12)
+    page = report.read_text()
+    assert '<section id="relevance"><h2>Relevance</h2>' in page and "<dt>mode</dt><dd>relevance</dd>" in page
+    assert f'<td>mean P(YES)</td><td class="num">{mean:.3f}</td>' in page
 
 
 def test_the_plugin_command_takes_its_own_template(relevance: None, tmp_path: Path) -> None:

@@ -10,15 +10,21 @@ from typing import Any
 from .audit._ensemble import ENSEMBLE, TEMPLATES, combine, template_text
 from .errors import ConfigError
 from .modes._prompts import Prompts
+from .modes._registry import get_mode, registered_modes
 
-PAIRED = ("compare",)
-"""The modes the ensemble judges (pairwise verdicts: the templates are pairwise ones)."""
+ENSEMBLE_TEMPLATE = "pairwise"
+"""The template the ensemble's templates replace: a mode that judges under it (declares it in ``Mode.templates``)
+is the one the ensemble judges."""
+
+
+def _ensembled() -> list[str]:
+    return [name for name, mode in registered_modes().items() if ENSEMBLE_TEMPLATE in mode.templates]
 
 
 def sibling(judge: Any, name: str) -> Any:
     """A twin of ``judge`` (same backend, store and settings) judging pairs under the template ``name``."""
     other = copy.copy(judge)
-    other.config = replace(judge.config, templates={**judge.config.templates, "pairwise": template_text(name)})
+    other.config = replace(judge.config, templates={**judge.config.templates, ENSEMBLE_TEMPLATE: template_text(name)})
     other.template = other.config.template
     other.prompts = Prompts.of(other.template, system=judge.config.system)
     return other
@@ -33,8 +39,9 @@ def judged(judge: Any, task: Any, items: Any, confidence: str, progress: Any = N
     task = judge.calibration_task(task) if isinstance(task, str) else task
     if confidence != ENSEMBLE:
         return [r.to_dict() for r in judge.run(task, items, progress=progress, mapping=mapping)]
-    if task.kind not in PAIRED:
-        raise ConfigError(f"the ensemble estimator judges pairs ({', '.join(PAIRED)}), not {task.kind}")
+    if ENSEMBLE_TEMPLATE not in get_mode(task.kind).templates:
+        raise ConfigError(f"the ensemble estimator judges pairs under the {ENSEMBLE_TEMPLATE} template (the modes "
+                          f"{', '.join(_ensembled())}), not {task.kind} verdicts")
     todo = list(as_items(items, mapping))
     own = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
     others = []

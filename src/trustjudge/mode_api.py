@@ -3,7 +3,8 @@
 A mode is a :class:`Mode`: its task (a :class:`Task` subclass turning items into :class:`Question` objects and
 their :class:`Outcome` objects into records), its record (a dataclass over :class:`ResponseHeader` or
 :class:`PairHeader`), its options (a frozen dataclass of :func:`option` fields) and, where it has them, its
-calibration (:class:`LabelUnits`, or any :class:`UnitReader`), its summary (:class:`SummaryMetrics`) and its
+calibration (:class:`LabelUnits` for fixed labels, :class:`LevelUnits` for a distribution over a scale's
+levels that agrees within a tolerance, or any :class:`UnitReader`), its summary (:class:`SummaryMetrics`) and its
 report sections (:class:`Section` of :class:`Note` and :class:`Table` blocks), its cascade (:class:`ByResponse`,
 :class:`ByPair`, :class:`ByPart`, or any :class:`Cascading`), its templates (:class:`TemplateSpec`, a file in
 the mode's own package) and how ``store show`` lists its judgments (:class:`StoredJudgments`). Images: an
@@ -16,6 +17,7 @@ fields, and :func:`judged_empty` says a response has neither text nor image. The
 from __future__ import annotations
 
 from ._images import Image, images_block
+from .audit._readers import LevelUnits
 from .audit._summary import SummaryMetrics
 from .audit._units import LabelUnits, Unit, UnitReader
 from .engine._asking import Question
@@ -45,6 +47,7 @@ __all__ = [
     "Item",
     "JudgeSettings",
     "LabelUnits",
+    "LevelUnits",
     "Mode",
     "Note",
     "Outcome",

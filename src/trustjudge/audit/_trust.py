@@ -47,10 +47,11 @@ from ._verify import check_integrity
 
 CALIBRATION_VERSION = 1
 CALIBRATION_MODES = ("compare", "checklist", "claims", "score", "criteria")
-"""The built-in modes a calibration file can be fitted for, as the mode files declare (kept for the service's
-bodies and the CLI's help; every mode's units are read through its reader, :func:`reader`)."""
+"""The built-in modes a calibration file can be fitted for, as the mode files declare: what the tests expect. No
+code asks it: every mode is asked through its reader (:func:`calibration_modes`, :func:`reader`)."""
 LEVEL_MODES = ("score", "criteria")
-"""The built-in modes whose units are distributions over a scale's levels (kept for the service's bodies)."""
+"""The built-in modes whose units are distributions over a scale's levels: what the tests expect. No code asks it
+(:func:`levelled` asks the mode's reader)."""
 DEFAULT_TOLERANCE = 0.0
 """A pointwise verdict agrees with the human by default only on the same level (as the other modes' classes)."""
 
@@ -85,6 +86,11 @@ def levelled(mode: str) -> bool:
     """Whether ``mode``'s units are distributions over a scale's levels (agreement within a tolerance); ``False``
     for a mode without a calibration."""
     return mode in _READERS and scaled(_READERS[mode])
+
+
+def _levelled_names() -> str:
+    """The modes whose calibrations are over a scale's levels, for a message (``score and criteria``)."""
+    return " and ".join(m for m in calibration_modes() if levelled(m))
 
 
 def judge_scaled(mode: str) -> bool:
@@ -186,8 +192,8 @@ class Calibration:
         overridable: agreement would mean another thing); ``None`` takes the file's."""
         if tolerance is None:
             return
-        if self.mode not in LEVEL_MODES:
-            raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {self.mode} ones")
+        if not levelled(self.mode):
+            raise ConfigError(f"a tolerance applies to {_levelled_names()} calibrations, not to {self.mode} ones")
         if abs(_check_tolerance(tolerance, "--tolerance") - (self.tolerance or 0.0)) > _SLACK:
             raise ConfigError(f"this calibration was fitted with tolerance {self.tolerance:g}, not {tolerance:g}: "
                               f"refit it with `trustjudge calibrate --mode {self.mode} --tolerance {tolerance:g}` (the "
@@ -350,7 +356,7 @@ def fit(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, fingerpr
                           method=method, levels=levels, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
                           confidence=confidence)
     if tolerance is not None:
-        raise ConfigError(f"a tolerance applies to score and criteria calibrations, not to {mode} ones")
+        raise ConfigError(f"a tolerance applies to {_levelled_names()} calibrations, not to {mode} ones")
     classes = classes_of(mode, records)
     labelled = [u for u in units(mode, records, classes) if u.probs is not None and u.human is not None]
     if len(labelled) < 2:
@@ -420,8 +426,9 @@ def _fit_score(mode: str, records: Sequence[Mapping[str, Any]], *, judge: str, f
 
 def _read_pointwise(d: Mapping[str, Any], mode: str, classes: tuple[str, ...],
                     source: str) -> tuple[list[float] | None, float | None]:
-    """A score calibration file's level values and tolerance, checked (``None, None`` in the other modes)."""
-    if mode not in LEVEL_MODES:
+    """A calibration file's level values and tolerance, checked, for a mode whose units are distributions over a
+    scale's levels (:func:`levelled`); ``None, None`` in the other modes."""
+    if not levelled(mode):
         return None, None
     levels = d.get("levels")
     if not (isinstance(levels, list) and len(levels) == len(classes)

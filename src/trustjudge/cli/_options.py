@@ -30,6 +30,7 @@ from ..io._adapters import FORMATS
 from ..io._frames import parse_mapping
 from ..io._outputs import check_outputs, check_record_path
 from ..modes._prompts import SCALE_METAVAR, check_system, scale_text
+from ..modes._registry import get_mode
 from ._inputs import MAX_PAIRS, InputFormat
 
 Command = Callable[..., Any]
@@ -232,15 +233,21 @@ TEMPLATE_FIELDS = {"pointwise": "pointwise_template", "pairwise": "pairwise_temp
 """The templates a judge loads (:class:`~trustjudge.modes._prompts.Prompts`), by a mode's template name."""
 
 
-def _kind_templates(kinds: tuple[str, ...]) -> list[Template]:
-    """The template options of a command asking for ``kinds`` (``"score"`` and/or ``"compare"``)."""
-    if "score" in kinds and "compare" in kinds:
-        return [("--template", "pointwise_template", "Your own pointwise prompt template (string.Template fields, "
-                                                     "see docs/formats.md)."),
-                ("--pairwise-template", "pairwise_template",
-                 "Your own pairwise prompt template (--template sets the pointwise one).")]
-    dest = "pairwise_template" if kinds == ("compare",) else "pointwise_template"
-    return [("--template", dest, "Your own prompt template (string.Template fields, see docs/formats.md).")]
+def _kind_templates(modes: tuple[str, ...]) -> list[Template]:
+    """The template options of a command judging under ``modes`` (mode names): each mode's templates that a judge
+    loads (:data:`TEMPLATE_FIELDS`), as the mode declares them (:attr:`Mode.templates`). One template is
+    ``--template``; with more, ``--template`` is the first and each other one is ``--<name>-template``."""
+    names = [name for mode in modes for name in get_mode(mode).templates if name in TEMPLATE_FIELDS]
+    if not names:
+        raise ConfigError(f"no judge template among the modes {', '.join(modes)}: declare the command's templates")
+    if len(names) == 1:
+        return [("--template", TEMPLATE_FIELDS[names[0]],
+                 "Your own prompt template (string.Template fields, see docs/formats.md).")]
+    first, *others = names
+    return [("--template", TEMPLATE_FIELDS[first],
+             f"Your own {first} prompt template (string.Template fields, see docs/formats.md)."),
+            *((f"--{name.replace('_', '-')}-template", TEMPLATE_FIELDS[name],
+               f"Your own {name} prompt template (--template sets the {first} one).") for name in others)]
 
 
 def judge_options(*kinds: str, templates: list[Template] | None = None, refuses: dict[str, str] | None = None,
@@ -248,8 +255,9 @@ def judge_options(*kinds: str, templates: list[Template] | None = None, refuses:
     """Add the judge and engine options; the command receives them as one ``judging: JudgeOptions``.
 
     Args:
-        kinds: The judgments the command asks for, ``"score"`` and/or ``"compare"``: ``--template`` is the
-            template of the only kind, or the pointwise one beside ``--pairwise-template``.
+        kinds: The modes whose judgments the command asks for (``"score"``, ``"compare"``): their templates
+            become the command's template options (:func:`_kind_templates`; ``score`` and ``compare``:
+            ``--template``, the pointwise one, beside ``--pairwise-template``).
         templates: The template options instead (a mode's command: flag, :class:`JudgeOptions` field, help).
         refuses: Options (``--protocol``, ``--max-new-tokens``, ``--template``) that ``command`` keeps only to
             refuse them, by flag, with why: given, they stop the command (exit 2) before any work.

@@ -27,7 +27,6 @@ from ..audit._estimators import CALIBRATED, ESTIMATORS
 from ..audit._levels import guarantee_text, marginal_warning, quote
 from ..audit._support import DEFAULT_RISK_DELTA, selection_support
 from ..audit._trust import (
-    CALIBRATION_MODES,
     Calibration,
     abstained_items,
     calibrates,
@@ -67,7 +66,7 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
 @input_options
 @judge_options("compare")
 @click.option("--mode", default="compare", show_default=True, callback=lambda ctx, param, value: _calibrated(value),
-              help=f"What to calibrate ({', '.join(CALIBRATION_MODES)}, or a plug-in mode with a calibration): "
+              help=f"What to calibrate ({', '.join(calibration_modes())}, or a plug-in mode with a calibration): "
                    "pairwise verdicts, checklist checks, claim verifications, pointwise or per-criterion scores.")
 @click.option("--method", type=click.Choice(["platt", "temperature", "isotonic", "vector"]), default=None,
               help="Two classes (checklist): platt (default), temperature or isotonic; several classes: vector; "

@@ -15,7 +15,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, SkipValidation, TypeAdapter, create_model
 
-from ..audit._trust import CALIBRATION_MODES, LEVEL_MODES
+from ..audit._readers import scaled
 from ..errors import ConfigError, InputError
 from ..io._items import Check, Criterion, parse_checklist, parse_criteria
 from ..modes._prompts import LabelSet, Protocol
@@ -403,7 +403,7 @@ class ModeBodies:
         """What the route's description says beyond the mode's summary."""
         notes = []
         if self.calibrated:
-            levels = self.mode.name in LEVEL_MODES
+            levels = self.mode.calibration is not None and scaled(self.mode.calibration)
             notes.append("Takes a `calibration`, or the `calibration_name` of one the server holds (with "
                          "`target_agreement`, `risk_delta`, `calibration_override`"
                          + (", `tolerance`" if levels else "") + "): "
@@ -424,7 +424,7 @@ def mode_bodies(mode: Mode) -> ModeBodies:
         hints = typing.get_type_hints(mode.options, include_extras=True)
     except (NameError, TypeError) as exc:
         raise ConfigError(f"mode {mode.name!r}: the types of its options cannot be read ({exc})") from None
-    calibrated = mode.name in CALIBRATION_MODES or mode.calibration is not None
+    calibrated = mode.calibration is not None
     items_doc = ITEMS_DOC + (f" Each needs {mode.min_responses} or more responses." if mode.min_responses > 1
                              else "")
     fields: dict[str, Any] = {"items": (Items, Field(description=items_doc))}
@@ -443,7 +443,7 @@ def mode_bodies(mode: Mode) -> ModeBodies:
         parsers[f.name] = parse
     name = _camel(mode.name)
     summary = mode.summary or f"Judge in the {mode.name} mode."
-    base = (LevelCalibrated if mode.name in LEVEL_MODES else Calibrated) if calibrated else Body
+    base = (LevelCalibrated if scaled(mode.calibration) else Calibrated) if mode.calibration is not None else Body
     request = create_model(f"{name}Request", __base__=base,
                            __doc__=f"{summary} The items, and the {mode.name} mode's options.", **fields)
     out: dict[str, Any] = {"records": (list[_records_schema(mode.record)],  # type: ignore[misc]
