@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import trustjudge
-from tests.test_mode_plugin_fixture import FIXTURE
+from tests.conftest import RELEVANCE_PLUGIN as FIXTURE
 from trustjudge import Check, ConfigError, Criterion, Judge, items_from_dicts, register_mode, unregister_mode
 from trustjudge._mode_methods import ModeRun, ModeTask, method_name
 from trustjudge._progress import RunBar
