@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
 import trustjudge.mode_api as api
-from tests.conftest import RELEVANCE_PLUGIN, write_jsonl
+from tests.conftest import RELEVANCE_PLUGIN, run_cli, write_jsonl
 from trustjudge import ConfigError, Judge, items_from_dicts
 from trustjudge.backends import LabelRequest, MockBackend, register_mock
 from trustjudge.cli import cli
@@ -274,3 +274,30 @@ def test_the_plugin_command_takes_its_own_template(relevance: None, tmp_path: Pa
     with pytest.raises(ConfigError, match=r"bad\.txt lacks the field\(s\) \$\{response\}"):  # before any work
         _invoke(*args, "--template", bad, "--out", tmp_path / "c.jsonl")
     assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_a_recipe_runs_the_plugin_through_its_own_summary_metric(relevance: None, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Recipes ask the mode too: the `summary` metric reads the mode's declared summary metrics, a plug-in's as
+    well as a built-in's, and refuses one the mode does not declare, naming the file and field."""
+    items = write_jsonl(tmp_path / "items.jsonl", _rows(5))
+    recipe = tmp_path / "recipe.toml"
+    head = 'name = "rel"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "relevance"\n[metric]\n'
+    recipe.write_text(head + 'name = "summary"\n')
+    out, metric = tmp_path / "records.jsonl", tmp_path / "metric.json"
+    run = _invoke("run", recipe, items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite", "-o", out,
+                  "--json", metric)
+    assert run.exit_code == 0, run.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    by_hand = [r["relevance"]["YES"] for r in records if not r.get("unscored")]
+    got = json.loads(metric.read_text())
+    got = got["result"]
+    assert len(by_hand) == 10 and got["params"] == {"value": "p_yes", "mode": "relevance"}
+    assert abs(got["value"] - sum(by_hand) / len(by_hand)) < 1e-12
+    recipe.write_text(head + 'name = "summary"\nvalue = "p_no"\n')
+    code, _, err = run_cli(capsys, "run", recipe, items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert code == 2 and f"{recipe}: field 'metric'" in err
+    assert "has no summary metric 'p_no' (its metrics: p_yes)" in err, err
+    recipe.write_text(head.replace('"relevance"', '"compare"') + 'name = "summary"\n')
+    code, _, err = run_cli(capsys, "run", recipe, items, "-j", "mock/hash", "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "mode 'compare' declares none" in err, err

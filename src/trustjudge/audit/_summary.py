@@ -33,7 +33,7 @@ from ._stats import NAN, bootstrap_ratio, finite, jsonable
 Record = Mapping[str, Any]
 
 __all__ = ["Summary", "SummaryMetrics", "SystemSummary", "Weights", "record_mode", "register_summary", "soft_weights",
-           "summarize", "summarised_modes", "summary_rows"]
+           "summarize", "summarised_modes", "summary_of", "summary_rows"]
 
 Weights = tuple[float, float, float]
 """A pair's (first, second, tie) weights, summing to 1."""
@@ -74,6 +74,11 @@ def register_summary(mode: str, spec: SummaryMetrics | None) -> None:
         _REGISTERED.pop(mode, None)
         return
     _REGISTERED[mode] = spec
+
+
+def summary_of(mode: str) -> SummaryMetrics | None:
+    """The summary contract of the registered ``mode`` (``None``: it declares none)."""
+    return _REGISTERED.get(mode)
 
 
 def summarised_modes() -> tuple[str, ...]:

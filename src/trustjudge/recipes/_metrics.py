@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..audit._stats import NAN, bootstrap_ratio, finite, jsonable
+from ..audit._summary import summary_of
 from ..engine import _aggregates as A
 from ..errors import ConfigError
 from ..modes._base import Split, split_steps
@@ -35,7 +36,8 @@ class Metric:
 
     name: str
     modes: tuple[str, ...]
-    """The modes whose records it reads."""
+    """The modes whose records it reads (empty: any mode that declares per-response summary metrics, its
+    own named in the ``mode`` parameter the recipe sets: :func:`summary_metric_params`)."""
     value: ValueFn
     """``value(record, params)``: the record's value, ``None`` when it has none (unscored)."""
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -237,7 +239,31 @@ def _claims(r: Record, p: Mapping[str, Any]) -> float | None:
     return finite((matching.get("hungarian") or {}).get("expected_f1"))
 
 
+def summary_metric_params(metric: Metric, mode: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` of a metric for any mode (``modes`` empty) checked against ``mode``'s own summary metrics, with
+    ``mode`` set: a ConfigError where the mode declares none per response, or ``value`` is not one of them."""
+    if params.get("mode"):
+        raise ConfigError(f"metric {metric.name!r}: 'mode' is the recipe's own mode, not a parameter to set")
+    spec = summary_of(mode)
+    if spec is None or not spec.metrics:
+        raise ConfigError(f"metric {metric.name!r} reads a mode's per-response summary metrics, and mode {mode!r} "
+                          "declares none (Mode(summary_metrics=...))")
+    value = params.get("value") or next(iter(spec.metrics))
+    if value not in spec.metrics:
+        raise ConfigError(f"metric {metric.name!r}: mode {mode!r} has no summary metric {value!r} (its metrics: "
+                          f"{', '.join(spec.metrics)})")
+    return {**params, "value": value, "mode": mode}
+
+
+def _mode_summary(record: Record, params: Mapping[str, Any]) -> float | None:
+    spec = summary_of(str(params["mode"]))
+    return None if spec is None else finite(spec.metrics[str(params["value"])](record))
+
+
 for _metric in (
+    Metric("summary", (), _mode_summary, {"value": "", "mode": ""},
+           "Any mode's own per-response summary metric (`Mode(summary_metrics=...)`, as `trustjudge summary` "
+           "reads it; a plug-in's too): `value` names it (default: the mode's first)."),
     Metric("mean_score", ("score",), _score, {"method": "expected", "offset": 0.0, "factor": 1.0, "unparsed": None},
            "Mean of (score + offset) x factor, the score read by `method` (expected: the mean of the judge's label "
            "distribution; discrete: its most probable label). `unparsed`: the score the benchmark's code gives an "

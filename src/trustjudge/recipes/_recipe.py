@@ -57,7 +57,7 @@ from ._fields import (
     rubric_kind,
     staged,
 )
-from ._metrics import get_metric
+from ._metrics import get_metric, summary_metric_params
 from ._prompt import STAGES, BenchmarkPrompt, load_benchmark_prompt
 
 __all__ = ["PLUGIN_GROUP", "RESPONSE_NEEDS", "Part", "Recipe", "get_recipe", "load_recipe", "recipe_names",
@@ -365,6 +365,11 @@ def _metric(data: Mapping[str, Any], file: str, where: str, mode: str) -> tuple[
                                  if k != "name" and not (k == "by" and where == "metric")}, where)
     except ConfigError as exc:
         raise InputError(str(exc), file=file, field=where) from None
+    if not metric.modes:
+        try:
+            return metric_name, summary_metric_params(metric, mode, params)
+        except ConfigError as exc:
+            raise InputError(str(exc), file=file, field=where) from None
     if mode not in metric.modes:
         what = "a recipe with parts" if mode == "parts" else mode
         raise InputError(f"metric {metric_name!r} reads {', '.join(metric.modes)} records, not {what}", file=file,
