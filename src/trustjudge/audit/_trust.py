@@ -162,6 +162,8 @@ class Calibration:
     """A features calibration: each unit's pair features (:data:`~trustjudge.audit._estimators.PAIR_FEATURES`)."""
     model: E.ConfidenceModel | None = None
     """A features calibration: its model, fitted on every unit under :attr:`map` (used without a target)."""
+    panel: dict[str, Any] | None = None
+    """An annotators or critiques calibration: its panel (:mod:`~trustjudge.audit._panel`)."""
 
     @property
     def n(self) -> int:
