@@ -186,7 +186,7 @@ def test_a_panel_on_the_bundled_judge(tmp_path: Path, monkeypatch: pytest.Monkey
              "pairs": [{"first": "a", "second": "b"}]}
             for i, (q, a, b) in enumerate([("What is 2 + 2?", "4", "5"), ("Name a primary colour.", "Red.", "Grass.")])]
     examples = [[{"question": "What is 3 + 3?", "response_a": "6", "response_b": "7", "human": h}] for h in
-                ("first", "first", "tie")]
+                ("first", "second", "tie")]
     panels = [{"estimator": P.ANNOTATORS, "size": 3, "examples": examples},
               {"estimator": P.CRITIQUES, "size": 2, "temperature": 0.7}]
     store = tmp_path / "s.sqlite"
@@ -197,8 +197,12 @@ def test_a_panel_on_the_bundled_judge(tmp_path: Path, monkeypatch: pytest.Monkey
             assert judge.stats.model_calls >= 2 * 2 * panel["size"]
         assert len(out) == 2 and all(len(r["panel"]["probabilities"]) == panel["size"] for r in out)
         scored = [r for r in out if r["probabilities"] is not None]
-        assert scored and all(sum(r["probabilities"].values()) == pytest.approx(1.0, abs=1e-6) for r in scored
-                              if panel["estimator"] == P.CRITIQUES)
+        if panel["estimator"] == P.ANNOTATORS:  # label reads only: every pair scored
+            assert len(scored) == 2 and all(r["verdicts"]["likelihood"] in P.PAIR for r in scored)
+        else:  # a critique cut at max_new_tokens leaves its sample unscored, and the reason is kept
+            assert judge.stats.generate_calls == 2 * 2 * panel["size"]
+            assert all(sum(r["probabilities"].values()) == pytest.approx(1.0) for r in scored)
+            assert all(r.get("unscored") for r in out if r["probabilities"] is None)
         with Judge("llamacpp/smollm2-135m", store=store, max_new_tokens=24) as again:
             assert run_panel(again, again.calibration_task("compare"), list(as_items(rows)), panel) == out
             assert again.stats.model_calls == 0
