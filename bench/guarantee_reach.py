@@ -97,8 +97,10 @@ def section(res: dict[str, Any]) -> list[str]:
     need = next((x for x in AUROCS if res["coverage"][f"binormal AUROC {x:.2f}"]["0.8"] >= 0.35), None)
     rows += ["", "Coverage 0.35 at 0.8 needs a ranking of AUROC about "
              + (f"{need:.2f}" if need is not None else f"above {AUROCS[-1]:.2f}")
-             + f" over this judge's verdicts (today {res['observed_auroc']:.2f}); even a perfect ranking keeps at most "
-             f"{res['coverage']['oracle']['0.8']:.2f}, because only {res['accuracy']:.0%} of the verdicts agree at all. "
+             + f" over this judge's verdicts (today {res['observed_auroc']:.2f}); even a perfect ranking keeps at "
+             f"most {res['coverage']['oracle']['0.8']:.2f}, because only {res['accuracy']:.0%} of the verdicts agree "
+             "at all. Coverage here is the kept share of part B, where the threshold is chosen (what `calibrate` "
+             "reports for a target). "
              "An estimator that only re-ranks the judge's verdicts (features, ensembles, panels: unless they also "
              "change the verdicts) must reach that AUROC to meet the target. Rebuild (zero calls): "
              "`cd bench && PYTHONPATH=../src ../.venv/bin/python guarantee_reach.py`."]
