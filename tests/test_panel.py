@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,6 @@ def test_a_panel_is_selected_split_fit_and_ranks_what_one_judgment_cannot(estima
     panel = {"estimator": estimator, "size": 5, **({"temperature": 0.7} if estimator == P.CRITIQUES else {
         "examples": [[{"question": "q", "response_a": "a", "response_b": "b", "human": "tie"}]] * 5})}
     cal = fit("compare", P.combine(estimator, runs), **_WHO, confidence=estimator)
-    from dataclasses import replace
     cal = replace(cal, panel=panel)
     sel = cal.selection(0.75, 0.1)
     assert math.isfinite(sel.threshold) and sel.kept / sel.n > 0.3, sel
@@ -103,6 +103,7 @@ def test_a_panel_is_selected_split_fit_and_ranks_what_one_judgment_cannot(estima
         one.selection(0.75, 0.1)
     back = Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
     assert back.confidence == estimator and back.panel == panel and back.probs == cal.probs
+    assert back.data_hash == cal.data_hash != replace(cal, panel={**panel, "size": 3}).data_hash
     with pytest.raises(ConfigError, match=f"item 'q0': a {estimator} calibration applies to pairs judged by its"):
         annotate("compare", runs[0], cal)
     block = annotate("compare", P.combine(estimator, runs)[:1], cal)[0]["calibrated"]

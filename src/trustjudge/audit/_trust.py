@@ -198,7 +198,8 @@ class Calibration:
     @property
     def data_hash(self) -> str:
         return _digest([self.probs, self.human, *([self.keys] if self.keys is not None else []),
-                        *([self.features] if self.features is not None else [])])
+                        *([self.features] if self.features is not None else []),
+                        *([self.panel] if self.panel is not None else [])])  # a panel's examples too
 
     def calibrated(self, probs: Sequence[Sequence[float]]) -> np.ndarray:
         return self.map.apply(np.asarray(probs, dtype=np.float64))
