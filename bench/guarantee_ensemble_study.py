@@ -74,12 +74,15 @@ def main() -> None:
     print("\n".join(section(result)))
 
 
-HEADING = "## Prompt ensemble (PARTIAL: a prefix of the study's pairs)"
+HEADING = "## Prompt ensemble"
+"""The block's heading starts so (then: partial, or every pair of the study)."""
 
 
 def section(res: dict[str, Any]) -> list[str]:
     """The block of results/guarantee.md (guarantee.py's render adds it too, from results/guarantee_ensemble.json)."""
-    return ["", HEADING, "", *render(res).splitlines(), "",
+    done = res.get("refused_calls") == 0  # the store held every judgment of the order
+    title = f"{HEADING} (every pair of the study)" if done else f"{HEADING} (PARTIAL: a prefix of the study's pairs)"
+    return ["", title, "", *render(res).splitlines(), "",
             "The ensemble is `calibrate --confidence ensemble`: the default template and "
             "src/trustjudge/templates/pairwise_steps.txt (G-Eval-style explicit evaluation steps), combined by mean "
             "log-probability. Coverage and violation: split-fit selection at delta 0.1 over "
@@ -93,8 +96,9 @@ def section(res: dict[str, Any]) -> list[str]:
 def into(text: str, block: list[str]) -> str:
     """``text`` (results/guarantee.md) with its ensemble block replaced, or inserted before the transfer section."""
     lines = text.splitlines()
-    if HEADING in lines:
-        start = lines.index(HEADING) - 1
+    found = [i for i, line in enumerate(lines) if line.startswith(HEADING)]
+    if found:
+        start = found[0] - 1
         end = next((i for i in range(start + 2, len(lines)) if lines[i].startswith("## ")), len(lines))
         lines[start:end] = [*block, ""]
     else:
@@ -119,7 +123,7 @@ def render(res: dict[str, Any]) -> str:
         lines.append(f"| {name} | {_f(e['auroc'])} | {' | '.join(cells)} |")
     acc = res["accuracy"]
     wins = acc["steps"] > acc["default"]
-    lines += ["", f"So far the steps template {'wins' if wins else 'does not win'} on accuracy ({acc['steps']:.3f} vs "
+    lines += ["", f"The steps template {'wins' if wins else 'does not win'} on accuracy ({acc['steps']:.3f} vs "
               f"the default's {acc['default']:.3f} on the same pairs)" + (
                   "; the default template is not changed on a partial subset." if wins else
                   ": the default template stays.")]

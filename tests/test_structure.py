@@ -151,6 +151,7 @@ LAYERS: dict[str, int] = {
     "_judge": 6, "_config": 6, "_cascade": 6, "_integrations": 6, "_settings": 6,  # the facade over all of the above
     "_mode_methods": 6, "_progress": 6, "_ensemble": 6,  # per-mode conveniences; progress bar; ensemble judging
     "_calibrate": 6,                                   # what Judge's calibration methods do
+    "_panel": 6,                                       # the panel estimators' judging
     "mode_api": 6,                                     # the public mode-writing API (names from modes, audit, io)
     "serve": 7, "pytest_plugin": 7, "inspect_scorer": 7, "recipes": 7,  # recipes run a Judge
     "cli": 8,

@@ -60,17 +60,19 @@ def protocol_of(task: Task) -> str:
 
 
 def calibrate(judge: Judge, items: Any, mode: str, *, method: str | None, tolerance: float | None,
-              task: Task | None, progress: Any, mapping: Any, confidence: str) -> Calibration:
+              task: Task | None, progress: Any, mapping: Any, confidence: str,
+              panel_size: int | None = None) -> Calibration:
     """:meth:`Judge.calibrate`."""
     if task is not None and task.kind != mode:
         raise ConfigError(f"a {task.kind} task cannot calibrate the {mode} mode")
     task = task_for_calibration(task if task is not None else calibration_task(judge, mode))
-    records = judged(judge, task, items, confidence, progress, mapping)
+    records, panel = judged(judge, task, items, confidence, progress, mapping, size=panel_size)
     scale = getattr(task, "scale", None)
     levels = scale.values if getattr(reader(mode), "task_scale", False) and scale is not None else None
-    return fit_calibration(mode, records, judge=judge.name, fingerprint=judge.backend.fingerprint,
-                           template=template_of(judge, mode), protocol=protocol_of(task), method=method,
-                           levels=levels, tolerance=tolerance, confidence=confidence)
+    cal = fit_calibration(mode, records, judge=judge.name, fingerprint=judge.backend.fingerprint,
+                          template=template_of(judge, mode), protocol=protocol_of(task), method=method,
+                          levels=levels, tolerance=tolerance, confidence=confidence)
+    return replace(cal, panel=panel) if panel is not None else cal
 
 
 def check(judge: Judge, calibration: Calibration, *, override: bool, task: Task | None) -> Calibration:
@@ -109,7 +111,8 @@ def select(judge: Judge, items: Any, calibration: Calibration, *, target: float 
     """:meth:`Judge.select`."""
     calibration = check(judge, calibration, override=override, task=None)
     selection = calibration.selection(target, delta, force_delta) if target is not None else None
-    records = judged(judge, calibration.mode, items, calibration.confidence, progress, mapping)
+    records, _ = judged(judge, calibration.mode, items, calibration.confidence, progress, mapping,
+                        panel=calibration.panel)
     return apply(calibration, records, selection)
 
 

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .audit import _calibration as C
+from .audit._estimators import COMBINED
 from .audit._levels import check_levels, complement, quote
 from .audit._trust import Calibration, Unit, annotate, selection_split, units
 from .engine._engine import EngineStats, ProgressFn
@@ -122,7 +123,7 @@ def thresholds(calibrations: Sequence[Calibration], target: float, delta: float,
     selection carries its tier's map. A delta above 0.5 is refused unless ``force_delta``.
     """
     check_levels(target, delta, force_delta)
-    ranked = [i + 1 for i, cal in enumerate(calibrations) if cal.model is not None or cal.confidence == "ensemble"]
+    ranked = [i + 1 for i, cal in enumerate(calibrations) if cal.model is not None or cal.confidence in COMBINED]
     if ranked:
         raise ConfigError(f"the calibration file of tier {', '.join(map(str, ranked))} ranks its verdicts by "
                           f"`--confidence {calibrations[ranked[0] - 1].confidence}`: cascades take "

@@ -30,22 +30,30 @@ def sibling(judge: Any, name: str) -> Any:
     return other
 
 
-def judged(judge: Any, task: Any, items: Any, confidence: str, progress: Any = None,
-           mapping: Any = None) -> list[dict[str, Any]]:
+def judged(judge: Any, task: Any, items: Any, confidence: str, progress: Any = None, mapping: Any = None,
+           panel: dict[str, Any] | None = None, size: int | None = None) -> tuple[list[dict[str, Any]], Any]:
     """``judge``'s records of ``task`` (a task, or a mode: its calibration task) on ``items`` (dicts); for the
-    ensemble, combined over the templates."""
+    ensemble, combined over the templates; for a panel estimator, over ``panel`` (a calibration's; ``None``: a
+    new one of ``size``, drawn from ``items``). Returns the records and the panel (``None`` but for a panel)."""
+    from ._panel import run_panel, spec
+    from .audit._panel import PANELS
     from .io._sources import as_items
 
     task = judge.calibration_task(task) if isinstance(task, str) else task
-    if confidence != ENSEMBLE:
-        return [r.to_dict() for r in judge.run(task, items, progress=progress, mapping=mapping)]
+    if confidence not in (ENSEMBLE, *PANELS):
+        return [r.to_dict() for r in judge.run(task, items, progress=progress, mapping=mapping)], None
     if ENSEMBLE_TEMPLATE not in get_mode(task.kind).templates:
-        raise ConfigError(f"the ensemble estimator judges pairs under the {ENSEMBLE_TEMPLATE} template (the modes "
-                          f"{', '.join(_ensembled())}), not {task.kind} verdicts")
+        raise ConfigError(f"the {confidence} estimator judges pairs under the {ENSEMBLE_TEMPLATE} template (the "
+                          f"modes {', '.join(_ensembled())}), not {task.kind} verdicts")
     todo = list(as_items(items, mapping))
+    if confidence in PANELS:
+        fresh = panel is None
+        panel = spec(judge, confidence, size, todo) if fresh else panel
+        assert panel is not None
+        return run_panel(judge, task, todo, panel, progress, calibrating=fresh), panel
     own = [r.to_dict() for r in judge.run(task, todo, progress=progress)]
     others = []
     for name in TEMPLATES:
         twin = sibling(judge, name)
         others.append([r.to_dict() for r in twin.run(twin.calibration_task(task.kind), todo)])
-    return combine(own, others)
+    return combine(own, others), None

@@ -352,7 +352,8 @@ class Judge:
 
     def calibrate(self, items: ItemSource, mode: str = "compare", *, method: str | None = None,
                   tolerance: float | None = None, task: Task | None = None, progress: ProgressArg = None,
-                  mapping: Mapped = None, confidence: str = "calibrated") -> Calibration:
+                  mapping: Mapped = None, confidence: str = "calibrated",
+                  panel_size: int | None = None) -> Calibration:
         """Fit a calibration of ``mode``'s probabilities on labelled ``items``, judging only what the store lacks.
 
         ``method``: ``platt`` (default), ``temperature`` or ``isotonic`` for checklists (two classes);
@@ -362,10 +363,13 @@ class Judge:
         and still agree. ``criteria``: the same per criterion (``human_criteria``), every criterion on one
         scale pooled. ``task``: the task to judge with (its mode's; default :meth:`calibration_task`; a score or
         criteria task keeps its distributions). ``items`` and ``mapping`` as :meth:`run`'s. ``confidence``:
-        ``calibrated``, ``features`` or ``ensemble`` (:mod:`~trustjudge.audit._estimators`); save it with ``.save``.
+        ``calibrated``, ``features``, ``ensemble``, ``annotators`` or ``critiques``
+        (:mod:`~trustjudge.audit._estimators`; ``panel_size``: the annotators' k, 3 or 5, default 3, or the
+        critiques' n, default 5); save it with ``.save``.
         """
         return _calibrate.calibrate(self, items, mode, method=method, tolerance=tolerance, task=task,
-                                    progress=progress, mapping=mapping, confidence=confidence)
+                                    progress=progress, mapping=mapping, confidence=confidence,
+                                    panel_size=panel_size)
 
     def check_calibration(self, calibration: Calibration, *, override: bool = False,
                           task: Task | None = None) -> Calibration:

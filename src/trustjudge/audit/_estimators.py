@@ -40,7 +40,12 @@ CALIBRATED = "calibrated"
 FEATURES = "features"
 ENSEMBLE = "ensemble"
 """The prompt ensemble (:mod:`~trustjudge.audit._ensemble`): the calibrated top of the combined verdict."""
-ESTIMATORS = (CALIBRATED, FEATURES, ENSEMBLE)
+ANNOTATORS = "annotators"
+CRITIQUES = "critiques"
+"""The panels (:mod:`~trustjudge.audit._panel`): the calibrated top of the combined verdict, as the ensemble."""
+ESTIMATORS = (CALIBRATED, FEATURES, ENSEMBLE, ANNOTATORS, CRITIQUES)
+COMBINED = (ENSEMBLE, ANNOTATORS, CRITIQUES)
+"""The estimators that judge each unit several times and combine the judgments (no model of their own)."""
 PROB_FEATURES = ("top", "margin", "entropy", "raw_top")
 PAIR_FEATURES = ("order_agreement", "order_min", "label_mass")
 ALL_FEATURES = (*PROB_FEATURES, *PAIR_FEATURES)
@@ -216,6 +221,10 @@ def read(d: Mapping[str, Any], n: int, source: str) -> dict[str, Any]:
     if confidence == ENSEMBLE:
         from ._ensemble import check_templates
         check_templates(d.get("ensemble_templates"), source)
+    if confidence in (ANNOTATORS, CRITIQUES):
+        from ._panel import read_panel
+        return {"confidence": confidence, "features": features, "model": None,
+                "panel": read_panel(d.get("panel"), confidence, source)}
     if confidence in (CALIBRATED, ENSEMBLE):
         return {"confidence": confidence, "features": features, "model": None}
     if features is None:
@@ -227,7 +236,7 @@ def read(d: Mapping[str, Any], n: int, source: str) -> dict[str, Any]:
 def attach(cal: Calibration, confidence: str, features: list[list[float | None]]) -> dict[str, Any]:
     """The estimator fields of a newly fitted calibration (:func:`read`'s shape): the features model fitted on
     every unit under the file's map."""
-    if check_estimator(confidence) in (CALIBRATED, ENSEMBLE):
+    if check_estimator(confidence) in (CALIBRATED, *COMBINED):
         return {"confidence": confidence, "features": None, "model": None}
     with_features = replace(cal, confidence=confidence, features=features)
     return {"confidence": confidence, "features": features,
@@ -238,8 +247,8 @@ def unit_block(cal: Calibration, model: ConfidenceModel | None, x: np.ndarray) -
     """What a features calibration adds to a verdict's ``calibrated`` block: the estimator and its features."""
     if cal.confidence == CALIBRATED:
         return {}
-    if cal.confidence == ENSEMBLE:
-        return {"confidence_estimator": ENSEMBLE}
+    if cal.confidence in COMBINED:
+        return {"confidence_estimator": cal.confidence}
     return {"confidence_estimator": FEATURES,
             "features": {n: (float(x[ALL_FEATURES.index(n)]) if math.isfinite(x[ALL_FEATURES.index(n)]) else None)
                          for n in (model.names if model is not None else ALL_FEATURES)}}
@@ -251,12 +260,22 @@ def file_fields(cal: Calibration) -> dict[str, Any]:
     if cal.confidence == ENSEMBLE:
         from ._ensemble import template_ids
         return {"confidence": ENSEMBLE, "ensemble_templates": template_ids()}
+    if cal.confidence in (ANNOTATORS, CRITIQUES):
+        return {"confidence": cal.confidence, **({"panel": cal.panel} if cal.panel is not None else {})}
     return {"confidence": cal.confidence, "confidence_model": cal.model.to_dict()} if cal.model else {}
 
 
 def check_records(cal: Calibration, records: Sequence[Mapping[str, Any]]) -> None:
-    """An ensemble calibration applies only to ensemble records (their probabilities combined over its templates);
-    a one-template record is refused, naming its item."""
+    """An ensemble (or panel) calibration applies only to ensemble (panel) records (their probabilities combined
+    over its templates or judgments); a one-judgment record is refused, naming its item."""
+    if cal.confidence in (ANNOTATORS, CRITIQUES):
+        for r in records:
+            block = r.get("panel")
+            if not isinstance(block, Mapping) or block.get("estimator") != cal.confidence:
+                raise ConfigError(f"item {r.get('item_id')!r}: a {cal.confidence} calibration applies to pairs "
+                                  f"judged by its panel (Judge.select, `trustjudge select --calibration FILE`: zero "
+                                  "calls where the store holds them), not to a record judged once")
+        return
     if cal.confidence != ENSEMBLE:
         return
     for r in records:

@@ -168,6 +168,8 @@ class Calibration:
     """A features calibration: each unit's pair features (:data:`~trustjudge.audit._estimators.PAIR_FEATURES`)."""
     model: E.ConfidenceModel | None = None
     """A features calibration: its model, fitted on every unit under :attr:`map` (used without a target)."""
+    panel: dict[str, Any] | None = None
+    """An annotators or critiques calibration: its panel (:mod:`~trustjudge.audit._panel`)."""
 
     @property
     def n(self) -> int:
@@ -202,7 +204,8 @@ class Calibration:
     @property
     def data_hash(self) -> str:
         return _digest([self.probs, self.human, *([self.keys] if self.keys is not None else []),
-                        *([self.features] if self.features is not None else [])])
+                        *([self.features] if self.features is not None else []),
+                        *([self.panel] if self.panel is not None else [])])  # a panel's examples too
 
     def calibrated(self, probs: Sequence[Sequence[float]]) -> np.ndarray:
         return self.map.apply(np.asarray(probs, dtype=np.float64))

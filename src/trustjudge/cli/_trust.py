@@ -22,6 +22,7 @@ from rich.table import Table
 
 from .._cascade import CASCADE_MODES, HUMAN, human_items, thresholds
 from .._judge import task_for_calibration
+from .._panel import planned_calls
 from ..audit import _ledger
 from ..audit._estimators import CALIBRATED, ESTIMATORS
 from ..audit._levels import guarantee_text, marginal_warning, quote
@@ -78,7 +79,12 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
               help="What ranks the verdicts a target keeps: the calibrated top probability; `features`: a "
                    "logistic regression over zero-call features of each verdict (margin, entropy, agreement of "
                    "the two orders, label mass...), fitted with the map; or `ensemble`: each pair also judged under "
-                   "the explicit-steps template, combined by mean log-probability. Stored in the file.")
+                   "the explicit-steps template, combined by mean log-probability; `annotators`: k simulated "
+                   "annotators (in-context examples drawn from part A of the calibration set), mean probability; "
+                   "`critiques`: n critiques sampled (cot, temperature 0.7), agreement of their verdicts. "
+                   "Stored in the file.")
+@click.option("--panel-size", type=click.IntRange(2, 16), default=None,
+              help="--confidence annotators: k, 3 or 5 (default 3); critiques: n samples (default 5).")
 @_SCALE
 @click.option("--suite", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="--mode checklist or criteria: the suite file whose checks or criteria (and labels, scale) apply "
@@ -89,8 +95,8 @@ _SCALE = click.option("--scale", type=SCALE_RANGE, default=None,
               help="Instead of writing a file, check that this calibration file is what ITEMS' labels and the "
                    "store's judgments give (same units, labels, probabilities and map; zero model calls).")
 def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: JudgeOptions, mode: str,
-              method: str | None, tolerance: float | None, confidence: str, scale: str | None, suite: Path | None,
-              out: Path | None, verify: Path | None) -> None:
+              method: str | None, tolerance: float | None, confidence: str, panel_size: int | None,
+              scale: str | None, suite: Path | None, out: Path | None, verify: Path | None) -> None:
     """Fit a calibration map on ITEMS' human labels (zero model calls for what the store holds)."""
     if (out is None) == (verify is None):
         raise click.UsageError("give --out FILE (fit a calibration) or --verify FILE (check one), not both"
@@ -111,7 +117,8 @@ def calibrate(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: J
             sized = judged if judged is not None else j.calibration_task(mode)
             task = bar.add_task(f"calibrate {mode} ({j.name})", total=sum(sized.size(it) for it in todo))
             cal = j.calibrate(todo, mode, method=method, tolerance=tolerance, task=judged,
-                              progress=lambda n: bar.advance(task, n), confidence=confidence)
+                              progress=lambda n: bar.advance(task, n), confidence=confidence,
+                              panel_size=panel_size)
         cal.save(out)
         s = j.stats
         support = selection_support(cal)
@@ -155,12 +162,13 @@ def _verify(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judging: Jud
     try:
         task = task_for_calibration(judged if judged is not None else j.calibration_task(cal.mode))
         plan = j.plan(todo, task)
-        if plan.model_calls:
-            raise ConfigError(f"cannot verify {path}: the store {j.store.path} lacks {plan.model_calls} of the "
+        lacking = plan.model_calls if cal.panel is None else planned_calls(j, cal.mode, list(todo), cal.panel)
+        if lacking:
+            raise ConfigError(f"cannot verify {path}: the store {j.store.path} lacks {lacking} of the "
                               f"{plan.judgments} judgments of {items} (verifying makes no model call: give the "
                               "store the file was fitted from with --store)")
         fresh = j.calibrate(todo, cal.mode, method=cal.map.method, tolerance=cal.tolerance, task=judged,
-                            confidence=cal.confidence)
+                            confidence=cal.confidence, panel_size=(cal.panel or {}).get("size"))
         problems = verification_problems(cal, fresh)
         if j.stats.model_calls:
             problems.append(f"{j.stats.model_calls} model call(s) were needed (claims extracted anew)")
