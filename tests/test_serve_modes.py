@@ -21,11 +21,13 @@ from fastapi.testclient import TestClient
 import trustjudge.modes._registry as modes_module
 from tests.test_mode_contract import ITEM, VerdictRecord, VerdictTask
 from trustjudge import MODES, ConfigError, Judge, Mode, items_from_dicts, register_mode, unregister_mode
-from trustjudge.audit._trust import CALIBRATION_MODES as CALIBRATED
-from trustjudge.audit._trust import LEVEL_MODES
 from trustjudge.serve import create_app, mode_bodies
 
 option = modes_module.option
+CALIBRATED = ("compare", "checklist", "claims", "score", "criteria")
+"""The built-in modes whose routes take a calibration (each declares its units: ``Mode(calibration=...)``)."""
+LEVEL_MODES = ("score", "criteria")
+"""The built-in modes calibrated over a scale's levels (their routes take a ``tolerance``)."""
 
 
 @dataclass(frozen=True)

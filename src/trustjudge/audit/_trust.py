@@ -46,12 +46,6 @@ from ._units import Unit as Unit
 from ._verify import check_integrity
 
 CALIBRATION_VERSION = 1
-CALIBRATION_MODES = ("compare", "checklist", "claims", "score", "criteria")
-"""The built-in modes a calibration file can be fitted for, as the mode files declare: what the tests expect. No
-code asks it: every mode is asked through its reader (:func:`calibration_modes`, :func:`reader`)."""
-LEVEL_MODES = ("score", "criteria")
-"""The built-in modes whose units are distributions over a scale's levels: what the tests expect. No code asks it
-(:func:`levelled` asks the mode's reader)."""
 DEFAULT_TOLERANCE = 0.0
 """A pointwise verdict agrees with the human by default only on the same level (as the other modes' classes)."""
 
