@@ -8,6 +8,7 @@ started on loopback (``tests/_llama_server.py``) and compare it with the in-proc
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -407,11 +408,14 @@ def in_process() -> Iterator[Any]:
 
 
 @pytest.mark.model
-def test_server_exact_labels_match_in_process(llama_server: str, in_process: Any) -> None:
+def test_server_exact_labels_match_in_process(llama_server: str, in_process: Any, caplog: Any) -> None:
     remote = get_backend(f"llamacpp-server/smollm2@{llama_server}")
     labels = tuple(f"{i}]" for i in range(1, 11))
     prompts = [_score_prompt(in_process, t) for t in ("It is four.", "5")]
-    got = remote.label_logprobs([LabelRequest(p, labels) for p in prompts])
+    with caplog.at_level(logging.WARNING, logger="trustjudge.backends.openai"):
+        got = remote.label_logprobs([LabelRequest(p, labels) for p in prompts])
+    assert "exact labels from llama-cpp-python's server are slow" in caplog.text  # its cost said, once
+    assert caplog.text.count("are slow") == 1
     assert remote.capabilities.exact is True, remote.capabilities.exact_reason
     assert all(r.method == "exact" for r in got)
     worst = 0.0
@@ -483,3 +487,20 @@ def test_a_new_fake_server_never_inherits_what_was_found_of_a_gone_one() -> None
     shared = httpx.MockTransport(FakeServer())
     server_facts("http://fake:1", "toy", shared)["lists"] = False
     assert server_facts("http://fake:1", "toy", shared) == {"lists": False}  # one transport: one server
+
+
+@pytest.mark.parametrize(("preset", "labels", "warned"), [("llamacpp-server", "auto", True),
+                                                          ("llamacpp-server", "exact", False),
+                                                          ("vllm", "auto", False)])
+def test_exact_labels_on_a_llamacpp_server_say_their_cost_once(preset: str, labels: str, warned: bool,
+                                                               caplog: Any) -> None:
+    """Exact labels detected under llamacpp-server/ come from llama-cpp-python's server (the C++ server has no
+    echo), whose exact path measured 57x the in-process judge: the run says so once, naming labels=top_k; asked
+    for exact on purpose, or on another server, it says nothing."""
+    backend = OpenAICompatibleBackend("toy", "http://fake:1", preset=preset, labels=labels,
+                                      transport=httpx.MockTransport(FakeServer()))
+    with caplog.at_level(logging.WARNING, logger="trustjudge.backends.openai"):
+        for _ in range(2):
+            backend.label_logprobs([LabelRequest("P: [", LABELS)])
+    assert backend.capabilities.exact is True
+    assert caplog.text.count("labels=top_k to the judge's options") == (1 if warned else 0), caplog.text

@@ -378,6 +378,11 @@ class OpenAICompatibleBackend(ChatJudging, Backend):
             return by_prompt(requests, self._chat_labels, self.label_logprobs)
         self._ensure_probed(requests[0].prompt)
         if self.capabilities.exact:
+            if self.preset_name == "llamacpp-server" and self.labels == "auto":  # exact there: llama-cpp-python's
+                self._warn_once("slow_exact", f"{self.base_url}: exact labels from llama-cpp-python's server are "
+                                "slow (it formats every prompt token's log-probabilities over the whole vocabulary "
+                                "in Python: 57x the in-process judge, bench/results/server_path_smollm2.md); add "
+                                "labels=top_k to the judge's options for speed, or judge in-process with llamacpp/")
             size = self.max_prompts_per_request if self.capabilities.prompt_lists else 1
             return [replace(r, api="completions") for r in exact_labels(self._http, requests, size)]
         self._warn_once("top_k", f"{self.base_url}: labels are scored from the top-{self.top_k} "
