@@ -83,3 +83,18 @@ def corr(kind: str, x: Any, y: Any) -> float:
         return math.nan
     fn = {"spearman": spearmanr, "kendall": kendalltau, "pearson": pearsonr}[kind]
     return float(fn(x, y)[0])
+
+
+def replace_section(text: str, heading: str, block: list[str], before: str = "## Transfer") -> str:
+    """``text`` (a results page) with the section whose heading line starts with ``heading`` replaced by ``block``
+    (its first line a blank, then the heading), or ``block`` inserted before the section ``before`` (or at the end)."""
+    lines = text.splitlines()
+    found = [i for i, line in enumerate(lines) if line.startswith(heading)]
+    if found:
+        start = found[0] - 1
+        end = next((i for i in range(start + 2, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = [*block, ""]
+    else:
+        at = next((i for i, line in enumerate(lines) if line.startswith(before)), len(lines))
+        lines[at:at] = [*block[1:], ""]
+    return "\n".join(lines) + "\n"

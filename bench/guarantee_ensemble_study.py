@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS
+from _common import RESULTS, replace_section
 from guarantee import StoreOnly
 from guarantee_ensemble import EXPORT as STEPS_EXPORT
 from guarantee_ensemble import study_pairs
@@ -70,7 +70,7 @@ def main() -> None:
     (RESULTS / "guarantee_ensemble.json").write_text(json.dumps(result, indent=1) + "\n")
     md = RESULTS / "guarantee.md"
     if md.exists():
-        md.write_text(into(md.read_text(), section(result)))
+        md.write_text(replace_section(md.read_text(), HEADING, section(result)))
     print("\n".join(section(result)))
 
 
@@ -91,20 +91,6 @@ def section(res: dict[str, Any]) -> list[str]:
             "answers what is done): `cd bench && TRUSTJUDGE_THREADS=2 nice -n 19 ../.venv/bin/python "
             "guarantee_ensemble.py --commit > results/work/guarantee_ensemble.log 2>&1 &`; then "
             "`PYTHONPATH=../src ../.venv/bin/python guarantee_ensemble_study.py` rebuilds this block (zero calls)."]
-
-
-def into(text: str, block: list[str]) -> str:
-    """``text`` (results/guarantee.md) with its ensemble block replaced, or inserted before the transfer section."""
-    lines = text.splitlines()
-    found = [i for i, line in enumerate(lines) if line.startswith(HEADING)]
-    if found:
-        start = found[0] - 1
-        end = next((i for i in range(start + 2, len(lines)) if lines[i].startswith("## ")), len(lines))
-        lines[start:end] = [*block, ""]
-    else:
-        at = next((i for i, line in enumerate(lines) if line.startswith("## Transfer")), len(lines))
-        lines[at:at] = [*block[1:], ""]
-    return "\n".join(lines) + "\n"
 
 
 def _f(v: Any) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm  # type: ignore[import-untyped]
 
-from _common import RESULTS
+from _common import RESULTS, replace_section
 from guarantee import StoreOnly
 from guarantee_ensemble import study_pairs
 from guarantee_estimators import _calibration, auroc, unit_arrays
@@ -107,18 +107,6 @@ def section(res: dict[str, Any]) -> list[str]:
     return rows
 
 
-def into(text: str, block: list[str]) -> str:
-    lines = text.splitlines()
-    if HEADING in lines:
-        start = lines.index(HEADING) - 1
-        end = next((i for i in range(start + 2, len(lines)) if lines[i].startswith("## ")), len(lines))
-        lines[start:end] = [*block, ""]
-    else:
-        at = next((i for i, line in enumerate(lines) if line.startswith("## Transfer")), len(lines))
-        lines[at:at] = [*block[1:], ""]
-    return "\n".join(lines) + "\n"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--splits", type=int, default=200)
@@ -127,7 +115,7 @@ def main() -> None:
     res = study(records(), args.splits, args.delta)
     (RESULTS / "guarantee_reach.json").write_text(json.dumps(res, indent=1) + "\n")
     md = RESULTS / "guarantee.md"
-    md.write_text(into(md.read_text(), section(res)))
+    md.write_text(replace_section(md.read_text(), HEADING, section(res)))
     print("\n".join(section(res)))
 
 
