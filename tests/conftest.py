@@ -98,16 +98,23 @@ if os.environ.get("CI"):
 RELEVANCE_PLUGIN = Path(__file__).parent / "fixtures" / "relevance_plugin"
 
 
+def install_dist(site: Path, dist: str, group: str, entry_points: dict[str, str]) -> None:
+    """A minimal installed distribution ``dist`` 1.0 on the folder ``site``: METADATA and the ``group``'s entry
+    points (``{"name": "module:attr"}``) in ``<dist>-1.0.dist-info`` (its folder name escapes "-" as "_")."""
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    lines = "".join(f"{name} = {value}\n" for name, value in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}")
+
+
 @pytest.fixture
 def relevance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The fixture package, installed as a distribution on a temporary sys.path entry; forgotten afterwards."""
     from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
 
     site = tmp_path / "site"
-    info = site / "tj_relevance-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-relevance\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nrelevance = tj_relevance:MODE\n")
+    install_dist(site, "tj-relevance", PLUGIN_GROUP, {"relevance": "tj_relevance:MODE"})
     monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)
     with monkeypatch.context() as m:
         m.syspath_prepend(str(site))

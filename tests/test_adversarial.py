@@ -34,7 +34,7 @@ from trustjudge import Criterion, InputError, items_from_dicts
 from trustjudge.errors import BackendUnavailable
 
 from ._silent_server import SilentServer
-from .conftest import run_cli, small_items, time_limit
+from .conftest import install_dist, run_cli, small_items, time_limit
 
 BUDGET_S = 60.0
 """The most the whole module may take (it ran in about 10 s on 2 cores)."""
@@ -941,13 +941,10 @@ def test_a_backend_plugin_that_calls_sys_exit_is_named_not_a_silent_exit_0(
     from trustjudge.backends import PLUGIN_GROUP
 
     site = tmp_path / "site"
-    info = site / "tj_exiting-1.0.dist-info"
-    info.mkdir(parents=True)
+    install_dist(site, "tj-exiting", PLUGIN_GROUP, {"exitbuild": "tj_exit_build:build",
+                                                    "exitimport": "tj_exit_import:build"})
     (site / "tj_exit_build.py").write_text("import sys\n\ndef build(rest):\n    sys.exit(0)\n")
     (site / "tj_exit_import.py").write_text("import sys\nsys.exit(0)\n\ndef build(rest):\n    return None\n")
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-exiting\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nexitbuild = tj_exit_build:build\n"
-                                           "exitimport = tj_exit_import:build\n")
     monkeypatch.delenv("TRUSTJUDGE_BACKEND_PLUGINS", raising=False)
     monkeypatch.syspath_prepend(str(site))
     items = tmp_path / "items.jsonl"
@@ -1019,13 +1016,10 @@ def test_a_mode_plugin_that_exits_while_judging_is_named_and_loses_nothing(
     from trustjudge.modes._registry import PLUGIN_GROUP, unregister_mode
 
     site = tmp_path / "site"
-    info = site / "tj_exiting_mode-1.0.dist-info"
-    info.mkdir(parents=True)
+    install_dist(site, "tj-exiting-mode", PLUGIN_GROUP, {"exiting": "tj_exiting_mode:MODE",
+                                                         "exitload": "tj_exit_load_mode:MODE"})
     (site / "tj_exiting_mode.py").write_text(EXITING_MODE)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-exiting-mode\nVersion: 1.0\n")
     (site / "tj_exit_load_mode.py").write_text("import sys\nsys.exit(0)\n")
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nexiting = tj_exiting_mode:MODE\n"
-                                           "exitload = tj_exit_load_mode:MODE\n")
     monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)
     monkeypatch.syspath_prepend(str(site))
     items, store = tmp_path / "items.jsonl", tmp_path / "s.sqlite"

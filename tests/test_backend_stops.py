@@ -26,7 +26,7 @@ from trustjudge import Judge, items_from_dicts
 from trustjudge.backends import PLUGIN_GROUP, register_backend
 from trustjudge.errors import BackendUnavailable, TrustJudgeError
 
-from .conftest import run_cli, time_limit, write_jsonl
+from .conftest import install_dist, run_cli, time_limit, write_jsonl
 
 PLUGIN = '''
 """A third-party judge: deterministic label log-probabilities from a hash of prompt and label."""
@@ -97,11 +97,8 @@ SAID = {"stop": "raised Stop: enough", "generator": "raised GeneratorExit: close
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     """The backend's module, installed as the distribution tj-stopping 1.0 (entry point ``stopping``)."""
     site = tmp_path / "site"
-    info = site / "tj_stopping-1.0.dist-info"
-    info.mkdir(parents=True)
+    install_dist(site, "tj-stopping", PLUGIN_GROUP, {"stopping": "tj_stopping:build"})
     (site / "tj_stopping.py").write_text(PLUGIN)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-stopping\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nstopping = tj_stopping:build\n")
     monkeypatch.delenv("TRUSTJUDGE_BACKEND_PLUGINS", raising=False)
     monkeypatch.setenv("TJ_STOP_ON", "BOOM")
     monkeypatch.syspath_prepend(str(site))

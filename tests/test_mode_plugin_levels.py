@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from tests.conftest import write_jsonl
+from tests.conftest import install_dist, write_jsonl
 from trustjudge.audit._trust import Calibration
 from trustjudge.cli import cli
 from trustjudge.errors import ConfigError
@@ -88,10 +88,7 @@ MODE = Mode("rating", RatingTask, RatingRecord, RatingOptions, build, summary="A
 def rating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The plug-in, written here and installed as a distribution on a temporary sys.path entry."""
     site = tmp_path / "site"
-    info = site / "tj_rating-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tj-rating\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nrating = tj_rating:MODE\n")
+    install_dist(site, "tj-rating", PLUGIN_GROUP, {"rating": "tj_rating:MODE"})
     (site / "tj_rating").mkdir()
     (site / "tj_rating" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
     monkeypatch.delenv("TRUSTJUDGE_MODE_PLUGINS", raising=False)

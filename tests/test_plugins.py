@@ -21,6 +21,8 @@ from trustjudge import Item, Judge, items_from_dicts
 from trustjudge.backends import PLUGIN_GROUP, MockBackend, backend_plugins, get_backend
 from trustjudge.errors import ConfigError
 
+from .conftest import install_dist
+
 PLUGIN_MODULE = '''
 from trustjudge.backends import Backend, MockBackend
 
@@ -49,12 +51,8 @@ BROKEN_MODULE = "import trustjudge_no_such_module_xyz  # noqa\n\ndef build(rest)
 
 
 def write_dist(site: Path, dist: str, entry_points: dict[str, str]) -> None:
-    """A minimal installed distribution: METADATA and entry_points.txt in ``<dist>-1.0.dist-info``."""
-    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"  # the folder name escapes "-" as "_"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    lines = "".join(f"{name} = {value}\n" for name, value in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{lines}")
+    """A minimal installed backend distribution (:func:`tests.conftest.install_dist`)."""
+    install_dist(site, dist, PLUGIN_GROUP, entry_points)
 
 
 @pytest.fixture

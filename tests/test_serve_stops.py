@@ -27,7 +27,7 @@ from trustjudge.modes._registry import PLUGIN_GROUP as MODE_GROUP
 from trustjudge.modes._registry import unregister_mode
 from trustjudge.serve import create_app
 
-from .conftest import time_limit
+from .conftest import install_dist, time_limit
 from .test_adversarial import EXITING_MODE
 from .test_backend_stops import PLUGIN as STOPPING_BACKEND
 
@@ -37,11 +37,8 @@ OTHER = [{"id": "z", "question": "Name a colour.", "responses": [{"id": "a", "te
 
 
 def _install(site: Path, dist: str, module: str, source: str, group: str, entry: str) -> None:
-    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
+    install_dist(site, dist, group, {entry: f"{module}:{'MODE' if 'mode' in group else 'build'}"})
     (site / f"{module}.py").write_text(source)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\n{entry} = {module}:{'MODE' if 'mode' in group else 'build'}\n")
 
 
 @pytest.fixture
