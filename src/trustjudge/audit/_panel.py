@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..io._quoting import DEFAULT_TAGS, quote, tag_pattern
 
 ANNOTATORS = "annotators"
 CRITIQUES = "critiques"
@@ -65,13 +66,19 @@ def draw_examples(pool: Sequence[Mapping[str, Any]], k: int, per: int = EXAMPLES
             for j in range(k)]
 
 
+_EXAMPLE_TAGS = tag_pattern((*DEFAULT_TAGS, "example"))
+"""The tags an example's texts are quoted against: the prompts' own and the block's ``<example>``."""
+
+
 def examples_block(examples: Sequence[Mapping[str, Any]]) -> str:
-    """The in-context block of one simulated annotator (``$`` escaped: it heads a string.Template)."""
+    """The in-context block of one simulated annotator: its texts quoted as every text in a prompt is
+    (:func:`~trustjudge.io._quoting.quote`), ``$`` escaped (it heads a string.Template)."""
     parts = [f"Here is how one annotator judged {len(examples)} earlier comparisons. Judge the new comparison "
              "below as this annotator would.\n"]
     for e in examples:
-        parts.append(f"<example>\n<question>\n{e['question']}\n</question>\n<response_a>\n{e['response_a']}\n"
-                     f"</response_a>\n<response_b>\n{e['response_b']}\n</response_b>\n"
+        q, a, b = (quote(e[f], _EXAMPLE_TAGS) for f in ("question", "response_a", "response_b"))
+        parts.append(f"<example>\n<question>\n{q}\n</question>\n<response_a>\n{a}\n"
+                     f"</response_a>\n<response_b>\n{b}\n</response_b>\n"
                      f"The annotator's verdict: {SAYS[e['human']]}.\n</example>\n")
     parts.append("Now the new comparison.\n\n")
     return "\n".join(parts).replace("$", "$$")
