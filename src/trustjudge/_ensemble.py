@@ -3,13 +3,11 @@ under its own template and each ensemble template, combined (what ``Judge.calibr
 
 from __future__ import annotations
 
-import copy
-from dataclasses import replace
 from typing import Any
 
+from ._panel import twin
 from .audit._ensemble import ENSEMBLE, TEMPLATES, combine, template_text
 from .errors import ConfigError
-from .modes._prompts import Prompts
 from .modes._registry import get_mode, registered_modes
 
 ENSEMBLE_TEMPLATE = "pairwise"
@@ -23,11 +21,7 @@ def _ensembled() -> list[str]:
 
 def sibling(judge: Any, name: str) -> Any:
     """A twin of ``judge`` (same backend, store and settings) judging pairs under the template ``name``."""
-    other = copy.copy(judge)
-    other.config = replace(judge.config, templates={**judge.config.templates, ENSEMBLE_TEMPLATE: template_text(name)})
-    other.template = other.config.template
-    other.prompts = Prompts.of(other.template, system=judge.config.system)
-    return other
+    return twin(judge, templates={**judge.config.templates, ENSEMBLE_TEMPLATE: template_text(name)})
 
 
 def judged(judge: Any, task: Any, items: Any, confidence: str, progress: Any = None, mapping: Any = None,

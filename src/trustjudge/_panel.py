@@ -12,7 +12,8 @@ from .audit._split import selection_split
 from .modes._prompts import Prompts
 
 
-def _twin(judge: Any, **changes: Any) -> Any:
+def twin(judge: Any, **changes: Any) -> Any:
+    """A copy of ``judge`` (same backend, engine and store) whose settings differ by ``changes``."""
     _ = judge.engine  # the twins share the judge's engine (its store, stats and batching)
     other = copy.copy(judge)
     other.config = replace(judge.config, **changes)
@@ -27,12 +28,12 @@ def _twin(judge: Any, **changes: Any) -> Any:
 def annotator(judge: Any, examples: list[dict[str, Any]]) -> Any:
     """A twin of ``judge`` whose pairwise template is headed by one simulated annotator's ``examples``."""
     own = judge.prompts.pairwise.template
-    return _twin(judge, templates={**judge.config.templates, "pairwise": examples_block(examples) + own})
+    return twin(judge, templates={**judge.config.templates, "pairwise": examples_block(examples) + own})
 
 
 def critic(judge: Any, i: int, temperature: float) -> Any:
     """A twin of ``judge`` that critiques first (``cot``) at ``temperature``, with its own seed (sample ``i``)."""
-    return _twin(judge, protocol="cot", temperature=temperature, seed=judge.config.seed + 1 + i)
+    return twin(judge, protocol="cot", temperature=temperature, seed=judge.config.seed + 1 + i)
 
 
 def _pool(items: list[Any]) -> list[dict[str, Any]]:
