@@ -198,3 +198,49 @@ def test_an_installed_backend_plugin_that_stops_exits_2_naming_it_and_the_rerun_
     assert [json.loads(line)["item_id"] for line in out.read_text().splitlines()] == [r["id"] for r in ROWS]
     assert len(plugin.CALLS) == len(ROWS), "the rerun asked a stored judgment again"
     assert f"model calls: {len(ROWS) - made} (labels {len(ROWS) - made}, generations 0); from store: {made}" in err, err
+
+
+@pytest.mark.parametrize("how", ["stop", "exit"])
+def test_a_plugin_backend_that_stops_in_a_ray_actor_says_so_to_the_driver(registered: ModuleType,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          how: str) -> None:
+    """The actor's side of the Ray boundary, run in-process (tests/test_ray.py runs it on Ray): before, the
+    plug-in's ``BaseException`` (or ``sys.exit``) left the actor as it was, and Ray ended the worker."""
+    from trustjudge.backends._ray import _JudgeActor
+
+    monkeypatch.setenv("TJ_STOP_HOW", how)
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else 0
+    try:
+        actor = _JudgeActor("mystop/m", threads=1)
+        payload = json.dumps({"kind": "labels", "requests": [{"prompt": "say BOOM", "labels": ["A]", "B]"]}]})
+        out = json.loads(actor({"block": [0], "payload": [payload]})["output"][0])
+    finally:
+        if torch is not None:  # the actor set this process's torch threads
+            torch.set_num_threads(threads)
+    assert out == {"stop": {"how": SAID[how], "origin": "backend 'mystop' registered with register_backend "
+                                                        "(tj_stopping.build)"}}
+
+
+def test_a_builtin_backends_base_exception_in_a_ray_actor_passes_as_it_is() -> None:
+    from trustjudge.backends import MockBackend, register_mock
+    from trustjudge.backends._ray import _JudgeActor
+
+    class Dying(BaseException):
+        pass
+
+    def die(request: Any) -> list[float]:
+        raise Dying("killed")
+
+    register_mock("dying38r", MockBackend("dying38r", script=die))
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else 0
+    try:
+        actor = _JudgeActor("mock/dying38r", threads=1)
+        payload = json.dumps({"kind": "labels", "requests": [{"prompt": "x", "labels": ["A]"]}]})
+        with pytest.raises(Dying):
+            actor({"block": [0], "payload": [payload]})
+    finally:
+        register_mock("dying38r", None)
+        if torch is not None:
+            torch.set_num_threads(threads)

@@ -21,7 +21,7 @@ import pytest
 
 from trustjudge import Judge, items_from_dicts
 from trustjudge.backends import LabelRequest, MockBackend, register_mock
-from trustjudge.errors import BackendError, TransientBackendError
+from trustjudge.errors import BackendError, BackendStopped, TransientBackendError
 
 try:
     import ray
@@ -50,7 +50,7 @@ def ray_address() -> Iterator[str]:
 
         A nested function, so cloudpickle ships it by value: workers need not import the tests package.
         """
-        from trustjudge.backends import MockBackend, register_mock
+        from trustjudge.backends import MockBackend, register_backend, register_mock
         from trustjudge.backends._mock import hashed_probs
         from trustjudge.errors import BackendError, TransientBackendError
 
@@ -65,12 +65,35 @@ def ray_address() -> Iterator[str]:
 
         register_mock("ray-fail", MockBackend("ray-fail", script=script, keep_history=False))
 
+        class Stop(BaseException):
+            """A plug-in judge's own BaseException."""
+
+        def stopping(rest: str) -> Any:
+            """``raystop/stop`` raises Stop, ``raystop/exit`` calls sys.exit(3), on a prompt holding BOOM."""
+            import sys
+
+            def judged(request: Any) -> Any:
+                if "BOOM" in request.prompt:
+                    if rest == "exit":
+                        sys.exit(3)
+                    raise Stop("enough")
+                return hashed_probs(request)
+
+            return MockBackend(f"raystop-{rest}", script=judged, keep_history=False)
+
+        register_backend("raystop", stopping)
+
+    _register_worker_mocks()  # the driver builds each judge too (fingerprints, prompt formats)
     context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
                        runtime_env={"worker_process_setup_hook": _register_worker_mocks})
     try:
         yield str(cast(Any, context).address_info["gcs_address"])
     finally:
         ray.shutdown()
+        from trustjudge.backends import _FACTORIES
+
+        _FACTORIES.pop("raystop", None)
+        register_mock("ray-fail", None)
 
 
 @pytest.fixture(autouse=True)
@@ -143,6 +166,25 @@ def test_backend_errors_come_back_as_the_same_exception(ray_address: str) -> Non
         backend.label_logprobs([LabelRequest("bug", labels)])
     assert not isinstance(bug.value, BackendError)
     backend.close()
+
+
+@pytest.mark.parametrize(("how", "said"), [("stop", "raised Stop: enough"), ("exit", "called sys.exit(3)")])
+def test_a_plugin_judge_that_stops_in_an_actor_stops_the_run_naming_it(ray_address: str, tmp_path: Path,
+                                                                       how: str, said: str) -> None:
+    rows = [{"id": f"q{i}", "question": f"What is {i} + {i}?",
+             "responses": [{"id": "a", "text": "BOOM" if i == 2 else str(2 * i)}]} for i in range(4)]
+    store = tmp_path / "s.sqlite"
+    judge = Judge(RayBackend(f"raystop/{how}", num_actors=1, batch_size=1), store=store, batch_size=1)
+    try:
+        with pytest.raises(BackendStopped) as stopped:
+            list(judge.score(items_from_dicts(rows)))  # records come as they are judged
+    finally:
+        judge.close()
+    # before: Ray ended the actor's worker (sys.exit) or raised the plug-in's own exception in the driver
+    message = str(stopped.value)
+    assert f"backend mock:raystop-{how} {said} while judging item 'q2' (it comes from backend 'raystop' " \
+           "registered with register_backend" in message, message
+    assert 1 <= _count(store) <= 3  # what was judged before the stop is kept
 
 
 def test_transient_errors_keep_their_type_and_retry_after() -> None:

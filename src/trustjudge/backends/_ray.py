@@ -12,7 +12,10 @@ compute), so store keys are exactly those of a local run and a Ray run fills the
 Requests cross the process boundary as JSON text of the request dataclasses (Python's JSON writes
 every float with ``repr``, so numbers round-trip exactly). A :class:`~trustjudge.errors.BackendError`
 raised by the inner judge comes back to the driver as the same exception, so the engine's retries
-apply; any other exception propagates as Ray raises it.
+apply; any other exception propagates as Ray raises it. An inner judge that calls ``sys.exit`` (or, one built
+by a plug-in, raises a ``BaseException`` of its own) in an actor stops the run in the driver with
+:class:`~trustjudge.errors.BackendStopped` naming the plug-in, as the same judge does in-process (the engine's
+guard, :mod:`trustjudge.engine._guard`); Ctrl-C and a built-in judge's own ``BaseException`` are not caught.
 
 The actors run the inner judge's own code, so a deterministic judge (``mock/hash``) gives bit-equal
 outputs. An ``hf/...`` judge on the CPU is bit-equal only under the same schedule (torch threads,
@@ -33,7 +36,7 @@ import pickle
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from ..errors import BackendError, TransientBackendError, pip_dependency_error
+from ..errors import BackendError, BackendStopped, TransientBackendError, pip_dependency_error
 from ._base import Backend, GenerateRequest, Generation, LabelRequest, LabelResult
 
 __all__ = ["RayBackend", "ray_backend"]
@@ -92,9 +95,11 @@ class _JudgeActor:
     def __init__(self, inner: str, threads: int) -> None:
         import sys
 
-        from . import get_backend
+        from . import get_backend, plugin_origin
 
         self.backend = get_backend(inner)
+        self.origin = plugin_origin(self.backend)
+        """The plug-in the inner judge comes from (``None``: built in)."""
         torch = sys.modules.get("torch")
         if torch is not None:  # only judges that run torch import it; mock judges start faster without
             # Ray gives each actor a CPU share; torch would otherwise start one thread per core of the
@@ -113,6 +118,14 @@ class _JudgeActor:
                 out: dict[str, Any] = {"results": [_to_dict(r) for r in fn(requests)]}
             except BackendError as exc:
                 out = {"error": _dump_error(exc)}
+            except KeyboardInterrupt:
+                raise
+            except SystemExit as exc:  # in an actor Ray would end the worker, and the job would not say why
+                out = {"stop": {"how": f"called sys.exit({exc.code!r})", "origin": self.origin}}
+            except BaseException as exc:
+                if self.origin is None:  # a built-in judge's: as it is, as in-process
+                    raise
+                out = {"stop": {"how": f"raised {type(exc).__name__}: {exc}", "origin": self.origin}}
             blocks.append(int(block))
             outputs.append(json.dumps(out))
         return {"block": blocks, "output": outputs}
@@ -238,6 +251,10 @@ class RayBackend(Backend):
             out = by_block[block]
             if "error" in out:
                 raise _load_error(out["error"])
+            if "stop" in out:
+                chunk = requests[block * self.batch_size : (block + 1) * self.batch_size]
+                raise BackendStopped(self.fingerprint, out["stop"]["how"], out["stop"]["origin"],
+                                     [r.prompt for r in chunk])
             results.extend(_from_dict(_RESULT_TYPES[kind], r) for r in out["results"])
         return results
 

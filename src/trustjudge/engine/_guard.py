@@ -17,44 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import BackendError, BackendUnavailable, TrustJudgeError
+from ..errors import BackendError, BackendStopped, TrustJudgeError
 
-MAX_NAMED = 5
-"""Items named in a stop's message at most (the rest counted)."""
-
-
-class BackendStopped(BackendUnavailable):
-    """A backend called ``sys.exit`` (or, a plug-in's, raised a ``BaseException`` of its own) while judging."""
-
-    def __init__(self, backend: str, how: str, origin: str | None, prompts: Sequence[str],
-                 items: Sequence[str] = ()) -> None:
-        self.backend = backend
-        """The backend's fingerprint."""
-        self.how = how
-        """What it did: ``called sys.exit(0)``, ``raised Stop: enough``."""
-        self.origin = origin
-        """The plug-in it came from (``None``: a built-in backend)."""
-        self.prompts = tuple(prompts)
-        """The prompts of the batch in flight."""
-        self.items = tuple(items)
-        """The ids of the items those prompts judge, where known."""
-        came = f" (it comes from {origin})" if origin else ""
-        super().__init__(f"backend {backend} {how} while judging{_items(self.items)}{came}: the run is stopped "
-                         "(every judgment already made is in the store: fix the backend and run the same command "
-                         "to resume, asking none of them again)")
-
-    def naming(self, items: Sequence[str]) -> BackendStopped:
-        """The same stop, naming the items judged when it happened."""
-        return BackendStopped(self.backend, self.how, self.origin, self.prompts, items)
-
-
-def _items(ids: Sequence[str]) -> str:
-    if not ids:
-        return ""
-    named = ", ".join(repr(i) for i in ids[:MAX_NAMED])
-    more = f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else ""
-    return f" item {named}" if len(ids) == 1 else f" one of items {named}{more}"
-
+__all__ = ["BackendStopped", "guarded"]
 
 def guarded(fn: Callable[[Sequence[Any]], list[Any]], batch: Sequence[Any], backend: str,
             origin: str | None) -> list[Any]:
