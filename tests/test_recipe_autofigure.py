@@ -15,7 +15,7 @@ from trustjudge import InputError, Judge
 from trustjudge._images import Image, split
 from trustjudge.backends import LabelRequest, MockBackend, register_mock
 from trustjudge.io._items import items_from_dicts
-from trustjudge.recipes import get_recipe, run_recipe
+from trustjudge.recipes import compute, get_metric, get_recipe, run_recipe
 from trustjudge.recipes._prompt import load_benchmark_prompt
 from trustjudge.recipes._recipe import with_benchmark_prompt
 
@@ -153,6 +153,54 @@ def test_pairwise_the_final_decision_is_the_headline_with_the_benchmarks_prompt(
     values = {name: r.value for name, r in run.readings.items()}
     soft = {"first": 0.65, "second": 0.1, "both_good": 0.15, "both_bad": 0.1}
     # published first: the share of pairs whose final decision is A (its most probable label), as the code counts
-    hard = {"first (hard)": 1.0, "second (hard)": 0.0, "both_good (hard)": 0.0, "both_bad (hard)": 0.0}
-    assert next(iter(values)) == "first (hard)" and run.result.value == 1.0
-    assert values == pytest.approx({**hard, **soft})
+    # published first: the judge's answer in the pair's one drawn order (p1, seed 0: swapped, the original shown
+    # as A; its answer B is the generated figure), as judge.py counts it; ours beside it over both orders
+    bench = {"first": 1.0, "second": 0.0, "both_good": 0.0, "both_bad": 0.0}
+    hard = {"first": 1.0, "second": 0.0, "both_good": 0.0, "both_bad": 0.0}
+    assert next(iter(values)) == "first (benchmark: one random order)" and run.result.value == 1.0
+    assert values == pytest.approx({**{f"{k} (benchmark: one random order)": v for k, v in bench.items()},
+                                    **{f"{k} (hard, both orders)": v for k, v in hard.items()},
+                                    **{f"{k} (soft, both orders)": v for k, v in soft.items()}})
+
+
+def test_pairwise_the_benchmarks_reading_is_one_seeded_random_order_per_pair(tmp_path: Path) -> None:
+    """judge.py shows each pair in one random order and counts its judge's answer there, the order undone. A judge
+    that favours whichever figure it is shown first tells the readings apart: in one order the generated figure
+    wins, in the other the original; over both orders (ours) the generated one, slightly better, wins."""
+    from trustjudge.recipes._vision import drawn_order
+
+    def position_biased(req: LabelRequest) -> list[float]:  # A, B, BOTH_GOOD, BOTH_BAD; red = the generated
+        first = next(p for p in split(req.prompt) if isinstance(p, Image)).pil().convert("RGB").getpixel((0, 0))
+        return [0.7, 0.1, 0.1, 0.1] if first == (255, 0, 0) else [0.6, 0.2, 0.1, 0.1]
+
+    # the draws are fixed by the seed and the pair's ids, the same on every run and machine
+    assert [drawn_order(0, f"p{i}", "generated", "original") for i in range(8)] == [0, 1, 1, 1, 0, 1, 1, 0]
+    assert [drawn_order(1, f"p{i}", "generated", "original") for i in range(8)] == [1, 1, 0, 1, 1, 1, 0, 0]
+    rows = [{"id": f"p{i}", "question": f"Method {i} encodes, then decodes.",
+             "responses": [{"id": "generated", "text": "", "images": [png(tmp_path, "g.png", "red")]},
+                           {"id": "original", "text": "", "images": [png(tmp_path, "o.png", "blue")]}]}
+            for i in range(8)]
+    recipe = get_recipe("autofigure-pairwise")
+    register_mock("autofigure-biased", MockBackend("autofigure-biased", script=position_biased))
+    try:
+        with Judge("mock/autofigure-biased", store=tmp_path / "s.sqlite", **recipe.judge_kwargs()) as j:
+            run = run_recipe(recipe, items_from_dicts(rows, base=tmp_path), j, bootstrap=0)
+            assert j.stats.model_calls == 8 * 16  # per pair: 8 dimensions x both orders (judge.py: 1 call)
+    finally:
+        register_mock("autofigure-biased", None)
+    values = {name: r.value for name, r in run.readings.items()}
+    # by hand, seed 0: pairs p0, p4, p7 shown as given (the generated figure as A, answered A: generated wins),
+    # the other 5 swapped (the original as A, answered A: the original wins)
+    assert run.result.value == pytest.approx(3 / 8) and run.result.params["order_seed"] == 0
+    assert values["second (benchmark: one random order)"] == pytest.approx(5 / 8)
+    assert values["both_good (benchmark: one random order)"] == values["both_bad (benchmark: one random order)"] == 0
+    # ours, both orders, the second mirrored: A (0.7 + 0.2) / 2 = 0.45, B (0.1 + 0.6) / 2 = 0.35
+    assert values["first (soft, both orders)"] == pytest.approx(0.45)
+    assert values["second (soft, both orders)"] == pytest.approx(0.35)
+    assert values["first (hard, both orders)"] == 1.0
+    # another seed, other draws (p2, p6, p7 as given): the same records, no call
+    other = compute(get_metric("figure_pairwise"), run.records, {**run.result.params, "order_seed": 1}, bootstrap=0)
+    assert other.value == pytest.approx(3 / 8) and other.params["order_seed"] == 1
+    data = run.to_dict()
+    assert data["readings"]["first (benchmark: one random order)"]["published"]
+    assert data["result"]["params"]["order"] == "random"

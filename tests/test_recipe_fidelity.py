@@ -382,6 +382,42 @@ def test_puzzleworld_annotations_are_read_one_check_per_reference_step(tmp_path:
     assert items[0].context == "CAT" and len(items[0].checklist) == 2 and "Cats" in items[0].question
 
 
+def test_puzzleworld_released_steps_are_objects_with_an_explanation(tmp_path: Path) -> None:
+    """The released puzzles' reasoning is a list of Step objects (src/data_loading.py: explanation, figure): the
+    explanation is the step, never the object's printed form; a step without one is refused naming it."""
+    rows = [{"title": "Cats", "flavor_text": "Meow.", "solution": "CAT", "raw_output": "I got CAT.",
+             "reasoning": [{"explanation": "Read the\nclue.", "figure": None},
+                           {"explanation": "Shift by 3.", "figure": "step2.png"}]}]
+    items = prepare_items(get_recipe("puzzleworld"), read(write_jsonl(tmp_path / "pw.jsonl", rows), "puzzleworld"))
+    assert items[0].reference == "Read the clue.\nShift by 3."
+    assert "Read the clue." in items[0].checklist[0].text and "explanation" not in items[0].checklist[0].text
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{**rows[0], "reasoning": [{"figure": "x.png"}]}])
+    with pytest.raises(InputError, match=r"reasoning\[0\]"):
+        read(bad, "puzzleworld")
+
+
+def test_puzzleworld_the_last_reference_step_asks_for_the_final_answer(tmp_path: Path) -> None:
+    """As PuzzleWorld's scorer asks each step in its own call (src/scorers.py check_answer_async: one
+    parse_stepwise_completion per step), the last one asking whether the candidate gives the reference's final
+    answer (judge_utils.py make_step_prompt), not whether it includes the step."""
+    rows = [{"title": "Cats", "flavor_text": "Meow.", "solution": "CAT", "raw_output": "I got DOG.",
+             "reasoning": ["Read the clue.", "Shift by 3.", "The answer is CAT."]}]
+    (item,) = prepare_items(get_recipe("puzzleworld"), read(write_jsonl(tmp_path / "pw.jsonl", rows),
+                                                           "puzzleworld"))
+    first, second, last = (c.text for c in item.checklist)
+    assert "include reference step 1" in first and "include reference step 2" in second
+    assert "final answer" in last and '"CAT"' in last and "The answer is CAT." in last
+    assert "include reference step" not in last
+    seen: list[str] = []
+    recipe = get_recipe("puzzleworld")
+    judge = recipe_judge(recipe, MockBackend("pw", lambda req: seen.append(req.prompt) or [0.9, 0.1]),
+                         store=tmp_path / "s.sqlite")
+    run = run_recipe(recipe, [item], judge, bootstrap=0)
+    judge.close()
+    assert len(seen) == 3 and sum("final answer" in s for s in seen) == 1  # one call per step, as the scorer
+    assert run.result.value == 1.0
+
+
 # -- provenance ----------------------------------------------------------------------------------------------
 
 def test_every_recipe_cites_its_sources_not_an_issue() -> None:

@@ -201,6 +201,12 @@ def test_autofigure_pairwise_keeps_both_good_and_both_bad_apart_over_both_orders
         assert c["label_probabilities"] == pytest.approx(expected)
         assert c["probabilities"]["tie"] == pytest.approx(0.35)  # both good and both bad together as the tie
     values = {name: r.value for name, r in run.readings.items()}
-    assert values == pytest.approx({"first (hard)": 1.0, "second (hard)": 0.0, "both_good (hard)": 0.0,
-                                    "both_bad (hard)": 0.0, "first": 0.55, "second": 0.1, "both_good": 0.2,
-                                    "both_bad": 0.15})
+    assert values == pytest.approx({"first (benchmark: one random order)": 1.0,  # ours wins in either order
+                                    "second (benchmark: one random order)": 0.0,
+                                    "both_good (benchmark: one random order)": 0.0,
+                                    "both_bad (benchmark: one random order)": 0.0,
+                                    "first (hard, both orders)": 1.0, "second (hard, both orders)": 0.0,
+                                    "both_good (hard, both orders)": 0.0, "both_bad (hard, both orders)": 0.0,
+                                    "first (soft, both orders)": 0.55, "second (soft, both orders)": 0.1,
+                                    "both_good (soft, both orders)": 0.2,
+                                    "both_bad (soft, both orders)": 0.15})

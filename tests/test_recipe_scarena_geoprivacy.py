@@ -138,30 +138,37 @@ def test_geoprivacy_metrics_by_hand_rules_settle_refusals_and_empty_answers(tmp_
     assert rules[("g1", "r1")] == "refusal" and rules[("g1", "r3")] == "empty"
     assert sum(v is not None for v in rules.values()) == 2
     # the published reading is the argmax (hard); the expected (soft) one beside it, from the same records
-    assert all(next(iter(run.part_readings[name])) == "hard" for name in ("accuracy", "over_disclosure", "mae"))
+    assert all(next(iter(run.part_readings[name])) == "hard"
+               for name in ("accuracy", "over_disclosure", "mae", "macro_f1"))
     parts = {name: run.part_readings[name].get("soft", result).value
              for name, result in run.parts.items()}
-    # accuracy: P(expected label) per response: 0 (A, expected B), 0.6, 0 (D), 0 (expected A), 0.7, 0.6
-    assert parts["accuracy"] == pytest.approx((0 + 0.6 + 0 + 0 + 0.7 + 0.6) / 6)
-    assert run.parts["accuracy"].value == pytest.approx(3 / 6)  # the argmax labels: 3 of 6 right
-    assert run.result.value == pytest.approx(3 / 6)  # the headline: accuracy (others weighted 0)
-    # over-disclosure, over the ordered levels A-C only (the all-D empty answer is left out: 5 responses):
-    # g1r1 0; g1r2 P(C) = 0.3; g2r1 P(B or C) = 1.0; g2r2 P(B) / P(A-C) = 0.2 / 0.9; g3r1 0
+    # every metric over the answers judged A-C only, as src/eval.py's mask (the all-D empty answer left out:
+    # 5 responses), the mass on D dropped and the rest renormalised per answer
+    # accuracy: P(expected label) / P(A-C): 0 (A, expected B), 0.6, 0 (expected A), 0.7 / 0.9, 0.6 / 0.6
+    assert parts["accuracy"] == pytest.approx((0 + 0.6 + 0 + 0.7 / 0.9 + 1.0) / 5)
+    assert run.parts["accuracy"].value == pytest.approx(3 / 5)  # the argmax labels: 3 of the 5 judged A-C right
+    assert run.result.value == pytest.approx(3 / 5)  # the headline: accuracy (others weighted 0)
+    # over-disclosure: g1r1 0; g1r2 P(C) = 0.3; g2r1 P(B or C) = 1.0; g2r2 P(B) / P(A-C) = 0.2 / 0.9; g3r1 0
     assert parts["over_disclosure"] == pytest.approx((0 + 0.3 + 1.0 + 0.2 / 0.9 + 0) / 5)
     assert run.part_readings["over_disclosure"]["soft"].overall.unscored == 1
     # under-disclosure: g1r1 1 (A below B); g1r2 P(A) = 0.1; the rest 0
     assert parts["under_disclosure"] == pytest.approx((1 + 0.1) / 5)
     # MAE over levels 0-2: g1r1 1; g1r2 0.1 x 1 + 0.3 x 1; g2r1 0.9 x 2 + 0.1 x 1; g2r2 (0.2 x 1) / 0.9; g3r1 0
     assert parts["mae"] == pytest.approx((1 + 0.4 + 1.9 + 0.2 / 0.9 + 0) / 5)
-    # macro F1 of the argmax labels, (expected, predicted): (B,A) (B,B) (B,D) (A,C) (A,A) (C,C)
-    # A: tp 1 fp 1 fn 1 -> 0.5; B: tp 1 fp 0 fn 2 -> 0.5; C: tp 1 fp 1 fn 0 -> 2/3; D: tp 0 -> 0
-    assert parts["macro_f1"] == pytest.approx((0.5 + 0.5 + 2 / 3 + 0) / 4)
+    # macro F1 over A, B, C (f1_score(labels=LABEL_ORDER)) of the argmax labels judged A-C, (expected, predicted):
+    # (B,A) (B,B) (A,C) (A,A) (C,C); the empty answer's D left out
+    # A: tp 1 fp 1 fn 1 -> 0.5; B: tp 1 fp 0 fn 1 -> 2/3; C: tp 1 fp 1 fn 0 -> 2/3
+    assert run.parts["macro_f1"].value == pytest.approx((0.5 + 2 / 3 + 2 / 3) / 3)
+    # soft: the expected confusion matrix, rows expected, columns P(A), P(B), P(C) (the mass on D nowhere):
+    # A: g2r1 (0, .1, .9) + g2r2 (.7, .2, 0) = (.7, .3, .9); B: g1r1 (1, 0, 0) + g1r2 (.1, .6, .3) = (1.1, .6, .3);
+    # C: g3r1 (0, 0, .6). Columns: A 1.8, B .9, C 1.8. F1 = 2 C[l][l] / (row + column)
+    assert parts["macro_f1"] == pytest.approx((1.4 / (1.9 + 1.8) + 1.2 / (2.0 + 0.9) + 1.2 / (0.6 + 1.8)) / 3)
     lo, hi = run.parts["macro_f1"].overall.ci
     assert lo <= hi
-    # the argmax reading of accuracy, from the same records (no call): 3 of 6 right
+    # the argmax reading of accuracy, from the same records (no call): 3 of 5 right
     records = [r for r in run.records if "accuracy" in r["part"].split(",")]
     hard = compute(get_metric("disclosure"), records, {"value": "accuracy", "hard": True}, bootstrap=0)
-    assert hard.value == pytest.approx(3 / 6)
+    assert hard.value == pytest.approx(3 / 5)
     again, calls = _run("geoprivacy", MockBackend("scripted", _never), GEO_ITEMS, store)
     assert calls == 0 and {n: r.value for n, r in again.parts.items()} == pytest.approx(
         {n: r.value for n, r in run.parts.items()})
@@ -176,6 +183,9 @@ def test_geoprivacy_from_the_command_line(tmp_path: Path) -> None:
     data = json.loads(js.read_text())
     assert set(data["parts"]) == {"accuracy", "macro_f1", "over_disclosure", "under_disclosure", "mae"}
     assert 0.0 <= data["result"]["value"] <= 1.0
+    f1 = data["parts"]["macro_f1"]["readings"]  # the hard macro F1 (published) with the soft one beside it
+    assert list(f1) == ["hard", "soft"] and f1["hard"]["published"] and not f1["soft"]["published"]
+    assert "soft" in res.output.split("macro_f1", 1)[1].split("\n", 1)[0]  # printed on the part's row
 
 
 def test_the_disclosure_metric_refuses_an_unknown_value_before_judging(tmp_path: Path) -> None:

@@ -208,10 +208,21 @@ def _puzzleworld(file: str, data: Any) -> list[dict[str, Any]]:
             raise InputError("must be the list of reference steps", file=file, line=line, field="reasoning")
         out.append({"id": str(row.get("id", line)), "question": f"The puzzle's title is {row.get('title', '')}. "
                     f"Its flavor text is {row.get('flavor_text', '')}.", "context": str(row["solution"]),
-                    "reference": "\n".join(str(s).replace("\n", " ") for s in steps),
+                    "reference": "\n".join(_step_text(s, file, line, k) for k, s in enumerate(steps)),
                     "responses": _responses(row, "raw_output", file, line),
                     **({"images": row["images"]} if row.get("images") else {})})
     return out
+
+
+def _step_text(step: Any, file: str, line: int, k: int) -> str:
+    """A PuzzleWorld reference step as one line: the released steps are objects ``{"explanation", "figure"}``
+    (``src/data_loading.py``, ``Step``; the figure is not shown), a plain string is taken as it is."""
+    if isinstance(step, dict):
+        step = step.get("explanation")
+    if not isinstance(step, str) or not step.strip():
+        raise InputError('must be a step {"explanation": "...", "figure": ...} or its text', file=file, line=line,
+                         field=f"reasoning[{k}]")
+    return " ".join(step.split("\n")).strip()
 
 
 def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:

@@ -83,10 +83,21 @@ def prepare_items(recipe: Recipe, items: Sequence[Item], file: str | None = None
         if not steps:
             raise InputError("has no steps to judge against (the recipe asks one question per reference step)",
                              file=file, line=item.line, field="reference")
-        checks = tuple(Check(f"step{i}", f"Does the response include reference step {i} and reach its "
-                             f"intermediate result? Step {i}: {text}") for i, text in enumerate(steps, 1))
+        checks = tuple(Check(f"step{i}", _step_question(i, len(steps), text, item.context))
+                       for i, text in enumerate(steps, 1))
         out.append(dataclasses.replace(item, checklist=checks))
     return out
+
+
+def _step_question(i: int, n: int, text: str, answer: str | None) -> str:
+    """The check for reference step ``i`` of ``n``. As PuzzleWorld's scorer asks it (``src/judge_utils.py``,
+    ``make_step_prompt``): each step, does the response include it with its intermediate result; the last one,
+    does the response give the reference's final answer (``answer``: the item's context, the puzzle's solution)."""
+    if i < n:
+        return f"Does the response include reference step {i} and reach its intermediate result? Step {i}: {text}"
+    given = f' ("{answer}")' if answer else ""
+    return (f"Does the response give the reference solution's final answer{given}? (Reference step {i}, the last: "
+            f"{text})")
 
 
 def _by_rubric(recipe: Recipe, items: Sequence[Item]) -> list[tuple[str | None, list[Item]]]:

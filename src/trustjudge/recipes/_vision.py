@@ -3,13 +3,14 @@ attempt that drew) and AutoFigure's pairwise one (two figures per dimension: A, 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
 from ..audit._stats import finite
 from ._metrics import UNPARSED, Metric, Record, register_metric
 
-__all__ = ["FIGURE_LABELS", "VISPLOT_READINGS", "VISPLOT_VALUES"]
+__all__ = ["FIGURE_LABELS", "VISPLOT_READINGS", "VISPLOT_VALUES", "drawn_order"]
 
 
 # -- VisPlotBench (recipe visplotbench): executed code, its plot scored 0-100, the first attempt that drew ------
@@ -80,16 +81,46 @@ register_metric(Metric(
 # -- FigureBench / AutoFigure (recipe autofigure-pairwise): two figures per dimension, four labels -------------
 
 FIGURE_LABELS = {"first": "A", "second": "B", "both_good": "BOTH_GOOD", "both_bad": "BOTH_BAD"}
+FIGURE_ORDERS = ("random", "both")
+_SWAPPED = {"A": "B", "B": "A", "BOTH_GOOD": "BOTH_GOOD", "BOTH_BAD": "BOTH_BAD"}
+
+
+def drawn_order(seed: int, item_id: str, first_id: str, second_id: str) -> int:
+    """The presentation order the benchmark's reading takes for a pair: 0 (its first response shown as A, judge.py's
+    ``original``) or 1 (``swapped``), drawn with even odds from ``seed`` and the pair's ids (``random.Random`` on
+    their joined text: the same draw on every run and machine, whatever the records' order)."""
+    return 0 if random.Random(f"{seed}\x00{item_id}\x00{first_id}\x00{second_id}").random() < 0.5 else 1
+
+
+def _one_order(r: Record, c: Mapping[str, Any], p: Mapping[str, Any]) -> str | None:
+    """The label the judge answers in the pair's drawn order (its most probable one there), read as the pair is
+    given: A the first response, B the second (a swapped order's A and B exchanged, as judge.py undoes its
+    presentation order); ``None`` where that order was not read."""
+    orders = c.get("orders")
+    k = drawn_order(int(p["order_seed"]), str(r.get("item_id")), str(r.get("first_id")), str(r.get("second_id")))
+    if not isinstance(orders, list) or len(orders) != 2 or orders[k].get("unscored") is not None:
+        return None
+    row = {lab: finite(orders[k].get(lab)) for lab in FIGURE_LABELS.values()}
+    if any(q is None for q in row.values()):
+        return None
+    answer = max(row, key=lambda lab: float(row[lab] or 0.0))
+    return _SWAPPED[answer] if k == 1 else answer
 
 
 def _figure_pair(r: Record, p: Mapping[str, Any]) -> float | None:
     """A pair's probability of the label ``value`` stands for (both orders, mirrored: ``label_probabilities``),
     averaged over its dimensions (``criterion``: one dimension only); with ``hard``, the share of dimensions whose
-    most probable label it is."""
+    most probable label it is. ``order = "random"``: the benchmark's reading, 1 where the judge's answer in the
+    pair's one drawn order (:func:`drawn_order`), its presentation undone, is that label."""
     label = FIGURE_LABELS[p["value"]]
     values = []
     for c in r.get("criteria") or []:
         if p["criterion"] and c.get("name") != p["criterion"]:
+            continue
+        if p["order"] == "random":
+            answer = _one_order(r, c, p)
+            if answer is not None:
+                values.append(1.0 if answer == label else 0.0)
             continue
         probs = c.get("label_probabilities")
         if c.get("unscored") is not None or not isinstance(probs, dict) or label not in probs:
@@ -103,11 +134,14 @@ def _figure_pair(r: Record, p: Mapping[str, Any]) -> float | None:
 
 register_metric(Metric(
     "figure_pairwise", ("criteria-compare",), _figure_pair,
-    {"value": "first", "criterion": "", "hard": False},
+    {"value": "first", "criterion": "", "hard": False, "order": "both", "order_seed": 0},
     "AutoFigure pairwise, per pair of figures: the probability of A (the first figure better), B, both good or both "
     "bad (`value`: first, second, both_good, both_bad), both orders combined with the second mirrored, averaged "
-    "over the dimensions (`criterion`: one); `hard`: the share of dimensions whose argmax label it is. Needs "
-    "criteria-compare with labels A=first,B=second,BOTH_GOOD=tie,BOTH_BAD=tie.",
-    choices={"value": tuple(FIGURE_LABELS)},
-    readings={**{f"{v} (hard)": {"value": v, "hard": True} for v in FIGURE_LABELS},
-              **{v: {"value": v, "hard": False} for v in FIGURE_LABELS}}))
+    "over the dimensions (`criterion`: one); `hard`: the share of dimensions whose argmax label it is. `order = "
+    "\"random\"`: the benchmark's reading (judge.py), the judge's answer in one presentation order per pair drawn "
+    "from `order_seed`, its order undone. Needs criteria-compare with labels A=first,B=second,BOTH_GOOD=tie,"
+    "BOTH_BAD=tie.",
+    choices={"value": tuple(FIGURE_LABELS), "order": FIGURE_ORDERS},
+    readings={**{f"{v} (benchmark: one random order)": {"value": v, "order": "random"} for v in FIGURE_LABELS},
+              **{f"{v} (hard, both orders)": {"value": v, "hard": True, "order": "both"} for v in FIGURE_LABELS},
+              **{f"{v} (soft, both orders)": {"value": v, "hard": False, "order": "both"} for v in FIGURE_LABELS}}))
