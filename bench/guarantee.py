@@ -196,16 +196,30 @@ def collect(judge: Judge, data: Path) -> tuple[dict[str, list[dict[str, Any]]], 
     """The study's records per dataset, from the store only (a judgment it lacks leaves its record unscored)."""
     by_set: dict[str, list[dict[str, Any]]] = {}
     missing: dict[str, int] = {}
+    seen: set[tuple[str, str, str]] = set()
     for chunk in CHUNKS:
         name = chunk.name.split("-")[0]
         before = judge.backend.refused  # type: ignore[attr-defined]
         items = chunk.items(data)
         recs = [r.to_dict() for r in records(judge, chunk.mode, items, lambda n: None)]
+        recs = [r for r in recs if _first_time(r, seen)]
         if name == "topical":
             _label_from_ratings(recs, items)
         by_set.setdefault(name, []).extend(recs)
         missing[name] = missing.get(name, 0) + judge.backend.refused - before  # type: ignore[attr-defined]
     return by_set, missing
+
+
+def _first_time(rec: dict[str, Any], seen: set[tuple[str, str, str]]) -> bool:
+    """False for a pair already collected: a PandaLM test-set row repeated in two chunks' row ranges (one pair,
+    ``pandalm-5e62193560``) would be counted twice, and a calibration file holding it is refused on load."""
+    if "first_id" not in rec:
+        return True
+    key = (rec["item_id"], rec["first_id"], rec["second_id"])
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
 
 
 def pair_units(recs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:

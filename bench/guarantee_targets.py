@@ -35,6 +35,7 @@ from guarantee import (
     PUBLISHED,
     StoreOnly,
     _calibrated_tier,
+    _first_time,
     _fit,
     _key,
     _label_from_ratings,
@@ -68,10 +69,12 @@ def _judge() -> Judge:
 def study_records(judge: Judge, prefix: str) -> list[dict[str, Any]]:
     """The study's records of one dataset (its chunks), from the store; Topical-Chat labelled by its ratings."""
     out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
     for chunk in CHUNKS:
         if chunk.name.split("-")[0] == prefix:
             items = chunk.items(DATA)
             recs = [r.to_dict() for r in records(judge, chunk.mode, items, lambda n: None)]
+            recs = [r for r in recs if _first_time(r, seen)]  # a pair two chunks share: once
             if prefix == "topical":
                 _label_from_ratings(recs, items)
             out.extend(recs)

@@ -283,8 +283,7 @@ def verify_section(rows: list[dict[str, Any]]) -> list[str]:
              f"one-sided exact binomial test on the kept concluding: shares over {seeds} seeds. Truth: agreement on "
              "*all* the run's kept pairs. Seed 0 also through the CLI (`trustjudge sample`, labels written into "
              "the sample file, `trustjudge check-sample`). The runs calibrate on the distinct labelled pairs of a "
-             "dataset (PandaLM: 409; the Transfer block above counts one pair that two of the study's chunks share "
-             "twice, 410 units, a calibration file the library refuses to load, hence its other coverage).", "",
+             "dataset (PandaLM: 409; a pair two of the study's chunks share counted once, as in every block).", "",
              "| calibrated on | selected on | estimator | kept (of pairs) | agreement on all kept | guarantee held | "
              "kept in the sample | holds | refuted | undecided | median label-more (undecided) | seed 0: CLI = "
              "library |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
