@@ -37,7 +37,6 @@ import base64
 import csv
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,20 +113,11 @@ def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
                                                       ("Reference paper title", paper.get("title")),
                                                       ("Reference paper abstract", paper.get("abstract")),
                                                       ("Relevant passage", q.get("relevant_passage"))) if v]
-            responses = [{**r, "text": _bracketed_answer(r["text"])} for r in _responses(q, "model_answer", file, line)]
+            responses = _responses(q, "model_answer", file, line)  # the recipe's [answers] reads [Answer: ...]
             out.append({"id": f"{line}-{k}", "question": q["question"], "reference": q["answer"],
                         "context": "\n\n".join(f"{label}: {v}" for label, v in given) or None,
                         "task": "scienceqa", "subset": str(q.get("type", "")), "responses": responses})
     return out
-
-
-_ANSWER = re.compile(r"\[Answer:\s*([^\]]+?)\]")
-
-
-def _bracketed_answer(text: str) -> str:
-    """What SC-Arena's scienceqa evaluator judges of a model's output: the first ``[Answer: ...]``, else all."""
-    found = _ANSWER.search(text)
-    return found.group(1).strip() if found else text
 
 
 def _claims_of(value: Any) -> list[str]:

@@ -42,6 +42,7 @@ from ..io._rules import parse_rules
 from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
 from ..modes._templates import read_template
+from ._answers import parse_answers
 from ._fields import (
     RESPONSE_NEEDS,
     _benchmark_prompt,
@@ -68,7 +69,7 @@ PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
 HERE = Path(__file__).resolve().parent
 FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
           "description", "parts", "rules", "requires", "provenance", "published_judge", "benchmark_prompt", "input",
-          "rubrics"}
+          "rubrics", "answers", "ours_rules"}
 ITEM_NEEDS = ("reference", "context", "gold_claims", "sources", "profile", "evidence", "checklist", "criteria")
 """What ``requires`` may name of an item (any other word: an item field such as ``subset``, ``Item.fields``)."""
 PART_FIELDS = {"mode", "options", "metric"}
@@ -143,6 +144,13 @@ class Recipe:
     prompt: Mapping[str, Any] = field(default_factory=dict)
     """Which prompt judges: empty, the recipe's own files; else the benchmark's (file, sha256, whether it is
     the one the recipe was written for). Every record of a run says it (``prompt``)."""
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    """``[answers]``: what the benchmark's code extracts of a model's output and sends its judge, per value of an
+    item field (:mod:`trustjudge.recipes._answers`); empty: each response is judged whole."""
+    ours_rules: tuple[Any, ...] = ()
+    """``[[ours_rules]]``: shortcuts this package applies that the benchmark does not. The responses they fire
+    on are judged, as the benchmark judges them (the published number); the reading ``ours (...)`` beside it
+    gives them the rule's label instead."""
 
     def prompt_used(self) -> dict[str, Any]:
         """What the records say of the prompt that judged."""
@@ -310,12 +318,16 @@ def load_recipe(path: str | Path) -> Recipe:
             raise InputError(f"the {mode} mode takes no rules (rules apply to the modes score, criteria, checklist)",
                              file=file, field="rules")
         options["rules"] = parse_rules(data["rules"], file)
+    ours = parse_rules(data.get("ours_rules"), file, prefix="ours_") if "ours_rules" in data else ()
+    if ours and parts:
+        raise InputError("is for a one-mode recipe", file=file, field="ours_rules")
     recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
                     metric_name, params, options, dict(judge), templates, tuple(audit),
                     _text(data, "description", file, required=False), p, parts, _by(data, file),
                     _requires(data, file), _provenance(data, file), _text(data, "published_judge", file,
                                                                            required=False),
-                    _benchmark_prompt(data, p), _input(data, file), *_rubrics(data, p))
+                    _benchmark_prompt(data, p), _input(data, file), *_rubrics(data, p),
+                    answers=parse_answers(data.get("answers"), file), ours_rules=ours)
     _probe(recipe, file, top_rules="rules" in data)
     return recipe
 
@@ -423,7 +435,9 @@ def _probe(recipe: Recipe, file: str, *, top_rules: bool = False) -> None:
         judge = Judge("mock/hash", store=":memory:", **recipe.judge_kwargs())
         try:
             for mode, options, where in [(p.mode, p.options, f"parts.{p.name}.options.") for p in recipe.parts] or [
-                    (recipe.mode, recipe.options, "" if top_rules else "options.")]:
+                    (recipe.mode, recipe.options, "" if top_rules else "options."), *(
+                        [(recipe.mode, {**recipe.options, "rules": recipe.ours_rules}, "ours_")]
+                        if recipe.ours_rules else [])]:
                 try:
                     judge.task(mode, **options)
                 except InputError as exc:  # a rule whose label the task's scale or labels lack
