@@ -4,14 +4,19 @@ benchmark's released data files for every task, on small files written here in t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from trustjudge import InputError, items_from_dicts
+from trustjudge.cli import cli
 from trustjudge.io._rules import Rule, parse_rules
 from trustjudge.recipes import load_recipe
 from trustjudge.recipes._answers import extract_answers, parse_answers
+from trustjudge.recipes._readers import detect, read
 
 
 def test_a_rule_with_when_fires_only_on_items_with_those_fields() -> None:
@@ -74,3 +79,154 @@ def test_an_ours_rule_with_a_label_off_the_scale_is_refused(tmp_path: Path) -> N
     with pytest.raises(InputError) as info:
         load_recipe(tmp_path)
     assert info.value.field == "ours_rules[0].label"
+
+
+# -- readers of the released data files (written here in SC-Arena's schema) --------------------------------
+
+OBO = """format-version: 1.2
+
+[Term]
+id: CL:0000000
+name: cell
+def: "A material entity." [GO:x]
+
+[Term]
+id: CL:0000084
+name: T cell
+def: "A \\"type\\" of lymphocyte." [CL:y]
+is_a: CL:0000542 ! lymphocyte
+
+[Term]
+id: CL:0000542
+name: lymphocyte
+def: "A leukocyte." []
+is_a: CL:0000000 ! cell
+is_a: UBERON:1 ! not a cell type
+
+[Typedef]
+id: part_of
+name: part of
+"""
+CELLS = [{"tissue": "blood", "cell_type": "T cell", "cell_ontology_id": "CL:0000084", "cell_sentence": "CD3E CD2"},
+         {"tissue": "lung", "cell_type": "lymphocyte", "cell_ontology_id": "CL:0000542", "cell_sentence": "PTPRC"},
+         {"tissue": "blood", "cell_type": "T cell", "cell_ontology_id": "CL:0000084", "cell_sentence": "CD3D IL7R"}]
+
+
+def _jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _checkout(tmp_path: Path) -> Path:
+    ev = tmp_path / "SC-Arena" / "evaluators"
+    ev.mkdir(parents=True)
+    (ev / "cl_nl6.obo").write_text(OBO)
+    (ev / "cell_marker.txt").write_text("Specific_Cell_Ontology_ID\tCell_Marker\nCL:0000084\tCD3E\nCL:0000084\tCD2\n")
+    (ev / "gene_ontology_C.csv").write_text("gene,direct_class_label\nAHR,nucleus\nAHR,nucleus\nAHR,cytosol\n")
+    (ev / "NCBI_summary_of_genes.json").write_text(json.dumps({"AHR": "A ligand-activated factor."}))
+    return ev
+
+
+def test_celltype_rows_and_outputs_are_joined_in_order_with_the_ontology_chain(tmp_path: Path) -> None:
+    _checkout(tmp_path)
+    _jsonl(tmp_path / "cell_sentences_fixed.jsonl", CELLS)
+    _jsonl(tmp_path / "out_a.jsonl",
+           [{"prompt": f"p{i}", "response": f"[Predicted_Cell_Type: x{i}]"} for i in range(3)])
+    spec = tmp_path / "celltype.json"
+    spec.write_text(json.dumps({"task": "celltype", "data": "cell_sentences_fixed.jsonl",
+                                "outputs": {"model_a": "out_a.jsonl"}, "evaluators": "SC-Arena/evaluators"}))
+    assert detect(spec, "sc-arena-celltype") and not detect(spec, "sc-arena-captioning")
+    items = read(spec, "sc-arena-celltype")
+    assert [i.reference for i in items] == ["T cell", "lymphocyte", "T cell"]
+    assert [i.responses[0].text for i in items] == ["[Predicted_Cell_Type: x0]", "[Predicted_Cell_Type: x1]",
+                                                    "[Predicted_Cell_Type: x2]"]
+    assert items[0].fields["task"] == "celltype" and "CD3E CD2" in items[0].question
+    # the chain from the root down, CL terms only (the UBERON parent is not a CL term): by hand
+    assert items[0].context == ("Term 1: CL:0000084 T cell\nPath 1:\nCL:0000000 cell\n  CL:0000542 lymphocyte\n"
+                                "    CL:0000084 T cell")
+    caption = read(spec, "sc-arena-captioning")[0]
+    assert caption.question == "CD3E CD2" and caption.context is not None
+    assert 'T cell: A "type" of lymphocyte.' in caption.context and "cell: A material entity." in caption.context
+    _jsonl(tmp_path / "out_a.jsonl", [{"prompt": "p", "response": "x"}])
+    with pytest.raises(InputError, match="has 1 responses for the 3 rows") as info:
+        read(spec, "sc-arena-celltype")
+    assert info.value.file == str(tmp_path / "out_a.jsonl")
+
+
+def test_cell_rows_with_answers_added_and_their_errors(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "cells.jsonl", [{**CELLS[0], "model_answer": "[Predicted_Cell_Type: T cell]"}])
+    item = read(path, "sc-arena-celltype")[0]
+    assert item.context is None and item.responses[0].text == "[Predicted_Cell_Type: T cell]"
+    _jsonl(path, [{**CELLS[0], "model_answer": "a"}, {"tissue": "blood", "cell_sentence": "x", "model_answer": "b"}])
+    with pytest.raises(InputError) as info:
+        read(path, "sc-arena-captioning")
+    assert (info.value.file, info.value.line, info.value.field) == (str(path), 2, "cell_type")
+    _jsonl(path, [CELLS[0]])
+    with pytest.raises(InputError) as info:
+        read(path, "sc-arena-celltype")
+    assert (info.value.line, info.value.field) == (1, "model_answer")
+
+
+def test_generation_is_one_item_per_type_its_answer_found_by_the_prompt(tmp_path: Path) -> None:
+    _checkout(tmp_path)
+    _jsonl(tmp_path / "cells.jsonl", CELLS)
+    _jsonl(tmp_path / "gen.jsonl", [
+        {"prompt": "Cell Type: lymphocyte\nDescription: ...", "response": "[Cell_Sentence: PTPRC]"},
+        {"prompt": "Cell Type: T cell\nDescription: ...", "response": "CD3E"}])
+    spec = tmp_path / "gen.json"
+    spec.write_text(json.dumps({"task": "generation", "data": "cells.jsonl", "outputs": {"m": "gen.jsonl"},
+                                "evaluators": "SC-Arena/evaluators"}))
+    assert detect(spec, "sc-arena-generation")
+    t_cell, lymph = read(spec, "sc-arena-generation")
+    assert (t_cell.question, t_cell.responses[0].text) == ("T cell", "CD3E")
+    assert t_cell.reference == "cell1: CD3E CD2, cell2: CD3D IL7R"
+    assert t_cell.context == 'Description: A "type" of lymphocyte.\nKnown marker genes: CD3E,CD2'
+    assert lymph.context == "Description: A leukocyte.\nKnown marker genes: (none found)"
+    _jsonl(tmp_path / "gen.jsonl", [{"prompt": "Cell Type: neuron", "response": "x"}])
+    with pytest.raises(InputError) as info:
+        read(spec, "sc-arena-generation")
+    assert (info.value.file, info.value.line, info.value.field) == (str(tmp_path / "gen.jsonl"), 1, "prompt")
+
+
+def test_perturbation_rows_are_read_with_the_genes_reference_knowledge(tmp_path: Path) -> None:
+    _checkout(tmp_path)
+    rows = [{"perturbation": "A549_AHR+ctrl_1+1", "cell_type": "A549", "condition": "AHR+ctrl", "up_genes": ["HBZ"],
+             "down_genes": ["SDC2", "LMNA"], "ctrl_sentence": "MT-CO3 FTL", "pert_sentence": "FTL MT-CO3",
+             "model_answer": "[Up: HBZ][Down: SDC2][Cell_Sentence: FTL MT-CO3"}]
+    path = tmp_path / "test_perturbation.json"
+    path.write_text(json.dumps(rows))
+    assert detect(path, "sc-arena-perturbation")
+    item = read(path, "sc-arena-perturbation")[0]
+    assert item.id == "A549_AHR+ctrl_1+1" and "knockdown of AHR (with a non-targeting control guide)" in item.question
+    assert item.reference == ("perturbed cell sentence: FTL MT-CO3\nup-regulated genes: HBZ\ndown-regulated genes: "
+                              "SDC2, LMNA")
+    assert item.context is None  # no checkout named: no reference knowledge
+    spec = tmp_path / "p.json"
+    _jsonl(tmp_path / "out.jsonl", [{"prompt": "p", "response": rows[0]["model_answer"]}])
+    spec.write_text(json.dumps({"data": "test_perturbation.json", "outputs": {"m": "out.jsonl"},
+                                "evaluators": "SC-Arena/evaluators"}))
+    item = read(spec, "sc-arena-perturbation")[0]
+    assert item.context is not None and "NCBI summary: A ligand-activated factor." in item.context
+    assert "GO cellular component: nucleus, cytosol" in item.context
+    assert "GO biological process: (none found)" in item.context
+    path.write_text(json.dumps([{**rows[0], "up_genes": "HBZ"}]))
+    with pytest.raises(InputError) as info:
+        read(path, "sc-arena-perturbation")
+    assert (info.value.line, info.value.field) == (1, "up_genes")
+
+
+def test_the_cli_detects_a_task_file_and_judges_what_the_evaluator_sends(tmp_path: Path) -> None:
+    _jsonl(tmp_path / "cells.jsonl", CELLS[:2])
+    _jsonl(tmp_path / "out.jsonl", [{"prompt": "p", "response": "so [Predicted_Cell_Type: t CELL]"},
+                                    {"prompt": "p", "response": "no marker here"}])
+    spec = tmp_path / "run.json"
+    spec.write_text(json.dumps({"task": "celltype", "data": "cells.jsonl", "outputs": {"m": "out.jsonl"}}))
+    records, out = tmp_path / "records.jsonl", tmp_path / "result.json"
+    result = CliRunner().invoke(cli, ["run", "sc-arena", str(spec), "-j", "mock/hash", "-q", "--out", str(records),
+                                      "--json", str(out), "--store", str(tmp_path / "s.sqlite")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert rows[0]["rule"] == "celltype-match" and rows[0]["answer"]["sent"] == "t CELL"
+    assert "rule" not in rows[1] and rows[1]["answer"]["sent"] == "Unknown"
+    assert rows[1]["prompt"]["rubric"] == "task=celltype (celltype.txt)"
+    assert "ours (exact-match)" in json.loads(out.read_text())["readings"]

@@ -13,6 +13,9 @@ line (the row's position, 1-based) and field.
   added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type; the
   context gives the question type, the paper's title and abstract and the question's ``relevant_passage``, and
   an answer's ``[Answer: ...]`` is what is judged where it has one (as the benchmark's evaluator does).
+- ``sc-arena-celltype``, ``sc-arena-captioning``, ``sc-arena-generation``, ``sc-arena-perturbation``: SC-Arena's
+  other data files (:mod:`._readers_scarena`), each row with the model's answer added, or one object naming
+  the data file, the ``--out`` files of ``run_inference.py`` and the checkout's ``evaluators`` folder.
 - ``livedrbench``: LiveDRBench's predictions file (``[{key, preds}]``) beside the dataset's rows as released
   (``[{key, category, question, ground_truths, misc, canary}]``, the two fields decrypted here with the row's
   canary; rows already decoded are taken as they are), read from one JSON object ``{"rows": [...], "preds":
@@ -44,6 +47,7 @@ from typing import Any
 from ..errors import InputError
 from ..io._items import Item, items_from_dicts
 from ._readers_datamind import looks_like_dsgym, read_dsgym
+from ._readers_scarena import SC_ARENA_READERS, looks_like_sc_arena
 from ._readers_visplot import VISPLOT_READERS, looks_like_results
 
 __all__ = ["READERS", "decrypt", "detect", "read", "read_benchmark"]
@@ -238,7 +242,7 @@ def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:
 
 READERS: dict[str, Reader] = {"omnispatial": _omnispatial, "sc-arena-scienceqa": _sc_arena_scienceqa,
                               "livedrbench": _livedrbench, "puzzleworld": _puzzleworld, "geoprivacy": _geoprivacy,
-                              "datamind": read_dsgym, **VISPLOT_READERS}
+                              "datamind": read_dsgym, **VISPLOT_READERS, **SC_ARENA_READERS}
 SIGNATURES = {"omnispatial": {"options", "answer", "task_type"}, "sc-arena-scienceqa": {"response", "abstract"},
               "puzzleworld": {"reasoning", "solution"}}
 
@@ -281,6 +285,8 @@ def detect(path: Path, fmt: str) -> bool:
         return looks_like_results(data)
     if fmt == "datamind":
         return looks_like_dsgym(data)
+    if fmt in SC_ARENA_READERS:
+        return looks_like_sc_arena(data, fmt)
     first = data[0] if isinstance(data, list) and data else None
     return isinstance(first, dict) and SIGNATURES.get(fmt, {"\0"}) <= first.keys()
 
