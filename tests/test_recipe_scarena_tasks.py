@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from trustjudge import InputError, items_from_dicts
+from trustjudge import InputError, MockBackend, items_from_dicts
+from trustjudge.backends import LabelRequest
 from trustjudge.cli import cli
 from trustjudge.io._rules import Rule, parse_rules
-from trustjudge.recipes import load_recipe
+from trustjudge.recipes import get_recipe, load_recipe, recipe_judge, run_recipe
 from trustjudge.recipes._answers import extract_answers, parse_answers
 from trustjudge.recipes._readers import detect, read
+from trustjudge.recipes._recipe import with_benchmark_dir
 
 
 def test_a_rule_with_when_fires_only_on_items_with_those_fields() -> None:
@@ -230,3 +232,42 @@ def test_the_cli_detects_a_task_file_and_judges_what_the_evaluator_sends(tmp_pat
     assert "rule" not in rows[1] and rows[1]["answer"]["sent"] == "Unknown"
     assert rows[1]["prompt"]["rubric"] == "task=celltype (celltype.txt)"
     assert "ours (exact-match)" in json.loads(out.read_text())["readings"]
+
+
+def test_perturbation_is_judged_on_its_evaluator_s_rubric_with_the_three_markers(tmp_path: Path) -> None:
+    """perturbation_prediction.py: [Up: ...], [Down: ...], [Cell_Sentence: ...] searched in the answer with "]"
+    appended ("Unknown" where one is missing), judged on its f-string read from the checkout (a stand-in here),
+    0.2 x score; by hand."""
+    from .test_recipe_scarena_rubrics import _checkout as rubric_checkout
+
+    repo = rubric_checkout(tmp_path)
+    rows = [{"perturbation": "p1", "condition": "AHR+KLF1", "up_genes": ["HBZ"], "down_genes": ["SDC2"],
+             "ctrl_sentence": "MT-CO3 FTL", "pert_sentence": "FTL MT-CO3",
+             "model_answer": "Because... [Up: HBZ][Down: SDC2][Cell_Sentence: FTL MT-CO3"},
+            {"perturbation": "p2", "condition": "ZC3HAV1+ctrl", "up_genes": [], "down_genes": ["A"],
+             "ctrl_sentence": "A B", "pert_sentence": "B A", "model_answer": "[Up: B]"}]
+    path = tmp_path / "test_perturbation.json"
+    path.write_text(json.dumps(rows))
+    recipe = with_benchmark_dir(get_recipe("sc-arena"), repo, allow_changed=True)
+    seen: list[str] = []
+
+    def script(req: LabelRequest) -> list[float]:
+        seen.append(req.prompt)
+        grade = "4" if "Predicted predicted perturbed cell sentence: FTL MT-CO3" in req.prompt else "1"
+        return [1.0 if lab.startswith(grade) else 0.0 for lab in req.labels]
+
+    judge = recipe_judge(recipe, MockBackend("p", script), store=tmp_path / "s.sqlite")
+    run = run_recipe(recipe, read(path, "sc-arena-perturbation"), judge, bootstrap=0)
+    judge.close()
+    assert len(seen) == 2 and all("PERTURBATION stand-in" in p for p in seen)
+    first = next(p for p in seen if "AHR" in p)
+    assert "Before Unperturbed cell sentence: MT-CO3 FTL\nPerturbation: simultaneous CRISPRi knockdown of AHR and " \
+           "KLF1 by (given with the unperturbed cell sentence in 1.)" in first
+    assert "predicted up-regulated genes: HBZ\npredicted down-regulated genes: SDC2 up (given with" in first
+    answers = {r["item_id"]: r["answer"] for r in run.records}
+    assert answers["p1"]["found"] == "marker"
+    assert answers["p2"]["sent"].startswith("predicted perturbed cell sentence: Unknown\npredicted up-regulated "
+                                            "genes: B\npredicted down-regulated genes: Unknown")
+    assert {r["item_id"]: r["prompt"]["rubric"] for r in run.records}["p1"] == \
+        "task=perturbation (the benchmark's perturbation_prediction.py)"
+    assert run.result.value == pytest.approx((0.2 * 4 + 0.2 * 1) / 2)
