@@ -131,6 +131,30 @@ def _claims_of(value: Any) -> list[str]:
     return [str(value)]
 
 
+def _texts(entry: Any, titles: bool, file: str, line: int, field: str) -> list[str]:
+    """A prior-art entry's titles (each row's ``title``) or an entities entry's strings."""
+    rows = entry if isinstance(entry, list) else [entry]
+    if titles:
+        if not all(isinstance(r, dict) and "title" in r for r in rows):
+            raise InputError("must be lists of rows with a title (prior-art, as priorart.py reads it)", file=file,
+                             line=line, field=field)
+        return [str(r["title"]) for r in rows]
+    return [str(r) for r in rows]
+
+
+def _entries(values: list[Any]) -> tuple[list[str], list[str]]:
+    """Flights and novel datasets: each entry's ``key: value`` claims, and each claim's entry: ``dK`` for the
+    K-th entry when it is a dict, ``rK.I`` for row I of the K-th when it is a list of dicts."""
+    claims: list[str] = []
+    rows: list[str] = []
+    for k, value in enumerate(values):
+        for i, entry in enumerate(value if isinstance(value, list) else [value]):
+            got = _claims_of(entry)
+            claims += got
+            rows += [f"r{k}.{i}" if isinstance(value, list) else f"d{k}"] * len(got)
+    return claims, rows
+
+
 def _decoded(row: dict[str, Any], file: str, line: int) -> dict[str, Any]:
     """A LiveDRBench row as released (``ground_truths`` and ``misc`` encrypted with its ``canary``) decoded;
     a row already decoded is kept as it is."""
@@ -159,6 +183,7 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
         gold: list[str] = []
         classes: list[str] = []
         claims: list[str] = []
+        extra: dict[str, str] = {}
         pred = preds.get(str(row["key"])) or []
         if category.startswith("scifacts-"):
             keys = ("material", "paper_title") if category == "scifacts-materials" else ("paper_title",)
@@ -172,15 +197,21 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
                 for key in keys:
                     if isinstance(entry, dict) and key in entry:
                         claims.append(f"{key}: {entry[key]}" if len(keys) > 1 else str(entry[key]))
-        else:
+        elif category in ("prior-art", "entities"):  # priorart.py compares the rows' titles, entities.py strings
             for gt in gts:
-                for entry in gt if isinstance(gt, list) else [gt]:
-                    gold.extend(_claims_of(entry))
+                gold.extend(_texts(gt, category == "prior-art", file, line, "ground_truths"))
             for p in pred:
-                for entry in p if isinstance(p, list) else [p]:
-                    claims.extend(_claims_of(entry))
+                claims.extend(_texts(p, category == "prior-art", file, line, "preds"))
+        else:
+            gold, rows = _entries(gts)
+            claims, claim_rows = _entries(pred)
+            if any(r.startswith("r") for r in rows + claim_rows):  # a list of dicts: matched row by row
+                extra = {"gold_row": ",".join(rows), "claim_row": ",".join(claim_rows)}
         info = row.get("eval_info")
         main = info.get("main_claims", []) if isinstance(info, dict) else []
+        for key in ("primary_keys", "ignore_keys"):
+            if isinstance(info, dict) and info.get(key):
+                extra[key] = ",".join(map(str, info[key]))
         item: dict[str, Any] = {"id": str(row["key"]), "question": str(row.get("question", row["key"])),
                                 "subset": category, "gold_claims": gold,
                                 "responses": [{"id": "system", "text": "\n".join(claims) or "(no prediction)",
@@ -189,7 +220,7 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
             item["gold_class"] = ",".join(classes)
         if main:
             item["main_claims"] = ",".join(map(str, main))
-        out.append(item)
+        out.append({**item, **extra})
     return out
 
 
