@@ -4,15 +4,19 @@ matrix, and the reader giving the items those graders need, on rows written here
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from trustjudge import InputError, items_from_dicts
-from trustjudge.recipes import get_metric
+from trustjudge import InputError, MockBackend, items_from_dicts
+from trustjudge.backends import LabelRequest
+from trustjudge.recipes import get_metric, get_recipe, load_recipe, recipe_judge, run_recipe
 from trustjudge.recipes._readers import read
+from trustjudge.recipes._recipe import with_benchmark_dir
 
 
 def _record(gold: list[str], claims: list[str], matrix: list[list[float]], **fields: Any) -> dict[str, Any]:
@@ -92,3 +96,112 @@ def test_the_reader_gives_titles_strings_and_rows(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         read(path, "livedrbench")
     assert (info.value.file, info.value.line, info.value.field) == (str(path), 1, "ground_truths")
+
+
+# -- flights and novel datasets graded 0-3 per key, binarised as datasets_flights.py does ------------------
+
+FLIGHTS = '''prompts = {
+    'dict': """
+STAND-IN dict grader: {dict_gt} against {dict_pred}, each key 0 to 3, as JSON.
+""",
+}
+'''
+SCIFACTS = '''prompts = {
+    "EM": """STAND-IN equivalence: are the two the same?""",
+}
+'''
+GRADES = {("flight: XY123", "flight: XY123"): {"3": 0.6, "2": 0.1, "1": 0.3},
+          ("date: 4 June 2023", "date: 5 June"): {"3": 0.3, "2": 0.3, "1": 0.4}}  # argmax 1, though P(>= 2) 0.6
+ITEMS = [{"id": "f", "question": "Which flight?", "subset": "flights", "main_claims": "flight",
+          "gold_claims": ["flight: XY123", "date: 4 June 2023"],
+          "responses": [{"id": "s", "text": "x", "claims": [{"text": "flight: XY123"}, {"text": "date: 5 June"}]}]},
+         {"id": "g", "question": "Which paper?", "subset": "scifacts-geo", "gold_claims": ["Paper A"],
+          "responses": [{"id": "s", "text": "x", "claims": [{"text": "Title A"}]}]}]
+
+
+def _checkout(tmp_path: Path) -> Path:
+    repo = tmp_path / "livedrbench"
+    (repo / "src" / "evals").mkdir(parents=True, exist_ok=True)
+    (repo / "src" / "evals" / "datasets_flights.py").write_text(FLIGHTS)
+    (repo / "src" / "evals" / "scifacts.py").write_text(SCIFACTS)
+    return repo
+
+
+def _graded(seen: list[str]) -> MockBackend:
+    def script(req: LabelRequest) -> list[float]:
+        seen.append(req.prompt)
+        names = [lab.rstrip("]").strip() for lab in req.labels]
+        if "YES" in names:
+            return [0.8 if n == "YES" else 0.2 for n in names]
+        found = re.search(r"grader: (.*) against (.*), each key", req.prompt) or re.search(
+            r"<golden_claim>\n(.*)\n</golden_claim>\n\n<predicted_claim>\n(.*)\n</predicted_claim>", req.prompt)
+        assert found is not None, req.prompt
+        grades = GRADES.get((found.group(1), found.group(2)), {"0": 1.0})
+        return [grades.get(n, 0.0) for n in names]
+    return MockBackend("graded", script)
+
+
+def test_flights_keys_are_graded_0_to_3_on_the_benchmark_prompt_binarised_by_the_most_probable_grade(
+        tmp_path: Path) -> None:
+    recipe = get_recipe("livedrbench")
+    assert recipe.groups["keyed"]["options"]["match_labels"] == "3=1,2=1,1=0,0=0"
+    with pytest.raises(InputError, match="its group 'keyed'") as info:
+        with_benchmark_dir(recipe, _checkout(tmp_path))
+    assert recipe.groups["keyed"]["benchmark"]["sha256"] in str(info.value)
+    used = with_benchmark_dir(recipe, _checkout(tmp_path), allow_changed=True)
+    seen: list[str] = []
+    judge = recipe_judge(used, _graded(seen), store=tmp_path / "s.sqlite")
+    run = run_recipe(used, items_from_dicts(ITEMS), judge, bootstrap=0)
+    judge.close()
+    graded = [p for p in seen if "STAND-IN dict grader" in p]
+    assert len(graded) == 4 and all('"Answer: [3]" or "Answer: [2]"' in p for p in graded)  # 2 gold x 2 claims
+    assert "STAND-IN dict grader: <golden_claim>" not in graded[0] and "flight: XY123 against" in "".join(graded)
+    assert sum("STAND-IN equivalence" in p for p in seen) == 1  # scifacts: the EM prompt, YES/NO
+    by_item = {r["item_id"]: r for r in run.records}
+    assert by_item["f"]["prompt"]["group"] == "keyed" and by_item["f"]["prompt"]["matches_recipe"] is False
+    assert by_item["f"]["matching"]["hard_match"] == [[1.0, 0.0], [0.0, 0.0]]
+    assert by_item["f"]["matching"]["p_match"][1][1] == pytest.approx(0.6)
+    # hard (published): the flight counts (argmax 3), the date not (argmax 1): P = R = 1/2 -> F1 1/2; the
+    # scifacts item: its one prediction matches (0.8): F1 1. Mean over the two responses
+    assert run.result.value == pytest.approx((0.5 + 1.0) / 2)
+    # soft: the gate P(flight >= 2) = 0.7, x (1 + P(date >= 2) = 0.6), over 2 keys each way: 0.56; scifacts 0.8
+    assert run.readings["soft"].value == pytest.approx((0.7 * 1.6 / 2 + 0.8) / 2)
+    assert run.result.groups["flights"].value == pytest.approx(0.5)
+
+
+def test_a_group_prompt_with_the_recipe_s_hash_is_used_as_it_is(tmp_path: Path) -> None:
+    shipped = get_recipe("livedrbench").path
+    assert shipped is not None
+    folder = tmp_path / "recipe"
+    folder.mkdir()
+    for name in ("match.txt", "grade.txt"):
+        (folder / name).write_text((shipped.parent / name).read_text())
+    text = shipped.read_text()
+    for original, mine in (("eb9b52c3c8d3de544b04c1dc173eb7f078b72abe8f3bbe17924cd211e013aa5e", FLIGHTS),
+                           ("ee88d2c1b8378d46a4b6035c69bf0c089b8d0d12f4778282240b6a836bcda610", SCIFACTS)):
+        text = text.replace(original, hashlib.sha256(mine.encode()).hexdigest())
+    (folder / "recipe.toml").write_text(text)
+    used = with_benchmark_dir(load_recipe(folder), _checkout(tmp_path))
+    assert used.group_prompts["keyed"]["matches_recipe"] is True
+    assert used.groups["keyed"]["options"]["templates"]["match"].startswith(
+        "STAND-IN dict grader: ${gold} against ${claim}")
+
+
+def test_without_a_checkout_the_keys_are_graded_on_our_own_prompt(tmp_path: Path) -> None:
+    recipe = get_recipe("livedrbench")
+    seen: list[str] = []
+    judge = recipe_judge(recipe, _graded(seen), store=tmp_path / "s.sqlite")
+    run = run_recipe(recipe, items_from_dicts(ITEMS[:1]), judge, bootstrap=0)
+    judge.close()
+    assert all("Give the grade of the predicted value" in p for p in seen) and len(seen) == 4
+    assert run.records[0]["prompt"] == {"source": "recipe", "files": {"match": "grade.txt"}, "group": "keyed"}
+    assert run.result.value == pytest.approx(0.5)
+
+
+def test_match_labels_without_values_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "recipe.toml").write_text(
+        'name = "r"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "claims"\n'
+        '[options]\nmatch = true\nverify = false\nmatch_labels = "3,2,1,0"\n[metric]\nname = "livedr"\n')
+    with pytest.raises(InputError, match="match_labels must give each label its value") as info:
+        load_recipe(tmp_path)
+    assert info.value.file == str(tmp_path / "recipe.toml")

@@ -178,7 +178,7 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
     r = get_recipe(recipe)
     if benchmark_dir is not None:
         r = with_benchmark_dir(r, benchmark_dir, allow_changed=allow_changed_prompt)
-        for used in [r.prompt, *r.rubric_prompts.values()]:
+        for used in [r.prompt, *r.rubric_prompts.values(), *r.group_prompts.values()]:
             if used.get("matches_recipe") is False:
                 err.print(escape(f"warning: {used['file']} has sha256 {used['sha256']}, not the recipe's "
                                  f"{used['recipe_sha256']}: judging with the changed file (--allow-changed-prompt)"),

@@ -50,6 +50,8 @@ def _livedr_pairs(r: Record) -> tuple[list[list[float]], list[str], list[str], M
     if not isinstance(matching, Mapping) or not gold:
         return None
     matrix = [list(map(float, row)) for row in matching.get("p_match") or []]
+    if r.get("_hard") and matching.get("hard_match"):  # graded labels: the most probable grade's verdict
+        matrix = [list(map(float, row)) for row in matching["hard_match"]]
     if len(matrix) != len(gold) or any(len(row) != len(claims) for row in matrix):
         return None
     return matrix, gold, claims, getattr(item, "fields", None) or {}
@@ -194,7 +196,7 @@ def _keyed(matrix: list[list[float]], gold: list[str], claims: list[str], fields
 
 def _livedr(r: Record, p: Mapping[str, Any]) -> float | None:
     """LiveDRBench's per-category formula on the record's P(match) matrix (see the metric's description)."""
-    found = _livedr_pairs(r)
+    found = _livedr_pairs({**r, "_hard": bool(p["hard"])})
     if found is None:
         return None
     matrix, gold, claims, fields = found

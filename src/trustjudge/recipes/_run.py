@@ -20,6 +20,7 @@ from ..modes._templates import read_template
 from ._answers import extract_answers
 from ._execute import attempt_rows, execute_items, given_kinds
 from ._fields import rubric_kind
+from ._groups import group_items, merged_options
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
@@ -130,7 +131,14 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
     task = judge.task(recipe.mode, **recipe.options)
     prompt = recipe.prompt_used()
     records: list[dict[str, Any]] = []
-    for value, group in _by_rubric(recipe, items):
+    for name, group in group_items(recipe.groups_by, recipe.groups, items) if recipe.groups else ():
+        options = merged_options(recipe.options, recipe.groups[name]) if name is not None else recipe.options
+        own = (recipe.groups[name]["options"].get("templates") or {}) if name is not None else {}
+        used = {**(recipe.group_prompts.get(name or "") or ({"source": "recipe", "files": {
+            k: Path(v).name for k, v in own.items()}} if own else prompt)), **({"group": name} if name else {})}
+        records += [{**r.to_dict(), "prompt": used}
+                    for r in judge.run(judge.task(recipe.mode, **options), group, progress=progress)]
+    for value, group in _by_rubric(recipe, items) if not recipe.groups else ():
         if value is None:
             records += [{**r.to_dict(), "prompt": prompt} for r in judge.run(task, group, progress=progress)]
         else:
