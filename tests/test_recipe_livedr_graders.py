@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from trustjudge import InputError, MockBackend, items_from_dicts
 from trustjudge.backends import LabelRequest
+from trustjudge.cli import cli
 from trustjudge.recipes import get_metric, get_recipe, load_recipe, recipe_judge, run_recipe
 from trustjudge.recipes._readers import read
 from trustjudge.recipes._recipe import with_benchmark_dir
@@ -205,3 +207,26 @@ def test_match_labels_without_values_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="match_labels must give each label its value") as info:
         load_recipe(tmp_path)
     assert info.value.file == str(tmp_path / "recipe.toml")
+
+
+def test_the_recipes_listing_names_the_group_s_template() -> None:
+    result = CliRunner().invoke(cli, ["recipes"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "subset=keyed.match=grade.txt" in result.output
+
+
+@pytest.mark.parametrize("table, field", [
+    ('[groups]\nby = "subset"\n[groups.k]\nvalues = []\n', "groups.k.values"),
+    ('[groups]\nby = "subset"\n[groups.k]\nvalues = ["x"]\nother = 1\n', "groups.k.other"),
+    ('[groups]\nby = "subset"\n[groups.k]\nvalues = ["x"]\noptions = { nothing = 1 }\n', "groups.k.options.nothing"),
+    ('[groups]\nby = "subset"\n[groups.k]\nvalues = ["x"]\n[groups.k.benchmark]\nkind = "match"\nfile = "a.py"\n'
+     'sha256 = "00"\nlayout = "${benchmark_prompt}"\n', "groups.k.benchmark.sha256"),
+    ('[groups]\nby = "sub set"\n', "groups.by"),
+])
+def test_a_bad_groups_table_is_refused_naming_its_field(tmp_path: Path, table: str, field: str) -> None:
+    (tmp_path / "recipe.toml").write_text(
+        'name = "r"\nversion = "1"\nbenchmark = "b"\nsource = "s"\nmode = "claims"\n'
+        '[options]\nmatch = true\nverify = false\n[metric]\nname = "livedr"\n' + table)
+    with pytest.raises(InputError) as info:
+        load_recipe(tmp_path)
+    assert info.value.field == field and info.value.file == str(tmp_path / "recipe.toml")

@@ -171,7 +171,8 @@ class Recipe:
         """Every template file the recipe reads, by kind (``check``) or claims stage (``match``)."""
         out: dict[str, Path] = dict(self.templates)
         out.update({f"{self.rubrics_by}={value}": path for value, path in self.rubrics.items()})
-        for prefix, options in [("", self.options), *[(f"{p.name}.", p.options) for p in self.parts]]:
+        for prefix, options in [("", self.options), *[(f"{p.name}.", p.options) for p in self.parts],
+                                *[(f"{self.groups_by}={name}.", g["options"]) for name, g in self.groups.items()]]:
             for stage, path in (options.get("templates") or {}).items():
                 if isinstance(path, Path) or "\n" not in str(path):
                     out[f"{prefix}{stage}"] = Path(path)
@@ -328,8 +329,9 @@ def load_recipe(path: str | Path) -> Recipe:
     ours = parse_rules(data.get("ours_rules"), file, prefix="ours_") if "ours_rules" in data else ()
     if ours and parts:
         raise InputError("is for a one-mode recipe", file=file, field="ours_rules")
-    if "groups" in data and parts:
-        raise InputError("is for a one-mode recipe", file=file, field="groups")
+    if "groups" in data and (parts or "rubrics" in data):
+        raise InputError("is for a one-mode recipe without [rubrics] (a group's options are its prompts)", file=file,
+                         field="groups")
     groups_by, groups = parse_groups(data.get("groups"), p, lambda raw, prefix: _options(mode, raw, file, prefix))
     recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
                     metric_name, params, options, dict(judge), templates, tuple(audit),
