@@ -146,6 +146,11 @@ def test_celltype_rows_and_outputs_are_joined_in_order_with_the_ontology_chain(t
     # the chain from the root down, CL terms only (the UBERON parent is not a CL term): by hand
     assert items[0].context == ("Term 1: CL:0000084 T cell\nPath 1:\nCL:0000000 cell\n  CL:0000542 lymphocyte\n"
                                 "    CL:0000084 T cell")
+    with pytest.raises(InputError, match="names the task 'celltype', but the file is read as captioning") as info:
+        read(spec, "sc-arena-captioning")
+    assert info.value.field == "task"
+    spec.write_text(json.dumps({"data": "cell_sentences_fixed.jsonl", "outputs": {"model_a": "out_a.jsonl"},
+                                "evaluators": "SC-Arena/evaluators"}))  # no task named: read as --format says
     caption = read(spec, "sc-arena-captioning")[0]
     assert caption.question == "CD3E CD2" and caption.context is not None
     assert 'T cell: A "type" of lymphocyte.' in caption.context and "cell: A material entity." in caption.context

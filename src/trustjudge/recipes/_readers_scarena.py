@@ -331,9 +331,20 @@ def _perturbation(file: str, data: Any) -> Rows:
     return out
 
 
+def _task(task: str, reader: Callable[[str, Any], Rows]) -> Callable[[str, Any], Rows]:
+    """``reader``, refusing an object that names another task (a cell file read as the wrong task)."""
+    def read(file: str, data: Any) -> Rows:
+        if isinstance(data, dict) and "task" in data and data["task"] != task:
+            raise InputError(f"names the task {data['task']!r}, but the file is read as {task} (--format "
+                             f"sc-arena-{task}): name the task the outputs answer", file=file, field="task")
+        return reader(file, data)
+    return read
+
+
 SC_ARENA_READERS: dict[str, Callable[[str, Any], Rows]] = {
-    "sc-arena-celltype": _cells("celltype"), "sc-arena-captioning": _cells("captioning"),
-    "sc-arena-generation": _generation, "sc-arena-perturbation": _perturbation}
+    f"sc-arena-{task}": _task(task, reader) for task, reader in (
+        ("celltype", _cells("celltype")), ("captioning", _cells("captioning")), ("generation", _generation),
+        ("perturbation", _perturbation))}
 
 
 def looks_like_sc_arena(data: Any, fmt: str) -> bool:
