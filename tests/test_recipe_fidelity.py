@@ -345,7 +345,11 @@ def test_sc_arena_scienceqa_file_is_read(tmp_path: Path) -> None:
     assert item.reference == "Because." and item.fields["subset"] == "Pathway Logic"
     assert item.context == ("Question type: Pathway Logic\n\nReference paper title: T\n\nReference paper abstract: "
                             "Abs.\n\nRelevant passage: Fig. 2 shows it.")
-    assert item.responses[0].text == "Because"  # the benchmark judges the [Answer: ...] where there is one
+    assert item.responses[0].text.startswith("I reason at length.")  # read as released; the recipe extracts:
+    judge = recipe_judge(get_recipe("sc-arena"), "mock/hash", store=":memory:")
+    run = run_recipe(get_recipe("sc-arena"), [item], judge, bootstrap=0)
+    judge.close()
+    assert run.records[0]["answer"] == {"sent": "Because", "found": "marker", "by": "task=scienceqa"}
 
 
 def test_livedrbench_rows_and_predictions_are_read(tmp_path: Path) -> None:
@@ -443,7 +447,7 @@ def test_sc_arena_judges_each_task_on_its_own_rubric(tmp_path: Path) -> None:
     recipe = get_recipe("sc-arena")
     items = items_from_dicts([
         {"id": "c", "question": "Which cell type?", "reference": "CD4+ T cell", "task": "celltype",
-         "responses": [{"id": "m", "text": "a T cell"}]},
+         "responses": [{"id": "m", "text": "I think [Predicted_Cell_Type: a T cell]"}]},
         {"id": "q", "question": "Why?", "reference": "Because.", "task": "scienceqa",
          "responses": [{"id": "m", "text": "No idea"}]}])
     judge = recipe_judge(recipe, MockBackend("sc", script), store=tmp_path / "s.sqlite")

@@ -32,7 +32,10 @@ def _never(req: Any) -> Any:
 
 
 def _yes_no(p: float, labels: tuple[str, ...] | list[str]) -> list[float]:
-    return [p if lab.rstrip("]").strip() == "YES" else 1.0 - p for lab in labels]
+    names = [lab.rstrip("]").strip() for lab in labels]
+    if "YES" not in names:  # the flights' 0-3 grades: P(3) = p, P(0) = 1 - p
+        return [p if n == "3" else 1.0 - p if n == "0" else 0.0 for n in names]
+    return [p if n == "YES" else 1.0 - p for n in names]
 
 
 # -- LiveDRBench --------------------------------------------------------------------------------------------
@@ -96,7 +99,9 @@ def test_livedrbench_greedy_f1_per_subset_by_hand_and_a_rerun_makes_no_call(tmp_
     # match only: one question per (gold, predicted) pair, no verification, no extraction
     assert judge.stats.label_calls == 3 * 2 + 3 * 1 + 2 * 1 + 2 * 2 + 1 + 1 and judge.stats.generate_calls == 0
     judge.close()
-    assert all("all the key information of the golden claim" in p for p in prompts)  # the recipe's own prompt
+    own = [p for p in prompts if "Give the grade of the predicted value" not in p]  # flights: graded 0-3
+    assert len(own) == len(prompts) - 2 * (1 + 2)
+    assert all("all the key information of the golden claim" in p for p in own)
     # greedy: each predicted claim in order takes the first free gold claim with P >= 0.5
     # e1/sys1: "Alpha's" takes gold 0 (0.9); "Beta put out" finds gold 0 taken, gold 1 at 0.4 < 0.5: 1 hit of
     # 3 gold, 2 predicted (the best one-to-one assignment would have found 2)
@@ -155,11 +160,12 @@ def test_bad_livedrbench_recipes_are_refused(tmp_path: Path, edit: str, field: s
     shipped = get_recipe("livedrbench").path
     assert shipped is not None
     text = shipped.read_text()
-    (tmp_path / "match.txt").write_text((shipped.parent / "match.txt").read_text())
+    for name in ("match.txt", "grade.txt"):
+        (tmp_path / name).write_text((shipped.parent / name).read_text())
     if edit:
         text = text.replace('templates = { match = "match.txt" }', edit)
     elif field == "metric.by":
-        text = text.replace('by = "subset"', 'by = "sub set"')
+        text = text.replace('by = "subset"', 'by = "sub set"', 1)
     else:
         text = text.replace('value = "f1"', 'value = "auc"')
     (tmp_path / "recipe.toml").write_text(text)

@@ -58,29 +58,34 @@ SC_ITEMS = [
     {"id": "q2", "question": "What is six times seven?", "reference": "42",
      "responses": [{"id": "a", "text": " 42 ", "system": "m1"}, {"id": "b", "text": "forty-two", "system": "m2"}]},
 ]
-SC_JUDGE = {"Lyon": {"0": 0.8, "1": 0.2}, "The capital is Paris.": {"5": 0.5, "4": 0.5}, "forty-two": {"5": 1.0}}
+SC_JUDGE = {"Lyon": {"0": 0.8, "1": 0.2}, "The capital is Paris.": {"5": 0.5, "4": 0.5}, "forty-two": {"5": 1.0},
+            "Paris": {"5": 0.6, "4": 0.4}, " 42 ": {"3": 1.0}}
 
 
-def test_sc_arena_accuracy_by_hand_exact_matches_make_no_call_and_a_rerun_none(tmp_path: Path) -> None:
+def test_sc_arena_headline_judges_exact_matches_as_the_benchmark_and_ours_scores_them_5(tmp_path: Path) -> None:
+    """The benchmark's scienceqa, captioning and generation evaluators judge every answer (no shortcut): so does
+    the headline; ours (an answer equal to the reference scores 5 in every task) is printed beside it, named."""
     recipe = get_recipe("sc-arena")
     assert recipe.options["scale"] == "0-5"
-    assert [r.id for r in recipe.options["rules"]] == ["celltype-match", "exact-match"]
+    assert [r.id for r in recipe.options["rules"]] == ["celltype-match"]
+    assert [r.id for r in recipe.ours_rules] == ["exact-match"]
     store = tmp_path / "s.sqlite"
     backend = _scripted(SC_JUDGE)
     run, calls = _run("sc-arena", backend, SC_ITEMS, store)
-    assert calls == 3  # "Paris" and " 42 " equal their references: scored 5 by the rule, no call
-    # expected scores: 5 (rule), 0.2 (0.8 x 0 + 0.2 x 1), 4.5, 5 (rule), 5 -> accuracy = mean of 0.2 x score
-    scores = [5.0, 0.2, 4.5, 5.0, 5.0]
-    soft = run.readings["soft"]  # the published reading is the judge's integer (hard); soft beside it
-    assert soft.value == pytest.approx(sum(0.2 * s for s in scores) / 5)
-    assert soft.systems["m1"].value == pytest.approx(1.0)
-    assert soft.systems["m2"].value == pytest.approx((0.2 * 0.2 + 0.2 * 5.0) / 2)
-    # hard: argmax labels 5 (rule), 0, 4 or 5 (tie: the first, 4), 5, 5
+    assert calls == 5  # "Paris" and " 42 " equal their references, and are judged all the same
+    assert not any(r.get("rule") for r in run.records)
+    # hard (published): argmax 5, 0, 4 (tie: the first), 3, 5
     assert next(iter(run.readings)) == "hard"
-    assert run.result.value == pytest.approx(sum(0.2 * s for s in [5, 0, 4, 5, 5]) / 5)
-    ruled = {(r["item_id"], r["response_id"]): r.get("rule") for r in run.records}
-    assert ruled == {("q1", "a"): "exact-match", ("q1", "b"): None, ("q1", "c"): None, ("q2", "a"): "exact-match",
-                     ("q2", "b"): None}
+    assert run.result.value == pytest.approx(sum(0.2 * s for s in [5, 0, 4, 3, 5]) / 5)
+    # soft: 4.6, 0.2 (0.8 x 0 + 0.2 x 1), 4.5, 3, 5
+    soft = run.readings["soft"]
+    assert soft.value == pytest.approx(sum(0.2 * s for s in [4.6, 0.2, 4.5, 3.0, 5.0]) / 5)
+    assert soft.systems["m1"].value == pytest.approx((0.2 * 4.6 + 0.2 * 3.0) / 2)
+    # ours, beside: the two exact matches scored 5 by the rule, the published (hard) reading otherwise
+    ours = run.readings["ours (exact-match)"]
+    assert ours.value == pytest.approx(sum(0.2 * s for s in [5, 0, 4, 5, 5]) / 5)
+    assert ours.systems["m1"].value == pytest.approx(1.0)
+    assert list(run.to_dict()["readings"])[-1] == "ours (exact-match)"
     assert all(r["scale"] == 5 and r["scale_min"] == 0 for r in run.records)
     # the prompt is grounded: the judge saw the reference and the context
     assert any("France's capital and largest city" in str(h.prompt) and "Paris" in str(h.prompt)
@@ -89,23 +94,31 @@ def test_sc_arena_accuracy_by_hand_exact_matches_make_no_call_and_a_rerun_none(t
     assert calls == 0 and again.result.value == pytest.approx(run.result.value)
 
 
-
-def test_sc_arena_celltype_match_is_the_evaluator_s_lower_cased_one(tmp_path: Path) -> None:
-    """As cell_type_annotation.py's evaluate: the type in [Predicted_Cell_Type: ...], stripped, equal to the true
-    type lower-cased (predicted.lower() == true.lower()) scores full marks with no call; a different type, or
-    one that differs by more than case (punctuation counts), goes to the judge."""
+def test_sc_arena_celltype_sends_the_extracted_type_or_unknown_and_matches_it_lower_cased(tmp_path: Path) -> None:
+    """As cell_type_annotation.py's evaluate: the type in [Predicted_Cell_Type: ...], stripped, else "Unknown";
+    equal to the true type lower-cased (predicted.lower() == true.lower()) it scores full marks with no call;
+    otherwise the judge is sent that type alone (or "Unknown"), never the whole answer; each record says what
+    was sent."""
     items = [{"id": "ct", "question": "Which cell type is this?", "reference": "CD4-positive T cell",
               "task": "celltype",
               "responses": [{"id": "marked", "text": "Reasoning... [Predicted_Cell_Type:  cd4-POSITIVE t cell ]",
                              "system": "m1"},
                             {"id": "bare", "text": "cd4-positive T CELL", "system": "m2"},
-                            {"id": "punct", "text": "[Predicted_Cell_Type: CD4 positive T cell]", "system": "m3"}]}]
-    backend = _scripted({"[Predicted_Cell_Type: CD4 positive T cell]": {"4": 1.0}})
+                            {"id": "punct", "text": "I think so. [Predicted_Cell_Type: CD4 positive T cell] ok",
+                             "system": "m3"}]}]
+    backend = _scripted({"CD4 positive T cell": {"4": 1.0}, "Unknown": {"0": 1.0}})
     run, calls = _run("sc-arena", backend, items, tmp_path / "s.sqlite")
-    assert calls == 1   # only the type that differs by its hyphen is judged
+    assert calls == 2   # the type that differs by its hyphen, and "Unknown" for the answer without a marker
+    sent = [h.prompt[h.prompt.rfind("<response>"):] for h in backend.history]
+    assert "I think so" not in "".join(sent) and "cd4-positive T CELL" not in "".join(sent)
     ruled = {r["response_id"]: r.get("rule") for r in run.records}
-    assert ruled == {"marked": "celltype-match", "bare": "exact-match", "punct": None}
-    assert run.result.value == pytest.approx((1.0 + 1.0 + 0.2 * 4) / 3)
+    assert ruled == {"marked": "celltype-match", "bare": None, "punct": None}
+    answers = {r["response_id"]: r["answer"] for r in run.records}
+    assert answers["marked"] == {"sent": "cd4-POSITIVE t cell", "found": "marker", "by": "task=celltype"}
+    assert answers["bare"] == {"sent": "Unknown", "found": "no marker: the benchmark's fallback",
+                               "by": "task=celltype"}
+    assert answers["punct"]["sent"] == "CD4 positive T cell"
+    assert run.result.value == pytest.approx((1.0 + 0.0 + 0.2 * 4) / 3)
 
 # -- geoprivacy -----------------------------------------------------------------------------------------------
 
@@ -205,10 +218,11 @@ def test_the_disclosure_metric_refuses_an_unknown_value_before_judging(tmp_path:
 @pytest.mark.model
 @pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
 def test_sc_arena_end_to_end_on_the_small_judge(tmp_path: Path) -> None:
-    """The real SmolLM2 judge: exact matches by the rule, the rest judged on 0-5; a rerun makes no call."""
+    """The real SmolLM2 judge: every answer judged on 0-5 (ours scores the exact matches 5 beside); a rerun makes
+    no call."""
     store = tmp_path / "s.sqlite"
     values = []
-    for expected_calls in (3, 0):
+    for expected_calls in (5, 0):
         recipe = get_recipe("sc-arena")
         judge = recipe_judge(recipe, "llamacpp/smollm2-135m", store=store)
         try:
@@ -219,8 +233,7 @@ def test_sc_arena_end_to_end_on_the_small_judge(tmp_path: Path) -> None:
         assert run.result.overall.unscored == 0 and run.result.overall.n == 5
         assert 0.0 <= run.result.value <= 1.0
         judged = [r for r in run.records if "rule" not in r]
-        assert len(judged) == 3 and all(0.0 < r["label_mass"] <= 1.0 for r in judged)
-        ruled = [r for r in run.records if r.get("rule") == "exact-match"]
-        assert [r["scores"]["expected"] for r in ruled] == [5.0, 5.0]
+        assert len(judged) == 5 and all(0.0 < r["label_mass"] <= 1.0 for r in judged)
+        assert "ours (exact-match)" in run.readings  # the exact matches scored 5 there
         values.append(run.result.value)
     assert values[0] == values[1]

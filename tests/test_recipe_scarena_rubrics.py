@@ -59,8 +59,19 @@ CELLTYPE = '''class CellTypeEvaluator:
     """
         return message_template % (true_cell_type, "chain", predicted_cell_type)
 '''
+PERTURBATION = '''class PerturbationEvaluator:
+    def evaluate(self, answers):
+        for idx, data in []:
+            message_template=f"""
+                PERTURBATION stand-in, 0 to 5.
+                Before {ctrl_sentence} by {perturbation_description}
+                Measured {pert_sentence} up {up_genes_str} down {down_genes_str}
+                Predicted {cell_sentence} up {up_genes} down {down_genes}
+                Know {NCBI_gene_card_UniProt_summaries} C {GO_C_description} P {GO_P_description} F {GO_F_description}
+                """
+'''
 FILES = {"scienceqa.py": SCIENCEQA, "captioning.py": CAPTIONING, "generation.py": GENERATION,
-         "cell_type_annotation.py": CELLTYPE}
+         "cell_type_annotation.py": CELLTYPE, "perturbation_prediction.py": PERTURBATION}
 
 
 def _checkout(tmp_path: Path, files: dict[str, str] = FILES) -> Path:
@@ -85,7 +96,7 @@ ITEMS = [
 
 def test_each_task_is_judged_on_its_benchmark_rubric_read_from_the_checkout(tmp_path: Path) -> None:
     recipe = get_recipe("sc-arena")
-    assert set(recipe.rubric_benchmark) == {"captioning", "generation", "celltype"}
+    assert set(recipe.rubric_benchmark) == {"captioning", "generation", "celltype", "perturbation"}
     used = with_benchmark_dir(recipe, _checkout(tmp_path), allow_changed=True)
     seen: dict[str, str] = {}
 

@@ -152,8 +152,9 @@ def _show_audit(audit: dict[str, Any]) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N items.")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="Input format: as for `trustjudge score`, or a benchmark's released format (the recipe's "
-                   "[input] format: omnispatial, livedrbench, puzzleworld, sc-arena-scienceqa, geoprivacy, "
-                   "visplotbench, visplotbench-vis, datamind); "
+                   "[input] format: omnispatial, livedrbench, puzzleworld, sc-arena-scienceqa, sc-arena-celltype, "
+                   "sc-arena-captioning, sc-arena-generation, sc-arena-perturbation, geoprivacy, visplotbench, "
+                   "visplotbench-vis, datamind); "
                    "auto: the recipe's reader where the file has its schema.")
 @click.option("--map", "column_map", multiple=True, metavar="FIELD=COLUMN,...",
               help="Read a table in another schema: which column holds each field (see docs/formats.md).")
@@ -177,7 +178,7 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
     r = get_recipe(recipe)
     if benchmark_dir is not None:
         r = with_benchmark_dir(r, benchmark_dir, allow_changed=allow_changed_prompt)
-        for used in [r.prompt, *r.rubric_prompts.values()]:
+        for used in [r.prompt, *r.rubric_prompts.values(), *r.group_prompts.values()]:
             if used.get("matches_recipe") is False:
                 err.print(escape(f"warning: {used['file']} has sha256 {used['sha256']}, not the recipe's "
                                  f"{used['recipe_sha256']}: judging with the changed file (--allow-changed-prompt)"),
@@ -190,8 +191,9 @@ def run(ctx: click.Context, recipe: str, items: Path, judge: str, store: Path | 
         raise click.BadParameter(f"--map reads a table in another schema; {fmt} is a benchmark's own format, read "
                                  "as published", param_hint="--map")
     source = readable_input(items)
-    own = r.input.get("format")
-    if fmt in READERS or (fmt == "auto" and mapping is None and own in READERS and detect(source, own)):
+    owns = [f.strip() for f in str(r.input.get("format", "")).split(",") if f.strip() in READERS]  # one or several
+    own = next((f for f in owns if detect(source, f)), None) if fmt == "auto" and mapping is None else None
+    if fmt in READERS or own is not None:
         loaded = read_benchmark(source, fmt if fmt in READERS else str(own))
     else:
         if fmt not in ("auto", *FORMATS):

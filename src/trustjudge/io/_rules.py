@@ -22,7 +22,9 @@ where it has none) at the first place it is found in the response, and the rule 
 without it.
 
 An exact, lower or normalized rule never fires on an item without that field (or one that folds to
-nothing). In a suite or recipe file rules are a list (``[[rules]]`` in TOML), checked in order: the first
+nothing). Any rule may be limited to some items with ``when``: a table of item fields and the value each must
+have (``when = { task = "celltype" }``: SC-Arena's shortcut is its cell-type evaluator's only); it does not
+fire on other items. In a suite or recipe file rules are a list (``[[rules]]`` in TOML), checked in order: the first
 that fires wins::
 
     [[rules]]
@@ -55,7 +57,7 @@ FIELDS: tuple[str, ...] = ("reference", "context")
 """The item fields an exact, lower or normalized rule compares a response with."""
 COMPARING: tuple[str, ...] = ("exact", "lower", "normalized")
 """The kinds that compare a response with an item field."""
-RULE_KEYS = frozenset({"kind", "label", "id", "pattern", "field"})
+RULE_KEYS = frozenset({"kind", "label", "id", "pattern", "field", "when"})
 MAX_PATTERN = 10_000
 REGEX_BUDGET_S = 1.0
 """The most one search of a regex rule's pattern in one response may take, in seconds."""
@@ -89,6 +91,8 @@ class Rule:
     field: str = "reference"
     """``exact``, ``lower`` and ``normalized``: the item's field the response is compared with (reference,
     context)."""
+    when: tuple[tuple[str, str], ...] = ()
+    """The item fields (``Item.fields``) and the value each must have for the rule to fire; empty: every item."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -118,10 +122,19 @@ class Rule:
             raise InputError(f"must be one of {', '.join(FIELDS)}, got {self.field!r}", field="field")
         if self.field != "reference" and self.kind not in COMPARING:
             raise InputError(f"is for exact, lower and normalized rules only, not {self.kind}", field="field")
+        when = tuple(self.when.items()) if isinstance(self.when, Mapping) else self.when
+        if not isinstance(when, tuple) or not all(
+                isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) and pair[0]
+                and isinstance(pair[1], (str, int, float, bool)) for pair in when):
+            raise InputError('must be a table of item field -> value ({ task = "celltype" })', field="when")
+        object.__setattr__(self, "when", tuple((k, str(v)) for k, v in when))
 
     def fires(self, item: object, response: _Answer) -> bool:
         """Whether the rule fires on ``response`` of ``item`` (an :class:`~trustjudge.Item`, read for its
         :attr:`field`)."""
+        fields = getattr(item, "fields", None) or {}
+        if any(str(fields.get(k)) != v or k not in fields for k, v in self.when):
+            return False
         text = response.text
         if self.kind == "empty":
             return not text.strip()
@@ -153,6 +166,8 @@ class Rule:
             out["pattern"] = self.pattern
         if self.kind in COMPARING:
             out["field"] = self.field
+        if self.when:
+            out["when"] = dict(self.when)
         return out
 
 
@@ -201,7 +216,7 @@ def parse_rules(raw: Any, file: str | None, line: int | None = None, prefix: str
                                      file=file, line=line, field=f"{at}.{key}")
             try:
                 rule = Rule(entry["kind"], entry["label"], entry.get("id", ""), entry.get("pattern"),
-                            entry.get("field", "reference"))
+                            entry.get("field", "reference"), entry.get("when", ()))
             except InputError as exc:
                 raise InputError(exc.reason, file=file, line=line, field=f"{at}.{exc.field}") from None
         if rule.id in seen:

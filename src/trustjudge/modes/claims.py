@@ -24,14 +24,13 @@ Independence: the count distributions treat claims as independent given the resp
 
 from __future__ import annotations
 
-import math
 import re
 import string
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from ..audit._readers import PartLabelUnits
 from ..backends import GenerateRequest
@@ -43,6 +42,8 @@ from ..io._items import Claim, Item, Response
 from . import _audits, _reports
 from ._base import Asking, AuditContext, Cost, Format, Task, VerifiedCalibration, text_bytes
 from ._cascading import ByPart, Records
+from ._claims_matching import Coverage
+from ._claims_matching import matching as _matching
 from ._prompts import (
     ANSWER_MARKER,
     DEFAULT_TAGS,
@@ -99,7 +100,6 @@ STAGES: dict[str, tuple[str, set[str]]] = {
     "extract": ("extract.txt", EXTRACT_FIELDS), "verify": ("verify.txt", VERIFY_FIELDS),
     "match": ("match.txt", MATCH_FIELDS)}
 """The stages whose prompt a user may replace: name -> (packaged file, required fields)."""
-Coverage = Literal["noisy_or", "max"]
 COVERAGE_RULES: tuple[str, ...] = ("noisy_or", "max")
 _Texts = tuple[str, str, str]
 
@@ -210,6 +210,14 @@ class ClaimsTask(VerifiedCalibration, Task):
     """Verify each claim against the evidence; ``False``: match-only (no verification question, no evidence)."""
     coverage: Coverage = "noisy_or"
     """How P(match) over the predictions gives a gold claim's coverage: ``noisy_or`` or ``max``."""
+    match_labels: LabelSet | None = None
+    """The match question's labels, each valued (a benchmark's 0-3 grade: ``3=1,2=1,1=0,0=0``): P(match) is the
+    expected value, the record's ``hard_match`` the most probable label's; ``None``: YES/NO."""
+
+    @property
+    def match_values(self) -> tuple[float, ...] | None:
+        """The values of :attr:`match_labels` (``None``: the YES/NO question)."""
+        return self.match_labels.values if self.match_labels is not None else None
 
     @property
     def labels(self) -> LabelSet:
@@ -266,7 +274,8 @@ class ClaimsTask(VerifiedCalibration, Task):
                 quoted += sum(text_bytes((item.sources or {})[s]) if s else ev for s in cited) + claim_bytes
             quoted += gold_n * claim_bytes + n * gold_bytes  # matching: every (gold, claim) pair
             judgments += n * (int(self.verify) + gold_n)
-            labels += n * len(self.labels.labels) * int(self.verify) + n * gold_n * len(YES_NO.labels)
+            match_n = len((self.match_labels or YES_NO).labels)
+            labels += n * len(self.labels.labels) * int(self.verify) + n * gold_n * match_n
         return Cost(judgments, quoted, labels)
 
     # -- prompts --------------------------------------------------------------------------------------
@@ -299,10 +308,12 @@ class ClaimsTask(VerifiedCalibration, Task):
 
     def match_question(self, gold: str, claim: str, fmt: Format) -> Question:
         """The question whether ``claim`` states the gold claim ``gold``."""
-        task = f'Reply with the answer only, in the form "{ANSWER_MARKER}YES]" or "{ANSWER_MARKER}NO]".'
+        labels = (self.match_labels or YES_NO).labels
+        task = "Reply with the answer only, in the form " + " or ".join(f'"{ANSWER_MARKER}{lab}]"' for lab in labels)
+        task += "."
         tags = _tags(self.templates)
         user = _templates(self.templates)[2].substitute(gold=quote(gold, tags), claim=quote(claim, tags), task=task)
-        return Question(fmt(self.system, user, ANSWER_MARKER), YES_NO.labels, ANSWER_MARKER)
+        return Question(fmt(self.system, user, ANSWER_MARKER), labels, ANSWER_MARKER)
 
     # -- running --------------------------------------------------------------------------------------
     def extractions(self, items: Sequence[Item], fmt: Format, sampling: Sampling) -> dict[tuple[str, str],
@@ -436,7 +447,7 @@ class ClaimsTask(VerifiedCalibration, Task):
         matching = None
         if isinstance(gold, list) and unscored is None:
             matching = _matching(gold, claims, outcomes[match_start:match_start + len(gold) * len(claims)],
-                                 self.min_overlap, self.coverage)
+                                 self.min_overlap, self.coverage, self.match_values)
         elif self.match and unscored is None:
             unscored = NOT_EXTRACTED if gold == NOT_EXTRACTED else "unparseable_gold_extraction"
         asked = outcomes[start:match_start + (len(gold) * len(claims) if isinstance(gold, list) else 0)]
@@ -475,54 +486,6 @@ def _overlap(a: str, b: str) -> float:
     return len(x & y) / len(x | y) if x | y else 0.0
 
 
-def _noisy_or(ps: Sequence[float]) -> float:
-    """P(at least one matches), the pairs taken as independent: 1 - prod(1 - p)."""
-    return 1.0 - math.prod(1.0 - p for p in ps)
-
-
-def _best(ps: Sequence[float]) -> float:
-    """The best single match: max p (0 for none)."""
-    return max(ps, default=0.0)
-
-
-def _matching(gold: list[str], claims: list[str], outcomes: Sequence[Outcome], min_overlap: float,
-              rule: Coverage = "noisy_or") -> dict[str, Any]:
-    """Matching numbers from the P(match) of every (gold, predicted) pair, gold-major; ``rule`` combines a
-    gold claim's P(match) over the predictions into its coverage (and a prediction's over the gold claims)."""
-    n, m = len(gold), len(claims)
-    matrix = [[0.0] * m for _ in range(n)]
-    judged = skipped = failed = 0
-    for i in range(n):
-        for j in range(m):
-            out = outcomes[i * m + j]
-            if out.unscored == "prefiltered":
-                skipped += 1
-            elif out.probs is None or out.unscored is not None:
-                failed += 1
-            else:
-                judged += 1
-                matrix[i][j] = out.probs[0] / sum(out.probs)
-    combine = _noisy_or if rule == "noisy_or" else _best
-    coverage = [combine(row) for row in matrix]
-    support = [combine([matrix[i][j] for i in range(n)]) for j in range(m)]
-    pairs = A.assignment(matrix) if n and m else []
-    tp = sum(matrix[i][j] for i, j in pairs)
-    hungarian = {"pairs": [[i, j] for i, j in pairs], "expected_true_positives": tp,
-                 "expected_precision": tp / m if m else None, "expected_recall": tp / n if n else None,
-                 "expected_f1": 2 * tp / (n + m) if n + m else None}
-
-    def greedy(order: list[int]) -> dict[str, Any]:
-        permuted = [[row[j] for j in order] for row in matrix]
-        hits = len(A.greedy_order_matching(permuted, 0.5)) if n and m else 0
-        return {"matches": hits, "f1": 2 * hits / (n + m) if n + m else None}
-
-    return {"gold": n, "predicted": m, "p_match": matrix, "coverage_rule": rule, "coverage": coverage,
-            "expected_recall": sum(coverage) / n if n else None,
-            "expected_precision": sum(support) / m if m else None, "hungarian": hungarian,
-            "greedy_in_order": greedy(list(range(m))), "greedy_reversed": greedy(list(range(m))[::-1]),
-            "prefilter": {"min_overlap": min_overlap, "judged": judged, "skipped": skipped, "failed": failed}}
-
-
 __all__ = ["COVERAGE_RULES", "STAGES", "ClaimsOptions", "ClaimsTask", "parse_claims", "stage_templates"]
 
 
@@ -550,6 +513,9 @@ class ClaimsOptions:
     coverage: Coverage = option("noisy_or", "With match: a gold claim's coverage from its P(match) over the "
                                             "predictions: noisy_or (1 - prod(1 - p)) or max (the best one).",
                                 choices=COVERAGE_RULES)
+    match_labels: str | None = option(None, "With match: the match question's labels, each valued (0-3 grades "
+                                            "binarised: 3=1,2=1,1=0,0=0); P(match) their expected value.",
+                                      flag="--match-labels")
 
 
 def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
@@ -563,9 +529,12 @@ def build_claims(j: JudgeSettings, o: ClaimsOptions) -> ClaimsTask:
         raise ConfigError(f"coverage must be one of {', '.join(COVERAGE_RULES)}, got {o.coverage!r}")
     if not (o.verify or o.match):
         raise ConfigError("with verify off and match off claims has nothing to do: turn match on (match-only)")
+    labels = None if o.match_labels is None else LabelSet.parse(o.match_labels)
+    if labels is not None and labels.values is None:
+        raise ConfigError(f"match_labels must give each label its value (3=1,2=1,1=0,0=0), got {o.match_labels!r}")
     return ClaimsTask(o.unknown, o.k, o.match, o.min_overlap, o.max_new_tokens, o.max_claims,
                       templates=stage_templates(o.templates), verify=o.verify, coverage=o.coverage,
-                      system=j.prompts.system)
+                      system=j.prompts.system, match_labels=labels)
 
 
 def _given(first: Records, items: Sequence[Item]) -> list[Item]:

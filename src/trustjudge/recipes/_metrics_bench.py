@@ -50,6 +50,8 @@ def _livedr_pairs(r: Record) -> tuple[list[list[float]], list[str], list[str], M
     if not isinstance(matching, Mapping) or not gold:
         return None
     matrix = [list(map(float, row)) for row in matching.get("p_match") or []]
+    if r.get("_hard") and matching.get("hard_match"):  # graded labels: the most probable grade's verdict
+        matrix = [list(map(float, row)) for row in matching["hard_match"]]
     if len(matrix) != len(gold) or any(len(row) != len(claims) for row in matrix):
         return None
     return matrix, gold, claims, getattr(item, "fields", None) or {}
@@ -95,31 +97,106 @@ def _classes(fields: Mapping[str, Any], n: int) -> list[int] | None:
     return [int(x) for x in parts]
 
 
-def _keyed(matrix: list[list[float]], gold: list[str], claims: list[str], main: set[str],
-           hard: bool) -> tuple[float, float, float]:
-    """LiveDRBench flights / novel datasets: one gold claim per ground-truth key (``key: value``), each graded
-    against the prediction's value of the same key; a key counts when judged a match (the benchmark's 0-3
-    grade binarised: 2 or 3), and nothing counts unless every main key does (the identification gate).
-    Precision = counted / predicted keys, recall = counted / gold keys. Soft: expected counts, independent."""
-    keys = [k for k, _ in (_split_key(g, [g.partition(":")[0].strip()]) for g in gold)]
-    pred_keys = [c.partition(":")[0].strip() for c in claims]
-    ps = []
-    for i, key in enumerate(keys):
-        js = [j for j, k in enumerate(pred_keys) if k == key]
-        q = max((matrix[i][j] for j in js), default=0.0)
-        ps.append((1.0 if q >= 0.5 else 0.0) if hard else q)
-    gate = 1.0
-    for key, q in zip(keys, ps):
-        if key in main:
-            gate *= q
-    rest = sum(q for key, q in zip(keys, ps) if key not in main)
-    score = gate * (sum(1 for key in keys if key in main) + rest) if gate > 0 else 0.0
-    return _prf(score, len(claims), score, len(gold))
+def _sequential(matrix: list[list[float]], hard: bool) -> tuple[float, float, float]:
+    """LiveDRBench prior-art and entities (``src/evals/priorart.py``, ``entities.py``): each prediction in turn
+    is searched for in the gold list left; the gold text it matches (the most probable one, the first on a tie)
+    is removed. Precision = matched / predictions, recall = matched / gold texts. Hard: a match is P >= 0.5;
+    soft: each prediction counts the P of its most probable gold text left, the hard pass's removals kept."""
+    left = list(range(len(matrix)))
+    tp = 0.0
+    m = len(matrix[0]) if matrix else 0
+    for j in range(m):
+        best = max(left, key=lambda i: (matrix[i][j], -i), default=None)
+        if best is None:
+            break
+        q = matrix[best][j]
+        tp += (1.0 if q >= 0.5 else 0.0) if hard else q
+        if q >= 0.5:
+            left.remove(best)
+    return _prf(tp, m, tp, len(matrix))
+
+
+def _split(raw: Any) -> set[str]:
+    return {x.strip() for x in str(raw or "").split(",") if x.strip()}
+
+
+def _rows(raw: Any, n: int) -> list[str] | None:
+    """Each claim's entry (``dK``: the K-th ground-truth dict; ``rK.I``: row I of the K-th list of dicts)."""
+    if raw is None:
+        return ["d0"] * n
+    parts = [x.strip() for x in str(raw).split(",")]
+    return parts if len(parts) == n else None
+
+
+def _row_match(gold_rows: dict[str, list[int]], pred: list[int], primary: set[str], q: Any, gkeys: list[str],
+               ckeys: list[str]) -> str | None:
+    """The gold row (of those left) a predicted row corresponds to by the primary keys both give, each matched
+    (P >= 0.5): the most probable (product of those P), the first on a tie; ``None``: no row corresponds."""
+    best: tuple[float, str] | None = None
+    for row, gis in gold_rows.items():
+        shared = [(i, j) for i in gis for j in pred if gkeys[i] in primary and ckeys[j] == gkeys[i]]
+        if not shared or any(q(i, j) < 0.5 for i, j in shared):
+            continue
+        score = math.prod(q(i, j) for i, j in shared)
+        if best is None or score > best[0]:
+            best = (score, row)
+    return None if best is None else best[1]
+
+
+def _keyed(matrix: list[list[float]], gold: list[str], claims: list[str], fields: Mapping[str, Any],
+           hard: bool) -> tuple[float, float, float] | None:
+    """LiveDRBench flights / novel datasets (``src/evals/datasets_flights.py``): one gold claim per ground-truth
+    key (``key: value``), graded against the prediction's value of the same key; a key counts when judged a
+    match (the benchmark's 0-3 grade binarised: 2 or 3). A list of dicts (item fields ``gold_row`` and
+    ``claim_row``: ``rK.I``) is matched row by row: each predicted row, in order, takes the gold row left whose
+    primary keys (``primary_keys``) it matches, which is then removed. Nothing of an evaluation counts unless its
+    main keys (``main_claims``) do, and nothing at all unless those of the dicts (``dK``) do (the identification
+    gate). Keys in ``ignore_keys`` are not counted. Precision = counted / predicted keys, recall = counted /
+    gold keys. Soft: expected counts with the hard pass's row matches, pairs independent."""
+    gkeys = [g.partition(":")[0].strip() for g in gold]
+    ckeys = [c.partition(":")[0].strip() for c in claims]
+    grow, crow = _rows(fields.get("gold_row"), len(gold)), _rows(fields.get("claim_row"), len(claims))
+    if grow is None or crow is None:
+        return None
+    main, ignore, primary = (_split(fields.get(k)) for k in ("main_claims", "ignore_keys", "primary_keys"))
+
+    def q(i: int, j: int) -> float:
+        return matrix[i][j]
+
+    def graded(gis: list[int], cjs: list[int]) -> list[float]:
+        ps = [max((q(i, j) for j in cjs if ckeys[j] == gkeys[i]), default=0.0) for i in gis]
+        return [(1.0 if x >= 0.5 else 0.0) if hard else x for x in ps]
+
+    by_gold: dict[str, list[int]] = defaultdict(list)
+    by_pred: dict[str, list[int]] = defaultdict(list)
+    for i, g in enumerate(grow):
+        by_gold[g].append(i)
+    for j, c in enumerate(crow):
+        by_pred[c].append(j)
+    pairs: list[tuple[list[int], list[int], bool]] = [(gis, by_pred.get(g, []), True) for g, gis in by_gold.items()
+                                                      if g.startswith("d")]
+    for entry in dict.fromkeys(c.split(".")[0] for c in crow if c.startswith("r")):
+        left = {g: gis for g, gis in by_gold.items() if g.split(".")[0] == entry}
+        for c, cjs in by_pred.items():
+            if c.split(".")[0] == entry:
+                row = _row_match(left, cjs, primary, q, gkeys, ckeys)
+                if row is not None:
+                    pairs.append((left.pop(row), cjs, False))
+    gate, total = 1.0, 0.0
+    for gis, cjs, is_dict in pairs:
+        ps = graded(gis, cjs)
+        own = math.prod(x for i, x in zip(gis, ps) if gkeys[i] in main)
+        gate *= own if is_dict else 1.0
+        counted = [(i, x) for i, x in zip(gis, ps) if gkeys[i] not in ignore]
+        total += (1.0 if is_dict else own) * (sum(1 for i, _ in counted if gkeys[i] in main)
+                                              + sum(x for i, x in counted if gkeys[i] not in main))
+    score = gate * total
+    return _prf(score, sum(1 for k in ckeys if k not in ignore), score, sum(1 for k in gkeys if k not in ignore))
 
 
 def _livedr(r: Record, p: Mapping[str, Any]) -> float | None:
     """LiveDRBench's per-category formula on the record's P(match) matrix (see the metric's description)."""
-    found = _livedr_pairs(r)
+    found = _livedr_pairs({**r, "_hard": bool(p["hard"])})
     if found is None:
         return None
     matrix, gold, claims, fields = found
@@ -128,8 +205,12 @@ def _livedr(r: Record, p: Mapping[str, Any]) -> float | None:
     if not claims:
         prf = (0.0, 0.0, 0.0)
     elif category in p["keyed"] or any(category.startswith(k) for k in p["keyed"] if k.endswith("-")):
-        main = {x.strip() for x in str(fields.get("main_claims", "")).split(",") if x.strip()}
-        prf = _keyed(matrix, gold, claims, main, hard)
+        keyed = _keyed(matrix, gold, claims, fields, hard)
+        if keyed is None:
+            return None
+        prf = keyed
+    elif category in p["sequential"]:
+        prf = _sequential(matrix, hard)
     elif category in p["product"]:
         classes = _classes(fields, len(gold))
         if classes is None:
@@ -160,12 +241,15 @@ for _metric in (
            "expectation with independent steps.", readings={"hard": {"hard": True}, "soft": {"hard": False}}),
     Metric("livedr", ("claims",), _livedr,
            {"value": "f1", "hard": True, "subset": "subset", "keyed": ["flights", "novel-datasets-"],
-            "product": ["scifacts-materials"], "keys": ["material", "paper_title"]},
+            "product": ["scifacts-materials"], "keys": ["material", "paper_title"],
+            "sequential": ["prior-art", "entities"]},
            "LiveDRBench per category (item field `subset`): scifacts any-match precision/recall over equivalence "
            "classes (item field gold_class: each gold claim's class); materials the product of the per-key "
            "(`keys`) numbers, F1_material x F1_title; keyed categories (flights, novel-datasets-*) per key "
            "`key: value`, a key counting when matched, all zero unless the main keys (item field main_claims) "
-           "match; hard: P(match) >= 0.5, soft: expected.", choices={"value": ("precision", "recall", "f1")},
+           "match, lists of dicts matched row by row on primary_keys, ignore_keys not counted; sequential "
+           "categories (prior-art, entities): each prediction in turn takes the gold text left it matches, removed; "
+           "hard: P(match) >= 0.5, soft: expected.", choices={"value": ("precision", "recall", "f1")},
            readings={"hard": {"hard": True}, "soft": {"hard": False}}),
 ):
     register_metric(_metric)

@@ -241,14 +241,20 @@ def _percent(body: str, fields: list[str], file: str) -> str:
 
 
 def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_changed: bool = False,
-                          rubric: str | None = None) -> BenchmarkPrompt:
+                          rubric: str | None = None, group: str | None = None) -> BenchmarkPrompt:
     """The benchmark prompt of ``recipe`` (a :class:`~trustjudge.recipes.Recipe`) read from ``benchmark_dir`` (a
     checkout of the benchmark's repository); ``rubric``: the benchmark's prompt for the items whose rubric field
     has that value (``[rubrics.benchmark.VALUE]``), not the recipe's ``[benchmark_prompt]``.
 
     Raises InputError: the recipe names no benchmark prompt, the file is missing or outside the checkout, or
-    its sha256 is not the recipe's (unless ``allow_changed``: then it is used and said as changed)."""
+    its sha256 is not the recipe's (unless ``allow_changed``: then it is used and said as changed). ``group``: the
+    benchmark's prompt of the items of that group (``[groups.NAME.benchmark]``)."""
     spec: Mapping[str, Any] = recipe.benchmark_prompt if rubric is None else recipe.rubric_benchmark.get(rubric, {})
+    if group is not None:
+        spec, rubric = recipe.groups.get(group, {}).get("benchmark") or {}, None
+        if not spec:
+            raise InputError(f"recipe {recipe.name!r} names no benchmark prompt for the group {group!r}",
+                             file=str(recipe.path) if recipe.path else None, field=f"groups.{group}.benchmark")
     if rubric is not None and not spec:
         raise InputError(f"recipe {recipe.name!r} names no benchmark prompt for the rubric {rubric!r}",
                          file=str(recipe.path) if recipe.path else None, field=f"rubrics.benchmark.{rubric}")
@@ -269,7 +275,7 @@ def load_benchmark_prompt(recipe: Any, benchmark_dir: str | Path, *, allow_chang
     digest = hashlib.sha256(data).hexdigest()
     if digest != spec["sha256"] and not allow_changed:
         at = f" at commit {spec['commit']}" if spec.get("commit") else ""
-        of = "" if rubric is None else f" (its rubric {rubric!r})"
+        of = f" (its group {group!r})" if group is not None else "" if rubric is None else f" (its rubric {rubric!r})"
         raise InputError(f"has sha256 {digest}, not {spec['sha256']}: the file is not the one recipe "
                          f"{recipe.name!r} was written for{at}{of}. Check out that commit, or pass "
                          "--allow-changed-prompt to judge with it anyway (the records then say it changed)",

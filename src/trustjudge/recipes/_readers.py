@@ -13,6 +13,9 @@ line (the row's position, 1-based) and field.
   added as ``model_answer`` (or ``responses``); ``task`` is ``scienceqa``, ``subset`` the question type; the
   context gives the question type, the paper's title and abstract and the question's ``relevant_passage``, and
   an answer's ``[Answer: ...]`` is what is judged where it has one (as the benchmark's evaluator does).
+- ``sc-arena-celltype``, ``sc-arena-captioning``, ``sc-arena-generation``, ``sc-arena-perturbation``: SC-Arena's
+  other data files (:mod:`._readers_scarena`), each row with the model's answer added, or one object naming
+  the data file, the ``--out`` files of ``run_inference.py`` and the checkout's ``evaluators`` folder.
 - ``livedrbench``: LiveDRBench's predictions file (``[{key, preds}]``) beside the dataset's rows as released
   (``[{key, category, question, ground_truths, misc, canary}]``, the two fields decrypted here with the row's
   canary; rows already decoded are taken as they are), read from one JSON object ``{"rows": [...], "preds":
@@ -37,7 +40,6 @@ import base64
 import csv
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ from typing import Any
 from ..errors import InputError
 from ..io._items import Item, items_from_dicts
 from ._readers_datamind import looks_like_dsgym, read_dsgym
+from ._readers_scarena import SC_ARENA_READERS, looks_like_sc_arena
 from ._readers_visplot import VISPLOT_READERS, looks_like_results
 
 __all__ = ["READERS", "decrypt", "detect", "read", "read_benchmark"]
@@ -114,20 +117,11 @@ def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
                                                       ("Reference paper title", paper.get("title")),
                                                       ("Reference paper abstract", paper.get("abstract")),
                                                       ("Relevant passage", q.get("relevant_passage"))) if v]
-            responses = [{**r, "text": _bracketed_answer(r["text"])} for r in _responses(q, "model_answer", file, line)]
+            responses = _responses(q, "model_answer", file, line)  # the recipe's [answers] reads [Answer: ...]
             out.append({"id": f"{line}-{k}", "question": q["question"], "reference": q["answer"],
                         "context": "\n\n".join(f"{label}: {v}" for label, v in given) or None,
                         "task": "scienceqa", "subset": str(q.get("type", "")), "responses": responses})
     return out
-
-
-_ANSWER = re.compile(r"\[Answer:\s*([^\]]+?)\]")
-
-
-def _bracketed_answer(text: str) -> str:
-    """What SC-Arena's scienceqa evaluator judges of a model's output: the first ``[Answer: ...]``, else all."""
-    found = _ANSWER.search(text)
-    return found.group(1).strip() if found else text
 
 
 def _claims_of(value: Any) -> list[str]:
@@ -135,6 +129,30 @@ def _claims_of(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [f"{k}: {'; '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in value.items()]
     return [str(value)]
+
+
+def _texts(entry: Any, titles: bool, file: str, line: int, field: str) -> list[str]:
+    """A prior-art entry's titles (each row's ``title``) or an entities entry's strings."""
+    rows = entry if isinstance(entry, list) else [entry]
+    if titles:
+        if not all(isinstance(r, dict) and "title" in r for r in rows):
+            raise InputError("must be lists of rows with a title (prior-art, as priorart.py reads it)", file=file,
+                             line=line, field=field)
+        return [str(r["title"]) for r in rows]
+    return [str(r) for r in rows]
+
+
+def _entries(values: list[Any]) -> tuple[list[str], list[str]]:
+    """Flights and novel datasets: each entry's ``key: value`` claims, and each claim's entry: ``dK`` for the
+    K-th entry when it is a dict, ``rK.I`` for row I of the K-th when it is a list of dicts."""
+    claims: list[str] = []
+    rows: list[str] = []
+    for k, value in enumerate(values):
+        for i, entry in enumerate(value if isinstance(value, list) else [value]):
+            got = _claims_of(entry)
+            claims += got
+            rows += [f"r{k}.{i}" if isinstance(value, list) else f"d{k}"] * len(got)
+    return claims, rows
 
 
 def _decoded(row: dict[str, Any], file: str, line: int) -> dict[str, Any]:
@@ -165,6 +183,7 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
         gold: list[str] = []
         classes: list[str] = []
         claims: list[str] = []
+        extra: dict[str, str] = {}
         pred = preds.get(str(row["key"])) or []
         if category.startswith("scifacts-"):
             keys = ("material", "paper_title") if category == "scifacts-materials" else ("paper_title",)
@@ -178,15 +197,21 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
                 for key in keys:
                     if isinstance(entry, dict) and key in entry:
                         claims.append(f"{key}: {entry[key]}" if len(keys) > 1 else str(entry[key]))
-        else:
+        elif category in ("prior-art", "entities"):  # priorart.py compares the rows' titles, entities.py strings
             for gt in gts:
-                for entry in gt if isinstance(gt, list) else [gt]:
-                    gold.extend(_claims_of(entry))
+                gold.extend(_texts(gt, category == "prior-art", file, line, "ground_truths"))
             for p in pred:
-                for entry in p if isinstance(p, list) else [p]:
-                    claims.extend(_claims_of(entry))
+                claims.extend(_texts(p, category == "prior-art", file, line, "preds"))
+        else:
+            gold, rows = _entries(gts)
+            claims, claim_rows = _entries(pred)
+            if any(r.startswith("r") for r in rows + claim_rows):  # a list of dicts: matched row by row
+                extra = {"gold_row": ",".join(rows), "claim_row": ",".join(claim_rows)}
         info = row.get("eval_info")
         main = info.get("main_claims", []) if isinstance(info, dict) else []
+        for key in ("primary_keys", "ignore_keys"):
+            if isinstance(info, dict) and info.get(key):
+                extra[key] = ",".join(map(str, info[key]))
         item: dict[str, Any] = {"id": str(row["key"]), "question": str(row.get("question", row["key"])),
                                 "subset": category, "gold_claims": gold,
                                 "responses": [{"id": "system", "text": "\n".join(claims) or "(no prediction)",
@@ -195,7 +220,7 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
             item["gold_class"] = ",".join(classes)
         if main:
             item["main_claims"] = ",".join(map(str, main))
-        out.append(item)
+        out.append({**item, **extra})
     return out
 
 
@@ -259,7 +284,7 @@ def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:
 
 READERS: dict[str, Reader] = {"omnispatial": _omnispatial, "sc-arena-scienceqa": _sc_arena_scienceqa,
                               "livedrbench": _livedrbench, "puzzleworld": _puzzleworld, "geoprivacy": _geoprivacy,
-                              "datamind": read_dsgym, **VISPLOT_READERS}
+                              "datamind": read_dsgym, **VISPLOT_READERS, **SC_ARENA_READERS}
 SIGNATURES = {"omnispatial": {"options", "answer", "task_type"}, "sc-arena-scienceqa": {"response", "abstract"},
               "puzzleworld": {"reasoning", "solution"}}
 
@@ -302,6 +327,8 @@ def detect(path: Path, fmt: str) -> bool:
         return looks_like_results(data)
     if fmt == "datamind":
         return looks_like_dsgym(data)
+    if fmt in SC_ARENA_READERS:
+        return looks_like_sc_arena(data, fmt)
     first = data[0] if isinstance(data, list) and data else None
     return isinstance(first, dict) and SIGNATURES.get(fmt, {"\0"}) <= first.keys()
 

@@ -42,6 +42,7 @@ from ..io._rules import parse_rules
 from ..modes._prompts import LabelSet
 from ..modes._registry import get_mode
 from ..modes._templates import read_template
+from ._answers import parse_answers
 from ._fields import (
     RESPONSE_NEEDS,
     _benchmark_prompt,
@@ -57,6 +58,7 @@ from ._fields import (
     rubric_kind,
     staged,
 )
+from ._groups import merged_options, parse_groups
 from ._metrics import get_metric, summary_metric_params
 from ._prompt import STAGES, BenchmarkPrompt, load_benchmark_prompt
 
@@ -68,7 +70,7 @@ PLUGINS_ENV = "TRUSTJUDGE_RECIPE_PLUGINS"
 HERE = Path(__file__).resolve().parent
 FIELDS = {"name", "version", "benchmark", "source", "mode", "audit", "judge", "templates", "options", "metric",
           "description", "parts", "rules", "requires", "provenance", "published_judge", "benchmark_prompt", "input",
-          "rubrics"}
+          "rubrics", "answers", "ours_rules", "groups"}
 ITEM_NEEDS = ("reference", "context", "gold_claims", "sources", "profile", "evidence", "checklist", "criteria")
 """What ``requires`` may name of an item (any other word: an item field such as ``subset``, ``Item.fields``)."""
 PART_FIELDS = {"mode", "options", "metric"}
@@ -143,6 +145,19 @@ class Recipe:
     prompt: Mapping[str, Any] = field(default_factory=dict)
     """Which prompt judges: empty, the recipe's own files; else the benchmark's (file, sha256, whether it is
     the one the recipe was written for). Every record of a run says it (``prompt``)."""
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    """``[answers]``: what the benchmark's code extracts of a model's output and sends its judge, per value of an
+    item field (:mod:`trustjudge.recipes._answers`); empty: each response is judged whole."""
+    groups_by: str = ""
+    """``[groups] by``: the item field that picks an item's group (empty: no groups)."""
+    groups: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """``[groups.NAME]``: items judged with other options of the mode (:mod:`trustjudge.recipes._groups`)."""
+    group_prompts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Which benchmark file judged each group whose prompt was read from a checkout (what the records say)."""
+    ours_rules: tuple[Any, ...] = ()
+    """``[[ours_rules]]``: shortcuts this package applies that the benchmark does not. The responses they fire
+    on are judged, as the benchmark judges them (the published number); the reading ``ours (...)`` beside it
+    gives them the rule's label instead."""
 
     def prompt_used(self) -> dict[str, Any]:
         """What the records say of the prompt that judged."""
@@ -156,7 +171,8 @@ class Recipe:
         """Every template file the recipe reads, by kind (``check``) or claims stage (``match``)."""
         out: dict[str, Path] = dict(self.templates)
         out.update({f"{self.rubrics_by}={value}": path for value, path in self.rubrics.items()})
-        for prefix, options in [("", self.options), *[(f"{p.name}.", p.options) for p in self.parts]]:
+        for prefix, options in [("", self.options), *[(f"{p.name}.", p.options) for p in self.parts],
+                                *[(f"{self.groups_by}={name}.", g["options"]) for name, g in self.groups.items()]]:
             for stage, path in (options.get("templates") or {}).items():
                 if isinstance(path, Path) or "\n" not in str(path):
                     out[f"{prefix}{stage}"] = Path(path)
@@ -310,12 +326,21 @@ def load_recipe(path: str | Path) -> Recipe:
             raise InputError(f"the {mode} mode takes no rules (rules apply to the modes score, criteria, checklist)",
                              file=file, field="rules")
         options["rules"] = parse_rules(data["rules"], file)
+    ours = parse_rules(data.get("ours_rules"), file, prefix="ours_") if "ours_rules" in data else ()
+    if ours and parts:
+        raise InputError("is for a one-mode recipe", file=file, field="ours_rules")
+    if "groups" in data and (parts or "rubrics" in data):
+        raise InputError("is for a one-mode recipe without [rubrics] (a group's options are its prompts)", file=file,
+                         field="groups")
+    groups_by, groups = parse_groups(data.get("groups"), p, lambda raw, prefix: _options(mode, raw, file, prefix))
     recipe = Recipe(name, version.strip(), _text(data, "benchmark", file), _text(data, "source", file), mode,
                     metric_name, params, options, dict(judge), templates, tuple(audit),
                     _text(data, "description", file, required=False), p, parts, _by(data, file),
                     _requires(data, file), _provenance(data, file), _text(data, "published_judge", file,
                                                                            required=False),
-                    _benchmark_prompt(data, p), _input(data, file), *_rubrics(data, p))
+                    _benchmark_prompt(data, p), _input(data, file), *_rubrics(data, p),
+                    answers=parse_answers(data.get("answers"), file), ours_rules=ours, groups_by=groups_by,
+                    groups=groups)
     _probe(recipe, file, top_rules="rules" in data)
     return recipe
 
@@ -423,7 +448,11 @@ def _probe(recipe: Recipe, file: str, *, top_rules: bool = False) -> None:
         judge = Judge("mock/hash", store=":memory:", **recipe.judge_kwargs())
         try:
             for mode, options, where in [(p.mode, p.options, f"parts.{p.name}.options.") for p in recipe.parts] or [
-                    (recipe.mode, recipe.options, "" if top_rules else "options.")]:
+                    (recipe.mode, recipe.options, "" if top_rules else "options."), *(
+                        [(recipe.mode, {**recipe.options, "rules": recipe.ours_rules}, "ours_")]
+                        if recipe.ours_rules else []), *[(recipe.mode, merged_options(recipe.options, g),
+                                                         f"groups.{name}.options.") for name, g in
+                                                        recipe.groups.items()]]:
                 try:
                     judge.task(mode, **options)
                 except InputError as exc:  # a rule whose label the task's scale or labels lack
@@ -511,6 +540,8 @@ def with_benchmark_dir(recipe: Recipe, benchmark_dir: str | Path, *, allow_chang
     checkout of the benchmark's repository): its ``[benchmark_prompt]``, and each rubric's
     ``[rubrics.benchmark.VALUE]`` in place of the recipe's rubric file for the items of that value. Each file's
     sha256 is checked (:func:`~trustjudge.recipes._prompt.load_benchmark_prompt`); each record says which judged."""
+    if any(g.get("benchmark") for g in recipe.groups.values()):
+        recipe = _with_group_prompts(recipe, benchmark_dir, allow_changed)
     if not recipe.rubric_benchmark:
         return with_benchmark_prompt(recipe, load_benchmark_prompt(recipe, benchmark_dir, allow_changed=allow_changed))
     changed = recipe
@@ -529,3 +560,27 @@ def with_benchmark_dir(recipe: Recipe, benchmark_dir: str | Path, *, allow_chang
                              f"recipe's layout: {exc}", file=str(prompt.file)) from None
         texts[value], used[value] = prompt.text, prompt.describe()
     return dataclasses.replace(changed, rubric_texts=texts, rubric_prompts=used)
+
+
+def _with_group_prompts(recipe: Recipe, benchmark_dir: str | Path, allow_changed: bool) -> Recipe:
+    """The recipe with each group's benchmark prompt (``[groups.NAME.benchmark]``, a stage's) read from the
+    checkout in place of that stage's template for the group's items, checked as a template of the stage."""
+    groups, used = dict(recipe.groups), dict(recipe.group_prompts)
+    for name, group in recipe.groups.items():
+        if not group.get("benchmark"):
+            continue
+        prompt = load_benchmark_prompt(recipe, benchmark_dir, allow_changed=allow_changed, group=name)
+        if prompt.kind not in STAGES:
+            raise InputError("must be a stage of the claims mode (match, verify, extract)", file=str(recipe.path),
+                             field=f"groups.{name}.benchmark.kind")
+        options = dict(group["options"])
+        options["templates"] = {**(options.get("templates") or {}), prompt.kind: prompt.text}
+        groups[name] = {**group, "options": options}
+        used[name] = prompt.describe()
+    changed = dataclasses.replace(recipe, groups=groups, group_prompts=used)
+    try:
+        _probe(changed, str(recipe.path))
+    except InputError as exc:
+        raise InputError(f"a group's benchmark prompt does not make a valid template with the recipe's layout: "
+                         f"{exc.reason}", file=str(recipe.path), field=exc.field) from None
+    return changed

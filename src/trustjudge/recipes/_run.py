@@ -13,11 +13,14 @@ from .._judge import Judge
 from ..audit._stats import finite
 from ..errors import InputError
 from ..io._items import Check, Item
+from ..io._rules import first_rule
 from ..modes._base import AuditContext, Split, split_steps
 from ..modes._registry import get_mode
 from ..modes._templates import read_template
+from ._answers import extract_answers
 from ._execute import attempt_rows, execute_items, given_kinds
 from ._fields import rubric_kind
+from ._groups import group_items, merged_options
 from ._metrics import MetricResult, compute, get_metric
 from ._recipe import Part, Recipe
 
@@ -135,10 +138,18 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
     executed: dict[str, Any] = {}
     if recipe.input.get("execute") == "response":
         items, executed = execute_items(items, judge.store)
+    items, sent = extract_answers(recipe.answers, items)  # what the benchmark's code sends its judge
     task = judge.task(recipe.mode, **recipe.options)
     prompt = recipe.prompt_used()
     records: list[dict[str, Any]] = []
-    for value, group in _by_rubric(recipe, items):
+    for name, group in group_items(recipe.groups_by, recipe.groups, items) if recipe.groups else ():
+        options = merged_options(recipe.options, recipe.groups[name]) if name is not None else recipe.options
+        own = (recipe.groups[name]["options"].get("templates") or {}) if name is not None else {}
+        used = {**(recipe.group_prompts.get(name or "") or ({"source": "recipe", "files": {
+            k: Path(v).name for k, v in own.items()}} if own else prompt)), **({"group": name} if name else {})}
+        records += [{**r.to_dict(), "prompt": used}
+                    for r in judge.run(judge.task(recipe.mode, **options), group, progress=progress)]
+    for value, group in _by_rubric(recipe, items) if not recipe.groups else ():
         if value is None:
             records += [{**r.to_dict(), "prompt": prompt} for r in judge.run(task, group, progress=progress)]
         else:
@@ -148,6 +159,9 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
             used = {**(own or prompt), "rubric": f"{recipe.rubrics_by}={value} ({name})"}
             records += [{**r.to_dict(), "prompt": used}
                         for r in ruled.run(ruled.task(recipe.mode, **recipe.options), group, progress=progress)]
+    if sent:
+        records = [{**r, "answer": sent[key]} if (key := (str(r.get("item_id")), str(r.get("response_id")))) in sent
+                   else r for r in records]
     by_id = {item.id: item for item in items}
     scored = records
     if executed:
@@ -161,9 +175,30 @@ def run_recipe(recipe: Recipe, items: Sequence[Item], judge: Judge, *, bootstrap
                     readings=readings(recipe.metric, recipe.metric_params, scored, result, by_id, recipe.by,
                                       bootstrap=bootstrap, seed=seed),
                     execution=executed.get("summary", {}))
+    if recipe.ours_rules:
+        name, ours = _ours_reading(recipe, task, items, scored, bootstrap=bootstrap, seed=seed)
+        run.readings[name] = ours
     if audit:
         run.audit = audit_recipe(recipe, items, judge, records, bootstrap=bootstrap, seed=seed)
     return run
+
+
+def _ours_reading(recipe: Recipe, task: Any, items: Sequence[Item], records: list[dict[str, Any]], *,
+                  bootstrap: int, seed: int) -> tuple[str, MetricResult]:
+    """The reading ``ours (rule ids)``: the published parameters on the records with each judged response that
+    one of the recipe's ``[[ours_rules]]`` fires on given that rule's record instead (the benchmark judged it)."""
+    by_id = {item.id: item for item in items}
+    responses = {(item.id, r.id): (item, r) for item in items for r in item.responses}
+    changed = []
+    for r in records:
+        found = responses.get((str(r.get("item_id")), str(r.get("response_id"))))
+        rule = first_rule(recipe.ours_rules, *found) if found is not None and r.get("rule") is None else None
+        if rule is not None and found is not None:
+            r = {**r, **task.rule_record(found[0], found[1], rule, str(r.get("judge"))).to_dict()}
+        changed.append(r)
+    ids = ", ".join(rule.id for rule in recipe.ours_rules)
+    return f"ours ({ids})", compute(get_metric(recipe.metric), changed, recipe.metric_params, bootstrap=bootstrap,
+                                    seed=seed, items=by_id, by=recipe.by)
 
 
 def readings(metric_name: str, params: Mapping[str, Any], records: list[dict[str, Any]], result: MetricResult,
