@@ -53,13 +53,20 @@ VERIFIED = [  # recipe, rubric, repository, commit, file, sha256 of the file at 
      "evaluators/generation.py", "c03a34153b5b25e1bf98d1dd85afd46c4357e4d86644ec48d998ce716432ec5a"),
     ("sc-arena", "celltype", "SUAT-AIRI/SC-Arena", "f4480a220fa4872c4c747f52f8fc784401c592fc",
      "evaluators/cell_type_annotation.py", "746db277a667d98db6dbabf82bb3f2133780e1f27457ad2b7a0f88d66d853433"),
+    ("sc-arena", "perturbation", "SUAT-AIRI/SC-Arena", "f4480a220fa4872c4c747f52f8fc784401c592fc",
+     "evaluators/perturbation_prediction.py", "051c31d26d86f6fa77cd0572686638e2c43e0692d7a9cf0b625ae0f9a2eb98a7"),
+    ("livedrbench", "keyed", "microsoft/livedrbench", "6ff85b67b35fa303907f6f275417622338acd1f6",
+     "src/evals/datasets_flights.py", "eb9b52c3c8d3de544b04c1dc173eb7f078b72abe8f3bbe17924cd211e013aa5e"),
 ]
+"""The second column: an SC-Arena task's rubric, or a recipe group's prompt (livedrbench's ``[groups.keyed]``)."""
 IDS = [f"{row[0]}{'-' + row[1] if row[1] else ''}" for row in VERIFIED]
 
 
 def _spec(recipe: str, rubric: str | None) -> dict[str, str]:
     r = get_recipe(recipe)
-    return dict(r.benchmark_prompt if rubric is None else r.rubric_benchmark[rubric])
+    if rubric is None:
+        return dict(r.benchmark_prompt)
+    return dict(r.rubric_benchmark[rubric] if rubric in r.rubric_benchmark else r.groups[rubric]["benchmark"])
 
 
 @pytest.mark.parametrize(("recipe", "rubric", "repo", "commit", "file", "sha256"), VERIFIED, ids=IDS)
@@ -77,7 +84,8 @@ def test_every_benchmark_prompt_of_a_shipped_recipe_was_verified() -> None:
     known = {(row[0], row[1]) for row in VERIFIED}
     for name in builtin_recipes():
         r = get_recipe(name)
-        wanted = ([(r.name, None)] if r.benchmark_prompt else []) + [(r.name, k) for k in r.rubric_benchmark]
+        wanted = (([(r.name, None)] if r.benchmark_prompt else []) + [(r.name, k) for k in r.rubric_benchmark]
+                  + [(r.name, k) for k, g in r.groups.items() if g.get("benchmark")])
         assert set(wanted) <= known, f"{r.name}: a benchmark prompt nobody checked against its repository"
 
 
@@ -112,6 +120,8 @@ def test_the_real_file_at_the_pinned_commit_has_the_hash_and_its_prompt_is_read(
     checkout = tmp_path / "checkout"
     (checkout / file).parent.mkdir(parents=True)
     (checkout / file).write_bytes(data)
-    prompt = load_benchmark_prompt(get_recipe(recipe), checkout, rubric=rubric)
+    r = get_recipe(recipe)
+    prompt = (load_benchmark_prompt(r, checkout, rubric=rubric) if rubric is None or rubric in r.rubric_benchmark
+              else load_benchmark_prompt(r, checkout, group=rubric))
     assert not prompt.changed and "${benchmark_prompt}" not in prompt.text
     assert re.search(r"\$\{(response|response_a|claim)\}", prompt.text), "the judged text has no place in the prompt"
