@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS
+from _common import RESULTS, replace_section
 from guarantee_ensemble import commit, study_pairs
 from guarantee_judge import DATA, EXPORT, JUDGE, log
 from trustjudge import Judge
@@ -110,9 +110,57 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     if len(keep) >= 20:
         res["estimators"] = {n: estimator_study("compare", rs, args.splits, 0)["estimators"]["calibrated"]
                              for n, rs in (("calibrated (default)", base), (args.estimator, keep))}
+    res["of_pairs"] = len(pairs)
+    res["agreeing"] = {n: sum(r["verdicts"]["likelihood"] == r["human"] for r in rs)
+                       for n, rs in (("default", base), (args.estimator, keep))}
     (RESULTS / f"guarantee_panel_{args.estimator}.json").write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res, indent=1))
+    if "estimators" in res:
+        md = RESULTS / "guarantee.md"
+        md.write_text(replace_section(md.read_text(), f"{HEADING} ({args.estimator}", section(res)))
     return res
+
+
+HEADING = "## Simulated annotators and sampled critiques"
+
+
+def hanley_mcneil_se(a: float, agree: int, disagree: int) -> float:
+    """The standard error of an AUROC ``a`` over ``agree`` positives and ``disagree`` negatives (Hanley and
+    McNeil 1982), a rough width for a study of few pairs."""
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    var = (a * (1 - a) + (agree - 1) * (q1 - a * a) + (disagree - 1) * (q2 - a * a)) / max(agree * disagree, 1)
+    return float(max(var, 0.0) ** 0.5)
+
+
+def section(res: dict[str, Any]) -> list[str]:
+    """The page block of one panel study (what is judged so far)."""
+    done = res["pairs"] >= res["of_pairs"]
+    name, n = res["estimator"], res["pairs"]
+    extent = "every pair" if done else f"PARTIAL: {n} of {res['of_pairs']} pairs"
+    title = f"{HEADING} ({name}, {extent})"
+    lines = ["", title, "",
+             f"The first {n} PandaLM pairs of the seed-34 order (the prompt ensemble's), judged by the default judge "
+             f"and by `calibrate --confidence {name}` (x{res['size']}; {res['calls_per_verdict']} model calls per "
+             f"verdict, against 2); the pairs shown to the annotators as examples left out. Split-fit selection at "
+             f"delta 0.1 over {res['splits']} random halves; AUROC on the test halves, its standard error by Hanley-"
+             "McNeil at all the pairs (a rough width).", "",
+             "| confidence | likelihood accuracy | AUROC vs agreement (se) | coverage at 0.7 (agreement, violation) | "
+             "coverage at 0.8 (agreement, violation) |", "|---|---|---|---|---|"]
+    for label, key in (("calibrated (default)", "default"), (name, name)):
+        est = res["estimators"]["calibrated (default)" if key == "default" else name]
+        agree = res["agreeing"][key]
+        se = hanley_mcneil_se(est["auroc"], agree, n - agree)
+
+        def cell(t: str, e: dict[str, Any] = est) -> str:
+            a = e[f"agreement_{t}"]
+            return f"{e[f'coverage_{t}']:.3f} ({'-' if a is None else f'{a:.3f}'}, {e[f'violated_{t}']:.3f})"
+
+        lines.append(f"| {label} | {res['accuracy'][key]:.3f} | {est['auroc']:.3f} ({se:.3f}) | {cell('0.7')} | "
+                     f"{cell('0.8')} |")
+    lines += ["", "Resume the judging (the store answers what is done): `cd bench && TRUSTJUDGE_THREADS=2 nice -n 19 "
+              f"../.venv/bin/python guarantee_panel.py --estimator {name} --commit`; rebuild this block (zero calls): "
+              f"`PYTHONPATH=../src ../.venv/bin/python guarantee_panel.py --estimator {name} --study`."]
+    return lines
 
 
 def main() -> None:
