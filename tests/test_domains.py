@@ -240,3 +240,22 @@ def test_the_service_calibrates_by_domain_as_the_cli_does(tmp_path: Path) -> Non
         assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "domain_calibrations.A"
         half = client.post("/v1/compare", json={"items": rows, "calibration_by": "domain"})
         assert half.status_code == 422 and half.json()["detail"][0]["field"] == "domain_calibrations"
+
+
+def test_a_calibration_file_or_domain_map_with_a_duplicate_key_or_odd_json_is_refused_not_a_traceback(
+        tmp_path: Path) -> None:
+    """A domain named twice in a map, a calibration field given twice, deep nesting or an over-long integer: a
+    clear error naming the file (before: the last duplicate won silently; the others were tracebacks)."""
+    (tmp_path / "map.json").write_text('{"A": "a.json", "A": "b.json"}')
+    with pytest.raises(ConfigError, match=r"map\.json: not JSON \(duplicate key 'A'\)"):
+        DomainCalibrations.load(tmp_path / "map.json", "domain")
+    for name, text in (("dup", '{"trustjudge_calibration": 1, "method": "vector", "method": "temperature"}'),
+                       ("deep", "[" * 100_000 + "]" * 100_000), ("big", '{"n": 1' + "0" * 5000 + "}"),
+                       ("nan", '{"trustjudge_calibration": 1, "position_bias": NaN}')):
+        (tmp_path / f"{name}.json").write_text(text)
+        with pytest.raises(ConfigError, match=rf"{name}\.json: not JSON"):
+            Calibration.load(tmp_path / f"{name}.json")
+        (tmp_path / "items.jsonl").write_text(_pairs(tmp_path / "p.jsonl", range(2)).read_text())
+        result = CliRunner().invoke(cli, ["select", str(tmp_path / "items.jsonl"), "-j", "mock/hash", "--store",
+                                          str(tmp_path / "s.sqlite"), "--calibration", str(tmp_path / f"{name}.json")])
+        assert isinstance(result.exception, ConfigError) and "not JSON" in str(result.exception)  # exit 2
