@@ -52,11 +52,13 @@ def decode_json(text: str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
-def strict_json(text: str) -> Any:
-    """:func:`decode_json` keeping a syntax error's line (a ``json.JSONDecodeError``); a duplicate key, NaN,
-    Infinity, an over-long integer or too deep nesting is a ``ValueError`` naming it."""
+def strict_json(text: str, constants: bool = False) -> Any:
+    """:func:`decode_json` keeping a syntax error's line (a ``json.JSONDecodeError``); a duplicate key, NaN or
+    Infinity (read where ``constants``: the reader then refuses them naming the field), an over-long integer or
+    too deep nesting is a ``ValueError`` naming it."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates,
+                          parse_constant=float if constants else _reject_constant)
     except json.JSONDecodeError:
         raise
     except RecursionError:
