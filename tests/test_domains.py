@@ -240,3 +240,46 @@ def test_the_service_calibrates_by_domain_as_the_cli_does(tmp_path: Path) -> Non
         assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "domain_calibrations.A"
         half = client.post("/v1/compare", json={"items": rows, "calibration_by": "domain"})
         assert half.status_code == 422 and half.json()["detail"][0]["field"] == "domain_calibrations"
+
+
+def test_a_calibration_file_or_domain_map_with_a_duplicate_key_or_odd_json_is_refused_not_a_traceback(
+        tmp_path: Path) -> None:
+    """A domain named twice in a map, a calibration field given twice, deep nesting or an over-long integer: a
+    clear error naming the file (before: the last duplicate won silently; the others were tracebacks)."""
+    (tmp_path / "map.json").write_text('{"A": "a.json", "A": "b.json"}')
+    with pytest.raises(ConfigError, match=r"map\.json: not JSON \(duplicate key 'A'\)"):
+        DomainCalibrations.load(tmp_path / "map.json", "domain")
+    for name, text in (("dup", '{"trustjudge_calibration": 1, "method": "vector", "method": "temperature"}'),
+                       ("deep", "[" * 100_000 + "]" * 100_000), ("big", '{"n": 1' + "0" * 5000 + "}")):
+        (tmp_path / f"{name}.json").write_text(text)
+        with pytest.raises(ConfigError, match=rf"{name}\.json: not JSON"):
+            Calibration.load(tmp_path / f"{name}.json")
+        (tmp_path / "items.jsonl").write_text(_pairs(tmp_path / "p.jsonl", range(2)).read_text())
+        result = CliRunner().invoke(cli, ["select", str(tmp_path / "items.jsonl"), "-j", "mock/hash", "--store",
+                                          str(tmp_path / "s.sqlite"), "--calibration", str(tmp_path / f"{name}.json")])
+        assert isinstance(result.exception, ConfigError) and "not JSON" in str(result.exception)  # exit 2
+
+
+def test_an_ensemble_or_panel_calibration_is_refused_before_any_judging_where_pairs_are_judged_once(
+        tmp_path: Path) -> None:
+    """compare --calibration, select --calibration-by and select_by_domain judge each pair once: a panel or
+    ensemble file is refused before the first model call (before: every item was judged, then refused)."""
+    store = tmp_path / "s.sqlite"
+    labelled = _pairs(tmp_path / "cal.jsonl", range(40), human=lambda i: ("first", "second", "tie")[i % 3])
+    assert _invoke("calibrate", labelled, "-j", "mock/hash", "--store", store, "--out", tmp_path / "crit.json",
+                   "--confidence", "critiques", "--panel-size", "2", "-q").exit_code == 0
+    new = _pairs(tmp_path / "new.jsonl", range(100, 110), domain="A")
+    fresh = tmp_path / "fresh.sqlite"
+    (tmp_path / "map.json").write_text(json.dumps({"A": "crit.json"}))
+    for args in (["compare", new, "--calibration", tmp_path / "crit.json"],
+                 ["compare", new, "--calibration", tmp_path / "map.json", "--calibration-by", "domain"],
+                 ["select", new, "--calibration", f"A={tmp_path / 'crit.json'}", "--calibration-by", "domain"]):
+        result = CliRunner().invoke(cli, [str(a) for a in [*args, "-j", "mock/hash", "--store", fresh, "--out",
+                                                           tmp_path / "o.jsonl", "-q"]])
+        assert isinstance(result.exception, ConfigError), result.output
+        assert "judges each pair several times" in str(result.exception)
+        assert not fresh.exists() and not (tmp_path / "o.jsonl").exists()  # nothing judged
+    from trustjudge.audit._domains import select_by_domain
+    with Judge("mock/hash", store=fresh) as judge, pytest.raises(ConfigError, match="several times"):
+        select_by_domain(judge, load_items(new), DomainCalibrations.load(tmp_path / "map.json", "domain"))
+    assert judge.stats.model_calls == 0

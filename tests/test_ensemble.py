@@ -135,3 +135,14 @@ def test_the_ensemble_judges_only_a_mode_that_judges_under_the_pairwise_template
     with Judge("mock/hash", store=tmp_path / "s.sqlite") as judge, pytest.raises(
             ConfigError, match=r"judges pairs under the pairwise template \(the modes compare\), not score verdicts"):
         judge.calibrate(items, "score", confidence="ensemble")
+
+
+def test_an_ensemble_file_whose_estimator_was_renamed_is_refused() -> None:
+    """An ensemble calibration edited to say `calibrated` kept its data hash and was applied to one-template
+    records (a map fitted on combined probabilities): refused, naming the fields."""
+    recs = [{"item_id": f"q{i}", "first_id": "a", "second_id": "b", "human": ("first", "second")[i % 2],
+             "probabilities": {"first": 0.6, "second": 0.3, "tie": 0.1}} for i in range(8)]
+    d = fit("compare", recs, judge="mock/x", fingerprint="f", template="t", protocol="direct").to_dict()
+    d["ensemble_templates"] = EN.template_ids()
+    with pytest.raises(ConfigError, match="field 'ensemble_templates' belongs to an ensemble calibration"):
+        Calibration.from_dict(d, "cal.json")

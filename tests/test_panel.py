@@ -220,3 +220,23 @@ def test_an_example_s_texts_cannot_close_a_block_of_the_annotator_prompt() -> No
     assert block.count("</question>") == 1 and block.count("</example>") == 1
     assert block.count("</response_b>") == 1 and block.count("<response_a>") == 1
     assert "&lt;/example&gt;" in block and "&lt;/question&gt;" in block
+
+
+def test_a_panel_size_on_an_estimator_that_takes_none_is_refused_before_any_judging(tmp_path: Path) -> None:
+    """--panel-size with calibrated, features or ensemble did nothing, silently (an option that would do nothing
+    is refused, saying why); no judgment is made first."""
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}],
+             "pairs": [{"first": "a", "second": "b", "human": "first"}]} for i in range(6)]
+    for confidence in ("calibrated", "features", "ensemble"):
+        with Judge("mock/hash", store=tmp_path / "s.sqlite") as judge:
+            with pytest.raises(ConfigError, match=f"panel size applies to the annotators and critiques estimators, "
+                                                  f"not to '{confidence}'"):
+                judge.calibrate(rows, confidence=confidence, panel_size=3)
+            assert judge.stats.model_calls == 0
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    from trustjudge.cli import cli
+
+    result = CliRunner().invoke(cli, ["calibrate", str(tmp_path / "items.jsonl"), "-j", "mock/hash", "--store",
+                                      str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "c.json"), "--panel-size",
+                                      "4"])
+    assert isinstance(result.exception, ConfigError) and not (tmp_path / "c.json").exists()

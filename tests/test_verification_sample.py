@@ -106,3 +106,10 @@ def test_bad_input_is_refused_naming_the_file_line_and_field(tmp_path: Path) -> 
     key.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"s\.jsonl\.key\.json: units\[1\] needs"):
         _invoke("check-sample", sample)
+
+
+def test_a_negative_seed_is_refused_not_a_traceback() -> None:
+    units = [{"key": [f"q{i}", "a", "b"], "stratum": V.KEPT, "verdict": "first"} for i in range(5)]
+    with pytest.raises(ConfigError, match="seed is a whole number >= 0, got --seed -5"):
+        V.draw(units, size=2, seed=-5)  # before: numpy's ValueError
+    assert len(V.draw(units, size=2, seed=0)) == 2

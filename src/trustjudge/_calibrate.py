@@ -63,6 +63,11 @@ def calibrate(judge: Judge, items: Any, mode: str, *, method: str | None, tolera
               task: Task | None, progress: Any, mapping: Any, confidence: str,
               panel_size: int | None = None) -> Calibration:
     """:meth:`Judge.calibrate`."""
+    from .audit._estimators import check_estimator
+    from .audit._panel import PANELS
+    if check_estimator(confidence) not in PANELS and panel_size is not None:  # before any judging
+        raise ConfigError(f"a panel size applies to the {' and '.join(PANELS)} estimators, not to {confidence!r} "
+                          "(which judges each pair once: leave it out)")
     if task is not None and task.kind != mode:
         raise ConfigError(f"a {task.kind} task cannot calibrate the {mode} mode")
     task = task_for_calibration(task if task is not None else calibration_task(judge, mode))

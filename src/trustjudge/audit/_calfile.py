@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..io._files import strict_json
 
 MAX_CALIBRATION_BYTES = 64 * 1024 * 1024
 """The largest calibration file read by default."""
@@ -55,11 +56,13 @@ def read_calibration_file(path: str | Path, max_bytes: int | None = None) -> dic
             raw = fh.read(limit + 1)
         if len(raw) > limit:  # a pipe or a file that grew: its size was not known before
             raise ConfigError(f"{path}: the calibration file holds more than {limit:,} bytes ({how})")
-        data = json.loads(raw.decode("utf-8"))
+        data = strict_json(raw.decode("utf-8"), constants=True)  # NaN: refused naming its field
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the calibration file {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    except ValueError as exc:  # a duplicate key, an over-long integer, too deep
+        raise ConfigError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a calibration file is a JSON object")
     return data

@@ -221,6 +221,9 @@ def read(d: Mapping[str, Any], n: int, source: str) -> dict[str, Any]:
     if confidence == ENSEMBLE:
         from ._ensemble import check_templates
         check_templates(d.get("ensemble_templates"), source)
+    elif "ensemble_templates" in d:  # an ensemble's map and set, its estimator renamed: the hash does not cover it
+        raise ConfigError(f"{source}: field 'ensemble_templates' belongs to an ensemble calibration, but field "
+                          f"'confidence' is {confidence!r} (the file was edited: refit it)")
     if confidence in (ANNOTATORS, CRITIQUES):
         from ._panel import read_panel
         return {"confidence": confidence, "features": features, "model": None,

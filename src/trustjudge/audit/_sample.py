@@ -143,6 +143,8 @@ def draw(units: Sequence[Mapping[str, Any]], *, size: int, abstained_size: int |
     sizes always draw the same sample, whatever the records' order."""
     if size < 1:
         raise ConfigError(f"the verification sample needs at least 1 kept verdict, got --size {size}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"the verification sample's seed is a whole number >= 0, got --seed {seed!r}")
     want = {KEPT: size, ABSTAINED: math.ceil(size * ABSTAINED_SHARE) if abstained_size is None else abstained_size}
     rng = np.random.default_rng(seed)
     out: list[dict[str, Any]] = []

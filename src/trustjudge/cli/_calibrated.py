@@ -21,6 +21,7 @@ from .._judge import Judge, task_for_calibration
 from ..audit import _ledger
 from ..audit._calibration import Selection
 from ..audit._domains import NO_CALIBRATION, DomainCalibrations, DomainTally, annotate_by_domain
+from ..audit._estimators import COMBINED
 from ..audit._evaluation import evaluation
 from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate
@@ -52,6 +53,7 @@ def load(options: CalibrationOptions, mode: str) -> Loaded | None:
     if options.by is not None:
         return _load_domains(options, mode)
     cal = Calibration.load(options.path)
+    judged_once(cal, str(options.path))
     if cal.mode != mode:
         raise ConfigError(f"{options.path}: a calibration of {cal.mode} verdicts; `trustjudge {mode}` judges {mode} "
                           f"verdicts (apply it with `trustjudge {cal.mode}`, or fit one with "
@@ -78,12 +80,23 @@ def _load_domains(options: CalibrationOptions, mode: str) -> Loaded:
         raise ConfigError(f"{options.path}: its domains' calibrations are of {domains.mode} verdicts; `trustjudge "
                           f"{mode}` judges {mode} verdicts")
     for domain, cal in domains.calibrations.items():
+        judged_once(cal, f"domain {domain!r} ({domains.files.get(domain)})")
         try:
             cal.check_tolerance(options.tolerance)
         except ConfigError as exc:
             raise ConfigError(f"domain {domain!r} ({domains.files.get(domain)}): {exc}") from None
     selections = domains.selections(options.target, options.delta, options.force_delta)
     return Loaded(options, next(iter(domains.calibrations.values())), None, domains, selections)
+
+
+def judged_once(cal: Calibration, where: str) -> None:
+    """Refuse, before any judging, an ensemble or panel calibration where each unit is judged once (a judging
+    command's ``--calibration``, a per-domain run): its records would be refused only once all were judged."""
+    if cal.confidence in COMBINED:
+        raise ConfigError(f"{where}: its confidence estimator {cal.confidence!r} judges each pair several times (a "
+                          "template ensemble or a panel), which this run does not: select with `trustjudge select "
+                          "--calibration FILE` (one calibration, no --calibration-by; zero calls where the store "
+                          "holds the judgments)")
 
 
 def task_for(loaded: Loaded | None, task: Task) -> Task:

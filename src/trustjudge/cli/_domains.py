@@ -15,7 +15,7 @@ from ..audit._domains import DomainCalibrations, select_by_domain
 from ..audit._trust import abstained_items
 from ..io._outputs import check_outputs
 from ..modes._registry import get_mode
-from ._calibrated import domain_lines, domain_verifications, with_verifications, write_selected
+from ._calibrated import domain_lines, domain_verifications, judged_once, with_verifications, write_selected
 from ._common import err, progress
 from ._inputs import digest, item_dict, read_items
 from ._options import JudgeOptions
@@ -47,6 +47,8 @@ def select_domains(items: Path, fmt: str, skip_invalid: bool, quiet: bool, judgi
     if outputs["--abstained-out"] is not None and target is None:
         raise click.UsageError("--abstained-out needs --target-agreement (nothing abstains without a target)")
     cals = domain_calibrations(field, given)
+    for domain, cal in cals.calibrations.items():
+        judged_once(cal, f"domain {domain!r} ({cals.files.get(domain)})")
     judging.guard(items, outputs)
     check_outputs(outputs, inputs=[Path(f) for f in cals.files.values()])
     cals.selections(target, delta, force_delta)  # refuse a target some domain cannot support before any judging

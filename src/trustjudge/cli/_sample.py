@@ -171,7 +171,7 @@ def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, It
               help="Without --size: the half-width wanted of the agreement's one-sided interval at level delta.")
 @click.option("--abstained-size", type=click.IntRange(min=0), default=None,
               help="Abstained verdicts to sample (default: a quarter of the kept ones; not tested, shown).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--domain", default=None,
               help="A per-domain run (`--calibration-by`): sample this domain's verdicts only, under its "
                    "calibration and guarantee (its block of the --summary); the check is remembered beside its file.")

@@ -52,6 +52,19 @@ def decode_json(text: str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
+def strict_json(text: str, constants: bool = False) -> Any:
+    """:func:`decode_json` keeping a syntax error's line (a ``json.JSONDecodeError``); a duplicate key, NaN or
+    Infinity (read where ``constants``: the reader then refuses them naming the field), an over-long integer or
+    too deep nesting is a ``ValueError`` naming it."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates,
+                          parse_constant=float if constants else _reject_constant)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
     name = str(path)
     with path.open("rb") as fh:
@@ -397,11 +410,13 @@ def read_json_file(path: Path, what: str, hint: str = "") -> Any:
     """A settings file's JSON value (a domain map, a ledger, a sample's key): a ConfigError naming ``what`` when
     the file cannot be read (``hint`` follows the reason), or the file and line when it is not JSON."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+        return strict_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc}{hint}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    except ValueError as exc:  # a duplicate key (a domain given twice), NaN, too deep
+        raise ConfigError(f"{path}: not JSON ({exc})") from None
 
 
 __all__ = ["decode_json", "iter_items", "left_out", "load_array", "load_items", "load_suite", "read_json_file"]
