@@ -283,3 +283,27 @@ def test_an_ensemble_or_panel_calibration_is_refused_before_any_judging_where_pa
     with Judge("mock/hash", store=fresh) as judge, pytest.raises(ConfigError, match="several times"):
         select_by_domain(judge, load_items(new), DomainCalibrations.load(tmp_path / "map.json", "domain"))
     assert judge.stats.model_calls == 0
+
+
+def test_the_service_refuses_a_panel_calibration_for_a_domain_before_any_judging(tmp_path: Path) -> None:
+    """As its single calibration does (422 naming the field): before, the request's pairs were judged first."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    store = tmp_path / "s.sqlite"
+    labelled = _pairs(tmp_path / "cal.jsonl", range(40), human=lambda i: ("first", "second", "tie")[i % 3])
+    assert _invoke("calibrate", labelled, "-j", "mock/hash", "--store", store, "--out", tmp_path / "crit.json",
+                   "--confidence", "critiques", "--panel-size", "2", "-q").exit_code == 0
+    rows = [json.loads(line) for line in _pairs(tmp_path / "new.jsonl", range(100, 106), domain="A").read_text()
+            .splitlines()]
+    body = {"items": rows, "calibration_by": "domain",
+            "domain_calibrations": {"A": json.loads((tmp_path / "crit.json").read_text())}}
+    app = create_app("mock/hash", store_path=tmp_path / "fresh.sqlite")
+    with TestClient(app) as client:
+        answer = client.post("/v1/compare", json=body)
+        assert answer.status_code == 422, answer.text
+        detail = answer.json()["detail"][0]
+        assert detail["field"] == "domain_calibrations.A" and "several times" in detail["msg"], detail
+        assert client.get("/v1/stats").json()["model_calls"] == 0  # nothing judged
