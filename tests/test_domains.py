@@ -3,6 +3,7 @@ domain's file, says each domain's guarantee separately, and abstains on an item 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -307,3 +308,21 @@ def test_the_service_refuses_a_panel_calibration_for_a_domain_before_any_judging
         detail = answer.json()["detail"][0]
         assert detail["field"] == "domain_calibrations.A" and "several times" in detail["msg"], detail
         assert client.get("/v1/stats").json()["model_calls"] == 0  # nothing judged
+
+
+def test_a_domain_that_is_a_boolean_or_number_is_matched_by_its_json_spelling_and_a_list_is_refused(
+        tmp_path: Path) -> None:
+    """Before: ``true`` became ``"True"``, so a map's key ``"true"`` never matched and the item abstained silently."""
+    _domain_calibrations(tmp_path)
+    (tmp_path / "map.json").write_text(json.dumps({"true": "calA.json", "3": "calB.json"}))
+    domains = DomainCalibrations.load(tmp_path / "map.json", "domain")
+    rows = [{"id": f"q{i}", "question": "Q?", "domain": value, "responses": [{"id": "a", "text": "x"}]}
+            for i, value in enumerate([True, 3, "true", None, ["a"]])]
+    (tmp_path / "odd.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    items = load_items(tmp_path / "odd.jsonl")
+    assert [domains.domain_of(it) for it in items[:4]] == ["true", "3", "true", None]
+    assert all(domains.domain_of(it) in domains.calibrations for it in items[:3])
+    assert domains.domain_of(items[4]) is None  # a file's list field is not kept: no domain
+    listed = dataclasses.replace(items[4], fields={"domain": ["a"]})  # an Item built in Python may hold one
+    with pytest.raises(ConfigError, match=r"item 'q4': field 'domain' is a list, not a domain name"):
+        domains.domain_of(listed)

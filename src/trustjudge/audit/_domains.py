@@ -91,9 +91,15 @@ class DomainCalibrations:
         return out
 
     def domain_of(self, item: Item) -> str | None:
-        """An item's domain: the value of its field (None when it has none)."""
+        """An item's domain: the value of its field (None when it has none); a number or a boolean by its JSON
+        spelling (``true``, ``3``: what a domain map's key says), a list or an object refused naming the item."""
         value = item.fields.get(self.field)
-        return None if value is None else str(value)
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, (bool, int, float)):
+            return json.dumps(value)
+        raise ConfigError(f"item {item.id!r}: field {self.field!r} is a {type(value).__name__}, not a domain name "
+                          "(a string, a number or a boolean)")
 
 
 def _blocks(mode: str, record: dict[str, Any], classes: Sequence[str], levels: Sequence[float] | None) -> list[Any]:
