@@ -47,7 +47,7 @@ from typing import Any
 from ..errors import InputError
 from ..io._items import Item, items_from_dicts
 from ._readers_datamind import looks_like_dsgym, read_dsgym
-from ._readers_scarena import SC_ARENA_READERS, looks_like_sc_arena
+from ._readers_scarena import SC_ARENA_READERS, load_json_or_lines, looks_like_sc_arena
 from ._readers_visplot import VISPLOT_READERS, looks_like_results
 
 __all__ = ["READERS", "decrypt", "detect", "read", "read_benchmark"]
@@ -295,28 +295,10 @@ def _array(data: Any, file: str) -> list[Any]:
     return data
 
 
-def _load(path: Path) -> Any:
-    """A JSON file's value, or a JSON lines file's rows (``.jsonl``, or any file that is not one JSON value)."""
-    text = path.read_bytes().decode("utf-8-sig")
-    if path.suffix.lower() not in (".jsonl", ".ndjson"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass
-    rows = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from None
-    return rows
-
-
 def detect(path: Path, fmt: str) -> bool:
     """Whether ``path`` looks like the benchmark format ``fmt`` (its first row's published keys)."""
     try:
-        data = _load(path)
+        data = load_json_or_lines(path)
     except (OSError, UnicodeDecodeError, InputError):
         return False
     if fmt == "livedrbench":
@@ -339,7 +321,7 @@ def read(path: str | Path, fmt: str) -> list[Item]:
     if fmt not in READERS:
         raise InputError(f"is not a benchmark format (known: {', '.join(READERS)})", field="format")
     try:
-        data = _load(path)
+        data = load_json_or_lines(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", file=str(path)) from None
     rows = READERS[fmt](str(path), data)

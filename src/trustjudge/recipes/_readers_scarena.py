@@ -38,9 +38,11 @@ __all__ = ["SC_ARENA_READERS", "looks_like_sc_arena"]
 Rows = list[dict[str, Any]]
 
 
-def _load_any(path: Path) -> Any:
+def load_json_or_lines(path: Path) -> Any:
+    """A JSON file's value, or a JSON lines file's rows (``.jsonl``, ``.ndjson``, or any file that is not one JSON
+    value); a bad line is an InputError naming file and line. Every recipe reader reads its files with it."""
     text = path.read_bytes().decode("utf-8-sig")
-    if path.suffix.lower() != ".jsonl":
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
         try:
             return json.loads(text)
         except json.JSONDecodeError:
@@ -91,7 +93,7 @@ def _outputs(data: dict[str, Any], base: Path, file: str) -> dict[str, list[tupl
     out: dict[str, list[tuple[str, str, int]]] = {}
     for model, name in outputs.items():
         path = _file(base, name, file, f"outputs.{model}")
-        rows = _load_any(path)
+        rows = load_json_or_lines(path)
         if isinstance(rows, dict) and isinstance(rows.get("response"), list):  # the *_fm providers' one object
             rows = [{"prompt": "", "response": r} for r in rows["response"]]
         got = []
@@ -111,7 +113,7 @@ def _joined(file: str, data: Any, keys: tuple[str, ...]) -> tuple[Rows, list[lis
     base = Path(file).parent
     if isinstance(data, dict) and "data" in data:
         where = _file(base, data["data"], file, "data")
-        rows = _load_any(where)
+        rows = load_json_or_lines(where)
         if not isinstance(rows, list):
             raise InputError("must be SC-Arena's data file: rows of JSON lines or a JSON array", file=str(where))
         rows = [_row(r, keys, str(where), n) for n, r in enumerate(rows, 1)]
@@ -271,7 +273,7 @@ def _joined_rows(file: str, data: dict[str, Any]) -> tuple[Rows, Path | None]:
     ``evaluators`` folder."""
     base = Path(file).parent
     where = _file(base, data.get("data"), file, "data")
-    rows = _load_any(where)
+    rows = load_json_or_lines(where)
     if not isinstance(rows, list):
         raise InputError("must be SC-Arena's data file: rows of JSON lines or a JSON array", file=str(where))
     rows = [_row(r, ("cell_type", "cell_sentence"), str(where), n) for n, r in enumerate(rows, 1)]
