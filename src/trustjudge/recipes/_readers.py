@@ -47,30 +47,13 @@ from typing import Any
 from ..errors import InputError
 from ..io._items import Item, items_from_dicts
 from ._readers_datamind import looks_like_dsgym, read_dsgym
-from ._readers_scarena import SC_ARENA_READERS, load_json_or_lines, looks_like_sc_arena
+from ._readers_scarena import SC_ARENA_READERS, looks_like_sc_arena
 from ._readers_visplot import VISPLOT_READERS, looks_like_results
+from ._rows import load_json_or_lines, model_answers, need
 
 __all__ = ["READERS", "decrypt", "detect", "read", "read_benchmark"]
 
 Reader = Callable[[str, Any], list[dict[str, Any]]]
-
-
-def _responses(row: dict[str, Any], single: str, file: str, line: int) -> list[dict[str, Any]]:
-    if isinstance(row.get("responses"), dict):
-        return [{"id": str(k), "system": str(k), "text": str(v)} for k, v in row["responses"].items()]
-    if isinstance(row.get(single), str):
-        return [{"id": "model", "text": row[single]}]
-    raise InputError(f"holds no model answer: add {single!r} (the answer) or 'responses' ({{model: answer}})",
-                     file=file, line=line, field=single)
-
-
-def _need(row: Any, keys: tuple[str, ...], file: str, line: int) -> dict[str, Any]:
-    if not isinstance(row, dict):
-        raise InputError(f"must be an object, got {type(row).__name__}", file=file, line=line)
-    for key in keys:
-        if key not in row:
-            raise InputError("is missing (the benchmark's published schema has it)", file=file, line=line, field=key)
-    return row
 
 
 def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
@@ -80,7 +63,7 @@ def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
     question's repeats together."""
     out: dict[str, dict[str, Any]] = {}
     for line, raw in enumerate(_array(data, file), 1):
-        row = _need(raw, ("id", "question", "options", "answer"), file, line)
+        row = need(raw, ("id", "question", "options", "answer"), file, line)
         options, answer = row["options"], row["answer"]
         if not isinstance(options, list) or isinstance(answer, bool) or not isinstance(answer, int) \
                 or not 0 <= answer < len(options):
@@ -91,7 +74,7 @@ def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
         if isinstance(row.get("response"), list):  # the repeats of one model's answer
             responses = [{"id": f"model#{k}", "system": "model", "text": str(t)} for k, t in enumerate(row["response"])]
         else:
-            responses = _responses(row, "response", file, line)
+            responses = model_answers(row, "response", file, line)
             if "repeat" in row:
                 responses = [{**r, "id": f"{r['id']}#{row['repeat']}", "system": r.get("system", r["id"])}
                              for r in responses]
@@ -110,14 +93,14 @@ def _omnispatial(file: str, data: Any) -> list[dict[str, Any]]:
 def _sc_arena_scienceqa(file: str, data: Any) -> list[dict[str, Any]]:
     out = []
     for line, raw in enumerate(_array(data, file), 1):
-        paper = _need(raw, ("response",), file, line)
+        paper = need(raw, ("response",), file, line)
         for k, q in enumerate(paper["response"] or []):
-            q = _need(q, ("question", "answer"), file, line)
+            q = need(q, ("question", "answer"), file, line)
             given = [(label, str(v)) for label, v in (("Question type", q.get("type")),
                                                       ("Reference paper title", paper.get("title")),
                                                       ("Reference paper abstract", paper.get("abstract")),
                                                       ("Relevant passage", q.get("relevant_passage"))) if v]
-            responses = _responses(q, "model_answer", file, line)  # the recipe's [answers] reads [Answer: ...]
+            responses = model_answers(q, "model_answer", file, line)  # the recipe's [answers] reads [Answer: ...]
             out.append({"id": f"{line}-{k}", "question": q["question"], "reference": q["answer"],
                         "context": "\n\n".join(f"{label}: {v}" for label, v in given) or None,
                         "task": "scienceqa", "subset": str(q.get("type", "")), "responses": responses})
@@ -178,7 +161,7 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
     preds = {str(p.get("key")): p.get("preds") for p in data["preds"] if isinstance(p, dict)}
     out = []
     for line, raw in enumerate(data["rows"], 1):
-        row = _decoded(_need(raw, ("key", "category", "ground_truths"), file, line), file, line)
+        row = _decoded(need(raw, ("key", "category", "ground_truths"), file, line), file, line)
         category, gts = str(row["category"]), row["ground_truths"]
         gold: list[str] = []
         classes: list[str] = []
@@ -227,14 +210,14 @@ def _livedrbench(file: str, data: Any) -> list[dict[str, Any]]:
 def _puzzleworld(file: str, data: Any) -> list[dict[str, Any]]:
     out = []
     for line, raw in enumerate(_array(data, file), 1):
-        row = _need(raw, ("reasoning", "solution"), file, line)
+        row = need(raw, ("reasoning", "solution"), file, line)
         steps = row["reasoning"]
         if not isinstance(steps, list) or not steps:
             raise InputError("must be the list of reference steps", file=file, line=line, field="reasoning")
         out.append({"id": str(row.get("id", line)), "question": f"The puzzle's title is {row.get('title', '')}. "
                     f"Its flavor text is {row.get('flavor_text', '')}.", "context": str(row["solution"]),
                     "reference": "\n".join(_step_text(s, file, line, k) for k, s in enumerate(steps)),
-                    "responses": _responses(row, "raw_output", file, line),
+                    "responses": model_answers(row, "raw_output", file, line),
                     **({"images": row["images"]} if row.get("images") else {})})
     return out
 
@@ -262,7 +245,7 @@ def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:
             labels = list(csv.DictReader(fh))
     expected: dict[str, int] = {}
     for line, row in enumerate(labels, 2):
-        row = _need(row, ("id", "Q7"), str(base / str(data["labels"])), line)
+        row = need(row, ("id", "Q7"), str(base / str(data["labels"])), line)
         level = str(row["Q7"]).strip()[:1]
         if level not in "ABC" or not level:
             raise InputError(f"must be A, B or C (the expected granularity), got {row['Q7']!r}",
@@ -273,7 +256,7 @@ def _geoprivacy(file: str, data: Any) -> list[dict[str, Any]]:
         where = str(base / rows) if isinstance(rows, str) else file
         rows = json.loads((base / rows).read_text(encoding="utf-8-sig")) if isinstance(rows, str) else rows
         for line, row in enumerate(_array(rows, where), 1):
-            row = _need(row, ("id", "Q7-gen"), where, line)
+            row = need(row, ("id", "Q7-gen"), where, line)
             key = str(row["id"])
             by_image.setdefault(key, []).append(
                 {"id": str(model), "system": str(model), "text": str(row["Q7-gen"]),

@@ -32,29 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ._rows import load_json_or_lines, model_answers, need
 
 __all__ = ["SC_ARENA_READERS", "looks_like_sc_arena"]
 
+DATA_FILE = "SC-Arena's data file"
+"""Who says a row's required field is there (:func:`._rows.need`'s message)."""
+
 Rows = list[dict[str, Any]]
-
-
-def load_json_or_lines(path: Path) -> Any:
-    """A JSON file's value, or a JSON lines file's rows (``.jsonl``, ``.ndjson``, or any file that is not one JSON
-    value); a bad line is an InputError naming file and line. Every recipe reader reads its files with it."""
-    text = path.read_bytes().decode("utf-8-sig")
-    if path.suffix.lower() not in (".jsonl", ".ndjson"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass
-    rows = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from None
-    return rows
 
 
 def _file(base: Path, value: Any, file: str, field: str) -> Path:
@@ -64,24 +49,6 @@ def _file(base: Path, value: Any, file: str, field: str) -> Path:
     if not path.exists():
         raise InputError(f"names {value!r}, which does not exist ({path})", file=file, field=field)
     return path
-
-
-def _row(row: Any, keys: tuple[str, ...], file: str, line: int) -> dict[str, Any]:
-    if not isinstance(row, dict):
-        raise InputError(f"must be an object, got {type(row).__name__}", file=file, line=line)
-    for key in keys:
-        if key not in row:
-            raise InputError("is missing (SC-Arena's data file has it)", file=file, line=line, field=key)
-    return row
-
-
-def _answers(row: dict[str, Any], file: str, line: int) -> list[dict[str, Any]]:
-    if isinstance(row.get("responses"), dict):
-        return [{"id": str(k), "system": str(k), "text": str(v)} for k, v in row["responses"].items()]
-    if isinstance(row.get("model_answer"), str):
-        return [{"id": "model", "text": row["model_answer"]}]
-    raise InputError("holds no model answer: add 'model_answer' (the answer) or 'responses' ({model: answer}), or "
-                     "name the data and the --out files in one object", file=file, line=line, field="model_answer")
 
 
 def _outputs(data: dict[str, Any], base: Path, file: str) -> dict[str, list[tuple[str, str, int]]]:
@@ -116,7 +83,7 @@ def _joined(file: str, data: Any, keys: tuple[str, ...]) -> tuple[Rows, list[lis
         rows = load_json_or_lines(where)
         if not isinstance(rows, list):
             raise InputError("must be SC-Arena's data file: rows of JSON lines or a JSON array", file=str(where))
-        rows = [_row(r, keys, str(where), n) for n, r in enumerate(rows, 1)]
+        rows = [need(r, keys, str(where), n, DATA_FILE) for n, r in enumerate(rows, 1)]
         per_row: list[list[dict[str, Any]]] = [[] for _ in rows]
         for model, got in _outputs(data, base, file).items():
             if len(got) != len(rows):
@@ -129,8 +96,9 @@ def _joined(file: str, data: Any, keys: tuple[str, ...]) -> tuple[Rows, list[lis
     if not isinstance(data, list):
         raise InputError("must be SC-Arena's data file (rows with model_answer added) or an object {data, outputs}",
                          file=file)
-    rows = [_row(r, keys, file, n) for n, r in enumerate(data, 1)]
-    return rows, [_answers(r, file, n) for n, r in enumerate(rows, 1)], None, file
+    rows = [need(r, keys, file, n, DATA_FILE) for n, r in enumerate(data, 1)]
+    also = ", or name the data and the --out files in one object"
+    return rows, [model_answers(r, "model_answer", file, n, also) for n, r in enumerate(rows, 1)], None, file
 
 
 # -- the Cell Ontology (cl_nl6.obo), read as the evaluators' pronto graph has it: is_a edges between CL terms --
@@ -276,7 +244,7 @@ def _joined_rows(file: str, data: dict[str, Any]) -> tuple[Rows, Path | None]:
     rows = load_json_or_lines(where)
     if not isinstance(rows, list):
         raise InputError("must be SC-Arena's data file: rows of JSON lines or a JSON array", file=str(where))
-    rows = [_row(r, ("cell_type", "cell_sentence"), str(where), n) for n, r in enumerate(rows, 1)]
+    rows = [need(r, ("cell_type", "cell_sentence"), str(where), n, DATA_FILE) for n, r in enumerate(rows, 1)]
     ev = _file(base, data["evaluators"], file, "evaluators") if data.get("evaluators") else None
     return rows, ev
 
