@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..io._files import read_json_file
 from ..io._items import Item
 from ._calibration import Selection
-from ._estimators import COMBINED
+from ._estimators import judged_once
 from ._trust import Calibration, Tally, annotate, units
 
 Judge = Any
@@ -189,10 +189,8 @@ def select_by_domain(judge: Judge, items: Iterable[Item], calibrations: DomainCa
     each record with its item's domain's calibration (a domain without one: every verdict abstained)."""
     todo = list(items)
     for domain, cal in calibrations.calibrations.items():  # refused before any judging, not once all is judged
-        if cal.confidence in COMBINED:
-            raise ConfigError(f"domain {domain!r} ({calibrations.files.get(domain, 'its calibration')}): a "
-                              f"{cal.confidence} calibration judges each pair several times, which a per-domain "
-                              "run does not (Judge.select with one calibration does)")
+        judged_once(cal, f"domain {domain!r} ({calibrations.files.get(domain, 'its calibration')})",
+                    "a per-domain run", "apply it with Judge.select and one calibration")
     checked = {d: judge.check_calibration(c, override=override) for d, c in calibrations.calibrations.items()}
     cals = DomainCalibrations(calibrations.field, checked, calibrations.files)
     selections = cals.selections(target, delta, force_delta)

@@ -286,3 +286,12 @@ def check_records(cal: Calibration, records: Sequence[Mapping[str, Any]]) -> Non
             raise ConfigError(f"item {r.get('item_id')!r}: an ensemble calibration applies to pairs judged under "
                               "each of its templates (Judge.select, `trustjudge select --calibration FILE`: zero "
                               "calls where the store holds them), not to a record judged under one template")
+
+
+def judged_once(cal: Any, where: str, runner: str, instead: str) -> None:
+    """Refuse, before any judging, a calibration whose estimator is one of :data:`COMBINED` where each unit is
+    judged once: ``where`` names the calibration, ``runner`` what judges once, ``instead`` how to apply it (the
+    records would otherwise be refused only once every item was judged)."""
+    if cal.confidence in COMBINED:
+        raise ConfigError(f"{where}: its confidence estimator {cal.confidence!r} judges each pair several times (a "
+                          f"template ensemble or a panel), which {runner} does not: {instead}")

@@ -18,10 +18,10 @@ from typing import Any
 from rich.markup import escape
 
 from .._judge import Judge, task_for_calibration
+from ..audit import _estimators as E
 from ..audit import _ledger
 from ..audit._calibration import Selection
 from ..audit._domains import NO_CALIBRATION, DomainCalibrations, DomainTally, annotate_by_domain
-from ..audit._estimators import COMBINED
 from ..audit._evaluation import evaluation
 from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate
@@ -91,12 +91,9 @@ def _load_domains(options: CalibrationOptions, mode: str) -> Loaded:
 
 def judged_once(cal: Calibration, where: str) -> None:
     """Refuse, before any judging, an ensemble or panel calibration where each unit is judged once (a judging
-    command's ``--calibration``, a per-domain run): its records would be refused only once all were judged."""
-    if cal.confidence in COMBINED:
-        raise ConfigError(f"{where}: its confidence estimator {cal.confidence!r} judges each pair several times (a "
-                          "template ensemble or a panel), which this run does not: select with `trustjudge select "
-                          "--calibration FILE` (one calibration, no --calibration-by; zero calls where the store "
-                          "holds the judgments)")
+    command's ``--calibration``, a per-domain run)."""
+    E.judged_once(cal, where, "this run", "select with `trustjudge select --calibration FILE` (one calibration, no "
+                  "--calibration-by; zero calls where the store holds the judgments)")
 
 
 def task_for(loaded: Loaded | None, task: Task) -> Task:

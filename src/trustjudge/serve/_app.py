@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 
 from .._judge import Judge, task_for_calibration
 from ..audit._calibration import Selection
-from ..audit._estimators import COMBINED
+from ..audit._estimators import judged_once
 from ..audit._trust import Calibration, annotate, judge_scaled
 from ..audit._trust import summary as trust_summary
 from ..backends import Backend
@@ -32,7 +32,7 @@ from ..modes._base import Task
 from ..modes._prompts import Protocol
 from ..modes._registry import MODES, Mode, get_mode
 from ._bodies import AuditRequest, Calibrated, Health, ModeBodies, RankRequest, Stats, mode_bodies
-from ._domains import prepare_domains, respond_domains
+from ._domains import SERVICE_INSTEAD, prepare_domains, respond_domains
 from ._errors import ERRORS, ErrorOut, install_error_handlers
 from ._guard import (
     DEFAULT_BODY_TIMEOUT_S,
@@ -90,8 +90,7 @@ def check_named(judge: Judge, named: Mapping[str, Calibration], paths: Mapping[s
     naming the calibration and its file)."""
     for name, cal in named.items():
         where = f"calibration {name!r}" + (f" ({paths[name]})" if paths and name in paths else "")
-        if cal.confidence in COMBINED:
-            raise ConfigError(f"{where}: {_combined_note(cal, None)}")
+        judged_once(cal, where, "the service", SERVICE_INSTEAD)
         try:
             judge.check_calibration(cal, task=_own_scale(judge, cal))
         except ConfigError as exc:
@@ -106,14 +105,6 @@ def _own_scale(judge: Judge, cal: Calibration) -> Task | None:
             or levels != [levels[0] + k for k in range(len(levels))]:
         return None
     return task_for_calibration(judge.task(cal.mode, scale=f"{int(levels[0])}-{int(levels[-1])}"))
-
-
-def _combined_note(cal: Calibration, name: str | None) -> str:
-    """Why the service refuses an ensemble or panel calibration: it judges each pair once."""
-    return (f"{f'calibration {name!r}' if name else 'calibration'}: its confidence estimator "
-            f"{cal.confidence!r} judges each pair several times (a template ensemble or a panel), which the "
-            "service does not do: select with `trustjudge select --calibration FILE` (zero calls where the store "
-            "holds the judgments), or fit one without --confidence for the service")
 
 
 async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
@@ -151,8 +142,10 @@ async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
                 raise InputError(str(exc), line=0, field="calibration") from None
             except (KeyError, TypeError, ValueError) as exc:
                 raise InputError(f"calibration: bad parameters ({exc})", line=0, field="calibration") from None
-        if cal.confidence in COMBINED:
-            raise InputError(_combined_note(cal, name), line=0, field=field)
+        try:
+            judged_once(cal, f"calibration {name!r}" if name else "calibration", "the service", SERVICE_INSTEAD)
+        except ConfigError as exc:
+            raise InputError(str(exc), line=0, field=field) from None
         try:
             selection = cal.selection(body.target_agreement, body.risk_delta, body.force_delta) \
                 if body.target_agreement is not None else None

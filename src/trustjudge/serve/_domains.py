@@ -14,13 +14,18 @@ from fastapi.responses import JSONResponse
 from .._judge import Judge
 from ..audit._calibration import Selection
 from ..audit._domains import DomainCalibrations, annotate_by_domain, summary_by_domain
-from ..audit._estimators import COMBINED
+from ..audit._estimators import judged_once
 from ..audit._trust import Calibration
 from ..errors import ConfigError, InputError
 from ..io._items import Item
 from ..modes._base import Task
 
 Prepared = tuple[DomainCalibrations, dict[str, Selection | None]]
+
+
+SERVICE_INSTEAD = ("select with `trustjudge select --calibration FILE` (zero calls where the store holds the "
+                   "judgments), or fit one without --confidence for the service")
+"""How to apply an ensemble or panel calibration the service refuses (it judges each pair once)."""
 
 
 def _one(judge: Judge, body: Any, task: Task, named: Mapping[str, Calibration], domain: str, value: Any) -> Calibration:
@@ -37,10 +42,10 @@ def _one(judge: Judge, body: Any, task: Task, named: Mapping[str, Calibration], 
             raise InputError(str(exc), line=0, field=where) from None
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"bad parameters ({exc})", line=0, field=where) from None
-    if cal.confidence in COMBINED:  # the service judges each pair once (as its single calibration refuses)
-        raise InputError(f"domain {domain!r}: its confidence estimator {cal.confidence!r} judges each pair several "
-                         "times (a template ensemble or a panel), which the service does not: apply it with "
-                         "`trustjudge select`", line=0, field=where)
+    try:
+        judged_once(cal, f"domain {domain!r}", "the service", SERVICE_INSTEAD)  # as the request's one calibration
+    except ConfigError as exc:
+        raise InputError(str(exc), line=0, field=where) from None
     try:
         checked = judge.check_calibration(cal, override=body.calibration_override, task=task)
         checked.check_tolerance(getattr(body, "tolerance", None))
