@@ -41,28 +41,24 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def decode_json(text: str) -> Any:
-    """Strict JSON: no NaN/Infinity, no duplicate keys; every failure is a ``ValueError`` with a message
-    (too deep nesting and over-long integers included)."""
-    try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{exc.msg} (column {exc.colno})") from None
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-
-
 def strict_json(text: str, constants: bool = False) -> Any:
-    """:func:`decode_json` keeping a syntax error's line (a ``json.JSONDecodeError``); a duplicate key, NaN or
-    Infinity (read where ``constants``: the reader then refuses them naming the field), an over-long integer or
-    too deep nesting is a ``ValueError`` naming it."""
+    """JSON with no duplicate keys and no NaN/Infinity (read where ``constants``: the reader then refuses them
+    naming the field): a syntax error is a ``json.JSONDecodeError`` (its line kept); a duplicate key, a constant,
+    an over-long integer or too deep nesting a ``ValueError`` naming it."""
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates,
                           parse_constant=float if constants else _reject_constant)
-    except json.JSONDecodeError:
-        raise
     except RecursionError:
         raise ValueError("nested too deeply") from None
+
+
+def decode_json(text: str) -> Any:
+    """Strict JSON (:func:`strict_json`); every failure is a ``ValueError`` with a message (a syntax error's
+    column included)."""
+    try:
+        return strict_json(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} (column {exc.colno})") from None
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Any | InputError]]:
