@@ -5,8 +5,9 @@ presentation orders) with the default judge under the library's G-Eval-style ste
 (src/trustjudge/templates/pairwise_steps.txt; ``--template rubric`` for pairwise_rubric.txt), in a fixed,
 seeded order of pairs (``--seed``, default 34), so a later session continues the same subset: every run walks the
 same order and the store answers what was already judged. After every ``--batch`` pairs (default 20) the store is
-exported, through the library and atomically, to bench/results/guarantee_ensemble_judgments.jsonl.gz, and with
-``--commit`` that one file is committed; an empty store imports that export first.
+exported, through the library and atomically, to bench/results/guarantee_ensemble_judgments.jsonl.gz (steps;
+``--template rubric``: guarantee_ensemble_rubric_judgments.jsonl.gz, its own store too), and with ``--commit``
+that one file is committed; an empty store imports that export first.
 
 The default template's judgments of the same pairs are the committed bench/results/guarantee_judgments.jsonl.gz;
 bench/guarantee_ensemble_study.py compares the two with zero calls.
@@ -38,6 +39,15 @@ from trustjudge.engine._store_io import import_file, write_export
 TEMPLATES = Path(__file__).resolve().parents[1] / "src" / "trustjudge" / "templates"
 STORE = RESULTS / "work" / "guarantee_ensemble.sqlite"
 EXPORT = RESULTS / "guarantee_ensemble_judgments.jsonl.gz"
+"""The steps template's export (the first template of the study; other templates' files carry their name)."""
+
+
+def paths(template: str) -> tuple[Path, Path]:
+    """The scratch store and the committed export of ``template``'s judgments."""
+    if template == "steps":
+        return STORE, EXPORT
+    return (RESULTS / "work" / f"guarantee_ensemble_{template}.sqlite",
+            RESULTS / f"guarantee_ensemble_{template}_judgments.jsonl.gz")
 ROWS = (0, 460)
 """The PandaLM rows of the study (guarantee_judge's chunks pandalm-0-100, -100-400 and -400-460)."""
 
@@ -79,8 +89,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--judge", default=JUDGE)
     ap.add_argument("--template", default="steps", choices=["steps", "rubric"])
-    ap.add_argument("--store", type=Path, default=STORE)
-    ap.add_argument("--export", type=Path, default=EXPORT)
+    ap.add_argument("--store", type=Path, default=None, help="default: the template's scratch store")
+    ap.add_argument("--export", type=Path, default=None, help="default: the template's export")
     ap.add_argument("--seed", type=int, default=34)
     ap.add_argument("--batch", type=int, default=20, help="pairs between exports (and commits)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many pairs")
@@ -89,6 +99,8 @@ def main() -> None:
     if not args.data.is_dir():
         sys.exit(f"no data folder {args.data} (give --data)")
     pairs = study_pairs(args.data, args.seed)[: args.limit]
+    store_path, export_path = paths(args.template)
+    args.store, args.export = args.store or store_path, args.export or export_path
     args.store.parent.mkdir(parents=True, exist_ok=True)
     store = Store(args.store)
     if args.export.exists() and store.count() == 0:
@@ -112,8 +124,9 @@ def main() -> None:
                 outputs = write_export(args.store, args.export)
                 log(f"export: {outputs} outputs -> {args.export}")
                 if args.commit:
-                    commit(args.export, f"bench: the steps-template ensemble study, PandaLM pairs 0-{done - 1} "
-                                        f"of the seed-{args.seed} order judged ({outputs} judgments exported)")
+                    commit(args.export, f"bench: the {args.template}-template ensemble study, PandaLM pairs "
+                                        f"0-{done - 1} of the seed-{args.seed} order judged ({outputs} judgments "
+                                        "exported)")
     finally:
         judge.close()
     log("all pairs done")
