@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import RESULTS, replace_section
-from guarantee import StoreOnly
+from guarantee import StoreOnly, _label_from_ratings
 from guarantee_ensemble import DATASETS, paths, study_pairs
 from guarantee_estimators import estimator_study
 from guarantee_judge import DATA, EXPORT, JUDGE
@@ -60,6 +60,9 @@ def study(dataset: str, seed: int, splits: int, store_path: Path) -> dict[str, A
     pairs = study_pairs(DATA, seed, dataset)
     runs = {"default": [r.to_dict() for r in judge.compare(pairs)]}
     runs |= {t: [r.to_dict() for r in sibling(judge, TEMPLATES[t]).compare(pairs)] for t in present}
+    if dataset == "topical":  # its pairs' human side is the higher mean rating, as in guarantee.py
+        for recs in runs.values():
+            _label_from_ratings(recs, pairs)
     judged = {t: sum(1 for r in runs[t] if r.get("probabilities")) for t in present}
     keep = [i for i in range(len(runs["default"]))
             if all(recs[i].get("probabilities") for recs in runs.values()) and runs["default"][i].get("human") in PAIR]
