@@ -38,8 +38,9 @@ def _key_path(sample: Path, key: Path | None) -> Path:
     return key if key is not None else sample.with_name(sample.name + ".key.json")
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The records of a JSONL file and the line each is on."""
+    out, lines = [], []
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
@@ -51,7 +52,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             if not isinstance(row, dict):
                 raise ConfigError(f"{path}: line {n}: a record is a JSON object")
             out.append(row)
-    return out
+            lines.append(n)
+    return out, lines
 
 
 def _read_summary(summary: Path | None) -> dict[str, Any]:
@@ -187,14 +189,18 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
     cal, calibration = _calibration_of(calibration_path, run_summary)
     mode = cal.mode if cal is not None else str(run_summary.get("mode", PAIRWISE))
     labels = labelling(mode)
-    records = _read_jsonl(verdicts)
+    records, lines = _read_jsonl(verdicts)
     if domain is not None:  # the domain's own verdicts: their calibrated blocks say it
+        lines = [n for r, n in zip(records, lines) if _domain_of(r) == domain]
         records = [r for r in records if _domain_of(r) == domain]
     if cal is None and not labels.pairs:
         raise click.UsageError(f"a sample of {mode} verdicts reads them through the calibration's units: give "
                                "--calibration CAL (or the run's --summary, which names it)")
     classes = cal.map.classes if cal is not None else classes_of(mode, records)
-    units = V.verdict_units(mode, records, str(verdicts), classes, cal.levels if cal is not None else None)
+    units = V.verdict_units(mode, records, str(verdicts), classes, cal.levels if cal is not None else None, lines)
+    if cal is not None:  # the sample's check is remembered for this calibration: it must be what annotated them
+        assert calibration is not None
+        V.check_annotated(mode, records, str(verdicts), cal, calibration["file"], target, risk, lines)
     n = size if size is not None else V.sample_size(target, risk, precision)
     drawn = V.draw(units, size=n, abstained_size=abstained_size, seed=seed)
     by_id = {it.id: it for it in read_items(items_path, False, 2 if labels.pairs else 1)}
