@@ -173,3 +173,65 @@ def test_a_sampled_score_outside_the_scale_is_refused_naming_the_verdict(tmp_pat
     missing = CliRunner().invoke(cli, ["sample", str(verdicts), "--items", str(items), "--out", str(sample),
                                        "--target-agreement", "0.8", "--risk-delta", "0.1"])
     assert missing.exit_code != 0  # without the calibration, score records are not pairs
+
+
+def _sample_exit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
+    """`trustjudge sample ARGS` as the shell runs it: its exit status and its one-line error."""
+    import sys
+
+    from trustjudge.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["trustjudge", "sample", *map(str, args)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    return int(exit_info.value.code or 0), " ".join(capsys.readouterr().err.split())
+
+
+def test_a_sample_under_a_calibration_that_did_not_annotate_the_records_is_refused_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    cal, verdicts, items = _write(tmp_path, "checklist")
+    other = tmp_path / "other.json"  # the same judging, another calibration set: its unsure verdicts agree too
+    first = _calibration("checklist")
+    human = [int(p[1] > 0.5) for p in first.probs]
+    Calibration("checklist", "mock/hash", "mock:hash", "t", "direct",
+                fit_map("checklist", "platt", first.map.classes, first.probs, human), first.probs, human,
+                keys=first.keys).save(other)
+    loaded = Calibration.load(other)
+    again = annotate("checklist", _raw("checklist"), loaded, loaded.selection(0.8, 0.1))
+    assert all(c["calibrated"]["abstained"] is None for r in again for c in r["checks"])  # it keeps every verdict
+    sample = tmp_path / "sample.jsonl"
+    common = ["--items", items, "--out", sample, "--target-agreement", 0.8, "--risk-delta", 0.1, "--size", 20]
+    code, said = _sample_exit(monkeypatch, capsys, verdicts, "--calibration", other, *common)
+    # before: exit 0, and check-sample then remembered the result beside other.json
+    assert code == 2, said
+    assert (f"{verdicts}: line {KEPT + 1}: field 'checks.0.calibrated.abstained' is 'below_threshold' (abstained), "
+            f"but {other.resolve()} at target 0.8, delta 0.1 gives null (kept)") in said
+    assert "give the calibration the run applied" in said and "--summary" in said
+    assert not sample.exists() and not (tmp_path / "sample.jsonl.key.json").exists()
+    assert not (tmp_path / "other.json.checks.json").exists()
+    # another target than the run's is refused the same way (its kept verdicts are not these)
+    code, said = _sample_exit(monkeypatch, capsys, verdicts, "--calibration", cal, *common[:4],
+                              "--target-agreement", 0.6, "--risk-delta", 0.1)
+    assert code == 2 and "at target 0.6, delta 0.1 gives" in said, said
+    # the calibration the run applied samples them
+    assert _invoke("sample", verdicts, "--calibration", cal, *common).exit_code == 0 and sample.exists()
+
+
+@pytest.mark.parametrize(("line", "part", "field", "value", "message"), [
+    (KEPT + 3, 1, "abstained", None, "is null (kept), but {cal} at target 0.8, delta 0.1 gives 'below_threshold'"),
+    (4, 0, "abstained", "below_threshold", "is 'below_threshold' (abstained), but {cal} at target 0.8, delta 0.1 "
+                                           "gives null (kept)"),
+    (7, 1, "verdict", "pass", "is 'pass', but {cal} at target 0.8, delta 0.1 gives 'fail'"),
+])
+def test_a_hand_edited_kept_flag_or_verdict_is_refused_naming_the_line_and_field(
+        tmp_path: Path, line: int, part: int, field: str, value: Any, message: str) -> None:
+    cal, verdicts, items = _write(tmp_path, "checklist")
+    rows = [json.loads(text) for text in verdicts.read_text().splitlines()]
+    rows[line - 1]["checks"][part]["calibrated"][field] = value
+    verdicts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    where = f"{verdicts}: line {line}: field 'checks.{part}.calibrated.{field}' "
+    with pytest.raises(ConfigError) as refused:  # before: sampled, its check remembered for cal.json
+        _invoke("sample", verdicts, "--items", items, "--calibration", cal, "--out", tmp_path / "s.jsonl",
+                "--target-agreement", 0.8, "--risk-delta", 0.1, "--size", 20)
+    assert where + message.format(cal=cal.resolve()) in str(refused.value)
+    assert not (tmp_path / "s.jsonl.key.json").exists()
