@@ -173,3 +173,29 @@ def test_a_sample_is_drawn_only_under_the_calibration_that_annotated_the_run(tmp
     edited.write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(ConfigError, match=rf"edited\.jsonl: line 3: field 'calibrated\.verdict' is '{wrong_of}', but "):
         _invoke("sample", edited, "--items", new, "--summary", tmp_path / "sum.json", "--out", tmp_path / "e.jsonl")
+
+
+@pytest.mark.parametrize(("estimator", "target"), [("ensemble", 0.6), ("annotators", 0.4)])
+def test_a_select_run_of_a_combined_estimator_samples_under_its_own_calibration(tmp_path: Path, estimator: str,
+                                                                              target: float) -> None:
+    """The re-annotation `sample` checks the records with gives what `select` gave for each estimator (the
+    ensemble's templates and the panel's judgments are in the records): none is refused, kept and abstained."""
+    store = tmp_path / "s.sqlite"
+    raw = _pairs(tmp_path / "raw.jsonl", 120, start=1000)
+    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", tmp_path / "r.jsonl",
+                   "-q").exit_code == 0
+    wrong = {"first": "second", "second": "tie", "tie": "first"}
+    said = {r["item_id"]: r["verdicts"]["likelihood"] if max(r["probabilities"].values()) >= 0.42
+            else wrong[r["verdicts"]["likelihood"]] for r in _lines(tmp_path / "r.jsonl")}
+    labelled = _pairs(tmp_path / "cal.jsonl", 120, start=1000, human=lambda i: said[f"q{i}"])
+    cal, new = tmp_path / "cal.json", _pairs(tmp_path / "new.jsonl", 60)
+    base = ["-j", "mock/hash", "--store", store]
+    assert _invoke("calibrate", labelled, *base, "--out", cal, "--confidence", estimator,
+                   *(["--panel-size", 3] if estimator == "annotators" else [])).exit_code == 0
+    assert _invoke("select", new, *base, "--calibration", cal, "--target-agreement", target, "--risk-delta", 0.2,
+                   "--out", tmp_path / "v.jsonl", "--summary", tmp_path / "sum.json").exit_code == 0
+    drawn = _invoke("sample", tmp_path / "v.jsonl", "--items", new, "--summary", tmp_path / "sum.json",
+                    "--out", tmp_path / "sample.jsonl", "--size", 5)
+    assert drawn.exit_code == 0, drawn.output
+    run = json.loads((tmp_path / "sample.jsonl.key.json").read_text())["run"]
+    assert run["kept"] > 0 and run["abstained"] > 0, run

@@ -13,7 +13,9 @@ simple random sample of the run's kept verdicts), whether their agreement with h
 - ``undecided``: neither; ``label_more`` says how many more kept verdicts, agreeing at the rate seen so far,
   would decide it (``None`` when the rate seen is the target itself).
 
-Sampling without replacement from a finite run makes the binomial tests conservative.
+Sampling without replacement from a finite run makes the binomial tests conservative. :func:`check_annotated`
+makes sure, before a sample is drawn, that the records are the verdicts of the calibration its check will be
+remembered for.
 """
 
 from __future__ import annotations

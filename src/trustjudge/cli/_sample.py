@@ -2,9 +2,10 @@
 
 ``sample`` draws a seeded random sample of a run's pairwise verdicts (the records ``select --out`` writes, with
 a target), stratified into kept and abstained ones, and writes it in the items format with empty labels, beside
-a key file of what each sampled verdict was. Label the pairs' ``human`` and ``check-sample`` tests exactly
-whether agreement on the kept verdicts meets the target (:mod:`trustjudge.audit._sample`): holds, refuted or
-undecided (label N more).
+a key file of what each sampled verdict was; where it knows the calibration, the records are first checked to
+be that calibration's verdicts (:func:`~trustjudge.audit._sample.check_annotated`). Label the pairs' ``human``
+and ``check-sample`` tests exactly whether agreement on the kept verdicts meets the target
+(:mod:`trustjudge.audit._sample`): holds, refuted or undecided (label N more).
 """
 
 from __future__ import annotations
@@ -161,8 +162,9 @@ def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, It
 @click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The run's summary (`select --summary`): its target agreement and delta (and calibration file).")
 @click.option("--calibration", "calibration_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="The calibration file the run applied: `check-sample` then remembers its result "
-                                 "beside it, and later runs on the same items say it (default: the summary's).")
+              default=None, help="The calibration file the run applied (the records are checked to be its "
+                                 "verdicts): `check-sample` then remembers its result beside it, and later runs on "
+                                 "the same items say it (default: the summary's).")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None, help="The run's target.")
 @click.option("--risk-delta", "delta", type=RISK_LEVEL, default=None, help="The run's risk level (--risk-delta).")
 @click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
