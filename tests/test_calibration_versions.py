@@ -129,3 +129,35 @@ def test_a_version_1_file_of_another_estimator_is_refused_and_refitted_at_zero_c
                                catch_exceptions=False)  # the remedy as the message gives it
     assert again.exit_code == 0 and "model calls 0" in again.output, again.output
     assert json.loads(out.read_text(encoding="utf-8")) == now and Calibration.load(out).confidence == name
+
+
+def test_a_check_remembered_under_a_version_1_hash_is_still_said_after_the_refit(fitted: dict[str, Calibration],
+                                                                                 tmp_path: Path) -> None:
+    from trustjudge.audit import _ledger as L
+    from trustjudge.cli._calibrated import remembered
+
+    check = {"items_sha256": "items", "result": "refuted", "kept_labelled": 10, "kept_agreed": 5, "agreement": 0.5,
+             "target_agreement": 0.8, "delta": 0.1}
+    for name in ("calibrated", "ensemble"):
+        cal, path = fitted[name], tmp_path / f"{name}.json"
+        old = _version_1(cal.to_dict())["data_hash"]  # the hash the previous release keyed its check by
+        L.remember(L.ledger_path(path), {**check, "calibration_data_hash": old})
+        found = remembered(path, cal, "items")
+        assert found is not None and found["calibration_data_hash"] == old and found["result"] == "refuted"
+        assert remembered(path, cal, "other items") is None
+    L.remember(L.ledger_path(tmp_path / "ensemble.json"), {**check, "calibration_data_hash": fitted["ensemble"]
+                                                           .data_hash, "result": "holds"})
+    assert remembered(tmp_path / "ensemble.json", fitted["ensemble"], "items")["result"] == "holds"  # its own first
+
+
+def test_a_run_summary_of_the_previous_release_names_the_refitted_file_s_calibration(
+        fitted: dict[str, Calibration], tmp_path: Path) -> None:
+    from trustjudge.cli._sample import _calibration_of
+
+    cal, path = fitted["annotators"], tmp_path / "cal.json"
+    cal.save(path)
+    old = _version_1(cal.to_dict())["data_hash"]
+    found, key = _calibration_of(path, {"calibration": {"data_hash": old}})  # `sample --summary` of an older run
+    assert found == cal and key == {"file": str(path.resolve()), "data_hash": cal.data_hash}
+    with pytest.raises(ConfigError, match=r"is not the run summary's calibration.data_hash 'ffff'"):
+        _calibration_of(path, {"calibration": {"data_hash": "ffff"}})
