@@ -161,3 +161,18 @@ def test_a_run_summary_of_the_previous_release_names_the_refitted_file_s_calibra
     assert found == cal and key == {"file": str(path.resolve()), "data_hash": cal.data_hash}
     with pytest.raises(ConfigError, match=r"is not the run summary's calibration.data_hash 'ffff'"):
         _calibration_of(path, {"calibration": {"data_hash": "ffff"}})
+
+
+def test_the_service_refuses_a_version_1_features_calibration_naming_the_field(fitted: dict[str, Calibration],
+                                                                               tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trustjudge.serve import create_app
+
+    old = _version_1(fitted["features"].to_dict())
+    with TestClient(create_app("mock/hash", store_path=tmp_path / "serve.sqlite")) as client:
+        answer = client.post("/v1/compare", json={"items": _rows(2), "calibration": old, "target_agreement": 0.6})
+    said = answer.json()["detail"][0]["msg"] if answer.status_code == 422 else answer.text
+    assert answer.status_code == 422 and "field 'confidence' is 'features' in a version-1 calibration file" in said
+    assert "--confidence features --out FILE`" in said, said  # no file to name: a request's field

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from typing import Any
 
 from ..errors import ConfigError
@@ -70,11 +71,13 @@ def data_hash(cal: Calibration) -> str:
 
 
 def _remedy(cal: Calibration, source: str) -> str:
-    """How to write the file again (zero model calls where the store holds its judgments)."""
+    """How to write the file again (zero model calls where the store holds its judgments); ``source`` names the
+    file where it is one (not a service request's field)."""
     size = f" --panel-size {cal.panel['size']}" if cal.panel is not None and "size" in cal.panel else ""
+    out = source if os.path.isfile(source) else "FILE"
     return (f"refit it from the labelled items it was fitted on, zero model calls where the store holds their "
             f"judgments: `trustjudge calibrate ITEMS -j {cal.judge} --mode {cal.mode} --confidence {cal.confidence}"
-            f"{size} --out {source}`")
+            f"{size} --out {out}`")
 
 
 def _check_version(version: Any, cal: Calibration, source: str) -> None:
@@ -91,7 +94,7 @@ def _check_version(version: Any, cal: Calibration, source: str) -> None:
                       "`trustjudge calibrate`")
 
 
-def check_integrity(data_hash: Any, cal: Calibration, source: str, version: Any = PLAIN_VERSION) -> None:
+def check_integrity(data_hash: Any, cal: Calibration, source: str, version: Any) -> None:
     """Refuse a file whose ``data_hash`` is missing or is not its calibration set's (and, at version 2, its
     estimator's), a file whose version is not its estimator's (:func:`file_version`), and a repeated unit: a unit
     counted twice is tested twice (a repeated key's copies fall on both sides of the selection split); in a
