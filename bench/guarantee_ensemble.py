@@ -1,16 +1,18 @@
-"""The prompt-ensemble study's judging half: PandaLM pairs under the explicit-steps template (resumable).
+"""The prompt-ensemble study's judging half: the study's pairs under the explicit-steps or rubric template
+(resumable).
 
-Judges the study's PandaLM pairs (the pairs of bench/guarantee_judge.py's pandalm chunks, rows 0-459, both
-presentation orders) with the default judge under the library's G-Eval-style steps template
-(src/trustjudge/templates/pairwise_steps.txt; ``--template rubric`` for pairwise_rubric.txt), in a fixed,
-seeded order of pairs (``--seed``, default 34), so a later session continues the same subset: every run walks the
-same order and the store answers what was already judged. After every ``--batch`` pairs (default 20) the store is
-exported, through the library and atomically, to bench/results/guarantee_ensemble_judgments.jsonl.gz (steps;
-``--template rubric``: guarantee_ensemble_rubric_judgments.jsonl.gz, its own store too), and with ``--commit``
-that one file is committed; an empty store imports that export first.
+Judges the study's PandaLM pairs (the pairs of bench/guarantee_judge.py's pandalm chunks, rows 0-459; with
+``--dataset llmbar`` / ``topical`` its LLMBar Natural / Topical-Chat pairs; both presentation orders) with the
+default judge under the library's G-Eval-style steps template (src/trustjudge/templates/pairwise_steps.txt;
+``--template rubric`` for pairwise_rubric.txt), in a fixed, seeded order of pairs (``--seed``, default 34), so a
+later session continues the same subset: every run walks the same order and the store answers what was already
+judged. After every ``--batch`` pairs (default 20) the store is exported, through the library and atomically, to
+bench/results/guarantee_ensemble_judgments.jsonl.gz (steps on PandaLM; other templates and sets:
+guarantee_ensemble_TEMPLATE[_DATASET]_judgments.jsonl.gz, each with its own store), and with ``--commit`` that
+one file is committed; an empty store imports that export first.
 
 The default template's judgments of the same pairs are the committed bench/results/guarantee_judgments.jsonl.gz;
-bench/guarantee_ensemble_study.py compares the two with zero calls.
+bench/guarantee_ensemble_study.py compares them with zero calls.
 
 Run (background, lowest priority):
     TRUSTJUDGE_THREADS=2 nice -n 19 /work/main/.venv/bin/python bench/guarantee_ensemble.py --commit \
@@ -28,10 +30,11 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import RESULTS
-from guarantee_judge import DATA, JUDGE, log, pandalm_items
+from guarantee_judge import DATA, JUDGE, LLMBAR, TOPICAL, load, log, pandalm_items
 from trustjudge import Item, Judge
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file, write_export
@@ -42,12 +45,22 @@ EXPORT = RESULTS / "guarantee_ensemble_judgments.jsonl.gz"
 """The steps template's export (the first template of the study; other templates' files carry their name)."""
 
 
-def paths(template: str) -> tuple[Path, Path]:
-    """The scratch store and the committed export of ``template``'s judgments."""
-    if template == "steps":
+DATASETS: dict[str, Callable[[Path], list[Item]]] = {
+    "pandalm": lambda d: pandalm_items(d, *ROWS),
+    "llmbar": lambda d: load(d / LLMBAR, "llmbar"),
+    "topical": lambda d: load(d / TOPICAL, "topical-chat")[:10],
+}
+"""The study's pairwise sets: guarantee_judge's chunks (PandaLM rows 0-459, LLMBar Natural, Topical-Chat's first
+10 dialogues), whose default-template judgments are committed."""
+
+
+def paths(template: str, dataset: str = "pandalm") -> tuple[Path, Path]:
+    """The scratch store and the committed export of ``template``'s judgments of ``dataset``."""
+    if (template, dataset) == ("steps", "pandalm"):
         return STORE, EXPORT
-    return (RESULTS / "work" / f"guarantee_ensemble_{template}.sqlite",
-            RESULTS / f"guarantee_ensemble_{template}_judgments.jsonl.gz")
+    name = template if dataset == "pandalm" else f"{template}_{dataset}"
+    return (RESULTS / "work" / f"guarantee_ensemble_{name}.sqlite",
+            RESULTS / f"guarantee_ensemble_{name}_judgments.jsonl.gz")
 ROWS = (0, 460)
 """The PandaLM rows of the study (guarantee_judge's chunks pandalm-0-100, -100-400 and -400-460)."""
 
@@ -56,15 +69,18 @@ def template_path(name: str) -> Path:
     return TEMPLATES / f"pairwise_{name}.txt"
 
 
-def study_pairs(data: Path, seed: int) -> list[Item]:
-    """The study's PandaLM pairs, one single-pair item each, in the seeded order (a fixed subset for any prefix)."""
-    items = pandalm_items(data, *ROWS)
+def study_pairs(data: Path, seed: int, dataset: str = "pandalm") -> list[Item]:
+    """The study's pairs of ``dataset``, one single-pair item each, in the seeded order (a fixed subset for any
+    prefix)."""
+    items = DATASETS[dataset](data)
+    # an item with its pairs listed becomes one item per pair; one that lists responses only (Topical-Chat: every
+    # pair of its responses is compared) stays whole
     singles = [dataclasses.replace(it, pairs=(p,)) for it in items for p in it.pairs or ()]
+    singles += [it for it in items if not it.pairs]
     seen: set[tuple[str, str, str]] = set()
     unique = []
     for it in singles:
-        assert it.pairs is not None
-        key = (it.id, it.pairs[0].first, it.pairs[0].second)
+        key = (it.id, it.pairs[0].first, it.pairs[0].second) if it.pairs else (it.id, "", "")
         if key not in seen:
             seen.add(key)
             unique.append(it)
@@ -89,6 +105,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--judge", default=JUDGE)
     ap.add_argument("--template", default="steps", choices=["steps", "rubric"])
+    ap.add_argument("--dataset", default="pandalm", choices=list(DATASETS))
     ap.add_argument("--store", type=Path, default=None, help="default: the template's scratch store")
     ap.add_argument("--export", type=Path, default=None, help="default: the template's export")
     ap.add_argument("--seed", type=int, default=34)
@@ -98,8 +115,8 @@ def main() -> None:
     args = ap.parse_args()
     if not args.data.is_dir():
         sys.exit(f"no data folder {args.data} (give --data)")
-    pairs = study_pairs(args.data, args.seed)[: args.limit]
-    store_path, export_path = paths(args.template)
+    pairs = study_pairs(args.data, args.seed, args.dataset)[: args.limit]
+    store_path, export_path = paths(args.template, args.dataset)
     args.store, args.export = args.store or store_path, args.export or export_path
     args.store.parent.mkdir(parents=True, exist_ok=True)
     store = Store(args.store)
@@ -124,7 +141,7 @@ def main() -> None:
                 outputs = write_export(args.store, args.export)
                 log(f"export: {outputs} outputs -> {args.export}")
                 if args.commit:
-                    commit(args.export, f"bench: the {args.template}-template ensemble study, PandaLM pairs "
+                    commit(args.export, f"bench: the {args.template}-template ensemble study, {args.dataset} pairs "
                                         f"0-{done - 1} of the seed-{args.seed} order judged ({outputs} judgments "
                                         "exported)")
     finally:

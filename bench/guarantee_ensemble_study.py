@@ -1,16 +1,18 @@
 """The prompt-ensemble study's analysis (issue 34), zero model calls: the pairs bench/guarantee_ensemble.py has
-judged under the explicit-steps template, against the committed default-template judgments of the same pairs.
+judged under the explicit-steps and rubric templates, against the committed default-template judgments of the
+same pairs.
 
-Imports both compressed exports (bench/results/guarantee_judgments.jsonl.gz and
-guarantee_ensemble_judgments.jsonl.gz) into a scratch store, judges the seeded order's pairs through a judge that
-refuses every model call, and keeps the pairs both templates scored and a human labelled. Reports each template's
-likelihood accuracy, the ensemble's (the library's ``--confidence ensemble`` records: mean log-probability of
-the two templates), and, through guarantee_estimators.estimator_study (the same random halves, split-fit
-selection), AUROC of the confidence against agreement and coverage at 0.7/0.8 for the default template's
-calibrated top probability, the steps template's alone, and the ensemble. Writes
-results/guarantee_ensemble.json and prints the markdown block of results/guarantee.md.
+Imports the compressed exports (bench/results/guarantee_judgments.jsonl.gz and each template's
+guarantee_ensemble_*_judgments.jsonl.gz of ``--dataset``) into a scratch store, judges the seeded order's pairs
+through a judge that refuses every model call, and keeps the pairs every template present scored and a human
+labelled. Reports each template's likelihood accuracy, the ensembles' (the records of the library's
+``--confidence ensemble`` combination: mean log-probability over the templates) of the default template with
+the steps one, with the rubric one, and with both, and, through guarantee_estimators.estimator_study (the same
+random halves, split-fit selection), AUROC of each confidence against agreement and coverage at 0.7/0.8. Writes
+results/guarantee_ensemble.json (PandaLM; other sets guarantee_ensemble_DATASET.json) and its block of
+results/guarantee.md.
 
-    cd bench && PYTHONPATH=../src ../.venv/bin/python guarantee_ensemble_study.py
+    cd bench && PYTHONPATH=../src ../.venv/bin/python guarantee_ensemble_study.py [--dataset llmbar]
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import RESULTS, replace_section
-from guarantee import StoreOnly
-from guarantee_ensemble import EXPORT as STEPS_EXPORT
-from guarantee_ensemble import study_pairs
+from guarantee import StoreOnly, _label_from_ratings
+from guarantee_ensemble import DATASETS, paths, study_pairs
 from guarantee_estimators import estimator_study
 from guarantee_judge import DATA, EXPORT, JUDGE
 from trustjudge import Judge
@@ -33,64 +34,93 @@ from trustjudge.backends import get_backend
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file
 
-STORE = RESULTS / "work" / "guarantee_ensemble_study.sqlite"
+TEMPLATES = {"steps": "pairwise_steps", "rubric": "pairwise_rubric"}
+"""The study's templates beside the default one (files of src/trustjudge/templates)."""
+NAMES = {"pandalm": "PandaLM", "llmbar": "LLMBar Natural", "topical": "Topical-Chat"}
+
+
+def result_path(dataset: str) -> Path:
+    return RESULTS / ("guarantee_ensemble.json" if dataset == "pandalm" else f"guarantee_ensemble_{dataset}.json")
 
 
 def _accuracy(recs: list[dict[str, Any]]) -> float:
     return sum(r["verdicts"]["likelihood"] == r["human"] for r in recs) / len(recs)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--splits", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=34, help="the order of pairs (guarantee_ensemble.py's --seed)")
-    ap.add_argument("--store", type=Path, default=STORE)
-    args = ap.parse_args()
-    args.store.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(args.store)
-    for export in (EXPORT, STEPS_EXPORT):
+def study(dataset: str, seed: int, splits: int, store_path: Path) -> dict[str, Any]:
+    """The study of ``dataset``'s pairs (zero calls; a pair some template has not judged is left out)."""
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    store = Store(store_path)
+    exports = {t: paths(t, dataset)[1] for t in TEMPLATES}
+    present = [t for t, p in exports.items() if p.exists()]
+    for export in (EXPORT, *(exports[t] for t in present)):
         import_file(export, store)  # idempotent
     backend = StoreOnly(get_backend(JUDGE))
     judge = Judge(backend, store=store)
-    pairs = study_pairs(DATA, args.seed)
-    own = [r.to_dict() for r in judge.compare(pairs)]
-    steps = [r.to_dict() for r in sibling(judge, "pairwise_steps").compare(pairs)]
-    done = sum(1 for r in steps if r.get("probabilities"))
-    both = [i for i, (a, b) in enumerate(zip(own, steps, strict=True))
-            if a.get("probabilities") and b.get("probabilities") and a.get("human") in PAIR]
-    own_k, steps_k = [own[i] for i in both], [steps[i] for i in both]
-    ens = combine(own_k, [steps_k])
-    result: dict[str, Any] = {
-        "judge": JUDGE, "seed": args.seed, "pairs_in_order": len(pairs), "steps_judged": done,
-        "pairs": len(both), "refused_calls": backend.refused, "splits": args.splits,
-        "accuracy": {"default": _accuracy(own_k), "steps": _accuracy(steps_k), "ensemble": _accuracy(ens)},
-        "estimators": {name: estimator_study("compare", recs, args.splits, 0)["estimators"]["calibrated"]
-                       for name, recs in (("calibrated (default template)", own_k),
-                                          ("calibrated (steps template)", steps_k), ("ensemble", ens))}}
-    (RESULTS / "guarantee_ensemble.json").write_text(json.dumps(result, indent=1) + "\n")
+    pairs = study_pairs(DATA, seed, dataset)
+    runs = {"default": [r.to_dict() for r in judge.compare(pairs)]}
+    runs |= {t: [r.to_dict() for r in sibling(judge, TEMPLATES[t]).compare(pairs)] for t in present}
+    if dataset == "topical":  # its pairs' human side is the higher mean rating, as in guarantee.py
+        for recs in runs.values():
+            _label_from_ratings(recs, pairs)
+    judged = {t: sum(1 for r in runs[t] if r.get("probabilities")) for t in present}
+    keep = [i for i in range(len(runs["default"]))
+            if all(recs[i].get("probabilities") for recs in runs.values()) and runs["default"][i].get("human") in PAIR]
+    kept = {t: [recs[i] for i in keep] for t, recs in runs.items()}
+    recs: dict[str, list[dict[str, Any]]] = dict(kept)
+    for combo in [[t] for t in present] + ([present] if len(present) > 1 else []):
+        recs["ensemble (default + " + " + ".join(combo) + ")"] = combine(
+            kept["default"], [kept[t] for t in combo], [TEMPLATES[t] for t in combo])
+    label = {"default": "calibrated (default template)", **{t: f"calibrated ({t} template)" for t in present}}
+    return {"judge": JUDGE, "dataset": dataset, "seed": seed, "pairs_in_order": len(runs["default"]),
+            "judged": judged, "pairs": len(keep), "refused_calls": backend.refused, "splits": splits,
+            "accuracy": {t: _accuracy(r) for t, r in recs.items()},
+            "estimators": {label.get(t, t): estimator_study("compare", r, splits, 0)["estimators"]["calibrated"]
+                           for t, r in recs.items()}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="pandalm", choices=list(DATASETS))
+    ap.add_argument("--splits", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=34, help="the order of pairs (guarantee_ensemble.py's --seed)")
+    ap.add_argument("--store", type=Path, default=None)
+    args = ap.parse_args()
+    store = args.store or RESULTS / "work" / f"guarantee_ensemble_study_{args.dataset}.sqlite"
+    result = study(args.dataset, args.seed, args.splits, store)
+    result_path(args.dataset).write_text(json.dumps(result, indent=1) + "\n")
     md = RESULTS / "guarantee.md"
     if md.exists():
-        md.write_text(replace_section(md.read_text(), HEADING, section(result)))
+        md.write_text(replace_section(md.read_text(), heading(args.dataset), section(result)))
     print("\n".join(section(result)))
 
 
 HEADING = "## Prompt ensemble"
-"""The block's heading starts so (then: partial, or every pair of the study)."""
+"""The PandaLM block's heading starts so (then: partial, or every pair of the study); other sets add their name."""
+
+
+def heading(dataset: str) -> str:
+    return HEADING if dataset == "pandalm" else f"{HEADING} on {NAMES[dataset]}"
 
 
 def section(res: dict[str, Any]) -> list[str]:
-    """The block of results/guarantee.md (guarantee.py's render adds it too, from results/guarantee_ensemble.json)."""
-    done = res.get("refused_calls") == 0  # the store held every judgment of the order
-    title = f"{HEADING} (every pair of the study)" if done else f"{HEADING} (PARTIAL: a prefix of the study's pairs)"
+    """The block of results/guarantee.md (guarantee_page's render adds it too, from the study's json)."""
+    dataset = res.get("dataset", "pandalm")
+    judged = res.get("judged") or {"steps": res.get("steps_judged")}
+    whole = res.get("refused_calls") == 0 and all(n is not None and n >= res["pairs"] for n in judged.values())
+    title = heading(dataset) + (" (every pair of the study)" if whole else " (PARTIAL: a prefix of the study's pairs)")
+    again = "" if dataset == "pandalm" else f" --dataset {dataset}"
     return ["", title, "", *render(res).splitlines(), "",
-            "The ensemble is `calibrate --confidence ensemble`: the default template and "
-            "src/trustjudge/templates/pairwise_steps.txt (G-Eval-style explicit evaluation steps), combined by mean "
-            "log-probability. Coverage and violation: split-fit selection at delta 0.1 over "
+            "The ensembles are the records of `calibrate --confidence ensemble`'s combination: the default template "
+            "with src/trustjudge/templates/pairwise_steps.txt (G-Eval-style explicit evaluation steps) and/or "
+            "pairwise_rubric.txt (a rubric in order of importance), by mean log-probability. Coverage and "
+            "violation: split-fit selection at delta 0.1 over "
             f"{res.get('splits', 200)} random halves of these pairs (a violation: realised agreement on the kept "
             "test verdicts below the target). Resume the judging (it continues the same seeded order; the store "
             "answers what is done): `cd bench && TRUSTJUDGE_THREADS=2 nice -n 19 ../.venv/bin/python "
-            "guarantee_ensemble.py --commit > results/work/guarantee_ensemble.log 2>&1 &`; then "
-            "`PYTHONPATH=../src ../.venv/bin/python guarantee_ensemble_study.py` rebuilds this block (zero calls)."]
+            f"guarantee_ensemble.py --template steps|rubric{again} --commit > results/work/guarantee_ensemble.log "
+            f"2>&1 &`; then `PYTHONPATH=../src ../.venv/bin/python guarantee_ensemble_study.py{again}` rebuilds "
+            "this block (zero calls)."]
 
 
 def _f(v: Any) -> str:
@@ -98,21 +128,26 @@ def _f(v: Any) -> str:
 
 
 def render(res: dict[str, Any]) -> str:
-    lines = [f"{res['pairs']} labelled PandaLM pairs scored under both templates (the first {res['steps_judged']} "
-             f"of the seed-{res['seed']} order of {res['pairs_in_order']}), {res['judge']}, zero calls.", "",
+    name = NAMES[res.get("dataset", "pandalm")]
+    judged = res.get("judged") or {"steps": res.get("steps_judged")}
+    done = ", ".join(f"{t} {n}" for t, n in judged.items())
+    lines = [f"{res['pairs']} labelled {name} pairs scored under every template (judged of the seed-{res['seed']} "
+             f"order of {res['pairs_in_order']}: {done}), {res['judge']}, zero calls.", "",
              "| template | likelihood accuracy |", "|---|---|"]
     lines += [f"| {k} | {v:.3f} |" for k, v in res["accuracy"].items()]
     lines += ["", "| confidence | AUROC vs agreement | coverage at 0.7 (agreement, violation) | coverage at 0.8 "
               "(agreement, violation) |", "|---|---|---|---|"]
-    for name, e in res["estimators"].items():
+    for label, e in res["estimators"].items():
         cells = [f"{_f(e[f'coverage_{t}'])} ({_f(e[f'agreement_{t}'])}, {_f(e[f'violated_{t}'])})" for t in (0.7, 0.8)]
-        lines.append(f"| {name} | {_f(e['auroc'])} | {' | '.join(cells)} |")
+        lines.append(f"| {label} | {_f(e['auroc'])} | {' | '.join(cells)} |")
     acc = res["accuracy"]
-    wins = acc["steps"] > acc["default"]
-    lines += ["", f"The steps template {'wins' if wins else 'does not win'} on accuracy ({acc['steps']:.3f} vs "
-              f"the default's {acc['default']:.3f} on the same pairs)" + (
-                  "; the default template is not changed on a partial subset." if wins else
-                  ": the default template stays.")]
+    singles = [t for t in acc if t != "default" and not t.startswith("ensemble")]
+    best = max(singles, key=acc.__getitem__) if singles else None
+    if best is not None:
+        wins = acc[best] > acc["default"]
+        lines += ["", f"The best other template ({best}, {acc[best]:.3f}) {'beats' if wins else 'does not beat'} the "
+                  f"default template ({acc['default']:.3f}) on these pairs" +
+                  (": the default template stays." if not wins else ".")]
     return "\n".join(lines)
 
 

@@ -112,9 +112,10 @@ def render(res: dict[str, Any]) -> str:
                     lines.append(f"| {target} | {t['tier']} | {t['judge']} | {t['asked']} | {t['decided']} | "
                                  f"{_f(t.get('agreement'))} | {t['alone']} |")
     lines += render_estimators(res["datasets"])
-    if (RESULTS / "guarantee_ensemble.json").exists():  # the prompt-ensemble study's block (its own script)
-        from guarantee_ensemble_study import section
-        lines += section(json.loads((RESULTS / "guarantee_ensemble.json").read_text()))
+    from guarantee_ensemble_study import NAMES, result_path, section
+    for dataset in NAMES:  # the prompt-ensemble study's blocks (its own script)
+        if result_path(dataset).exists():
+            lines += section(json.loads(result_path(dataset).read_text()))
     lines += later_blocks("before_transfer")
     lines += render_transfer(res.get("transfer_shift", []))
     lines += later_blocks("after_transfer")

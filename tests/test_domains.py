@@ -211,6 +211,13 @@ def test_a_per_domain_run_is_sampled_and_checked_per_domain_and_the_check_is_rem
     said_a = again.stderr.replace("\n", " ")
     assert "guarantee refuted by check-sample" in said_a[said_a.index("domain A:"):said_a.index("domain B:")]
     assert "check-sample" not in said_a[said_a.index("domain B:"):]
+    # an edited verdict of domain B is refused naming its line in the file (not its place among B's records)
+    assert records[64]["calibrated"]["domain"] == "B"
+    records[64]["calibrated"]["verdict"] = "second" if records[64]["calibrated"]["verdict"] == "first" else "first"
+    (tmp_path / "edited.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(ConfigError, match=r"edited\.jsonl: line 65: field 'calibrated\.verdict' is "):
+        _invoke("sample", tmp_path / "edited.jsonl", "--items", mixed, "--summary", tmp_path / "sum.json",
+                "--domain", "B", "--out", tmp_path / "sb.jsonl", "--size", 10)
 
 
 def test_the_service_calibrates_by_domain_as_the_cli_does(tmp_path: Path) -> None:

@@ -43,6 +43,17 @@ def test_the_ensemble_is_the_mean_log_probability_renormalised() -> None:
     assert missing["probabilities"] is None and "ensemble" in missing["unscored"]
 
 
+def test_three_templates_combine_by_the_geometric_mean_and_are_named() -> None:
+    rows = [np.array([0.6, 0.3, 0.1]), np.array([0.2, 0.7, 0.1]), np.array([0.5, 0.1, 0.4])]
+    own, *others = (_rec(0, p, "first") for p in rows)
+    (out,) = EN.combine([own], [[o] for o in others], ["pairwise_steps", "pairwise_rubric"])
+    g = np.cbrt(rows[0] * rows[1] * rows[2])
+    assert [out["probabilities"][c] for c in PAIR_CLASSES] == pytest.approx(list(g / g.sum()))
+    assert out["ensemble"]["templates"] == ["own", "pairwise_steps", "pairwise_rubric"]
+    with pytest.raises(ValueError, match="2 lists of records for 1 template names"):
+        EN.combine([own], [[o] for o in others], ["pairwise_steps"])
+
+
 def _population(rng: np.random.Generator, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Two templates' records of n pairs: each template alone is right with probability 0.7 and equally sure when
     wrong as when right (its top probability ranks nothing); the second template errs on other pairs, so where

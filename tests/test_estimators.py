@@ -9,6 +9,7 @@ towards the other response by d), which the features estimator reads.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -235,9 +236,15 @@ def test_the_cli_fits_a_features_calibration_verifies_it_and_a_cascade_refuses_i
     with pytest.raises(ConfigError, match="ranks its verdicts by `--confidence features`"):
         thresholds([cal], 0.6, 0.1)
     data = json.loads(out.read_text())
-    data["confidence_model"]["coef"][0] += 1.0  # not in the data hash: the refit catches it
+    data["confidence_model"]["coef"][0] += 1.0  # in the data hash (version 2): refused on load
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"forged.json: field 'data_hash' does not match its calibration set and "
+                                          r"confidence estimator .*'confidence_model'"):
+        Calibration.load(forged)
+    coef = (cal.model.coef[0] + 1.0, *cal.model.coef[1:])
+    data["data_hash"] = replace(cal, model=replace(cal.model, coef=coef)).data_hash  # as a forger would: the refit
+    forged.write_text(json.dumps(data))  # catches it
     refused = CliRunner().invoke(cli, ["calibrate", str(items), "-j", "mock/hash", "--store", str(store), "--verify",
                                        str(forged)])
     assert refused.exit_code != 0 and "confidence model's coefficients" in str(refused.exception), refused.output

@@ -5,6 +5,7 @@ each record's calibrated block; a run on other items does not."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,82 @@ def test_a_bad_ledger_is_refused_naming_the_file_and_field(tmp_path: Path) -> No
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"checks\[0\]: field 'agreement' is not a number"):
         L.lookup(path, "abc", "def")
+
+
+def _other_calibration(tmp_path: Path, store: Path) -> Path:
+    """Another calibration of the same judging, whose labels disagree with the judge's less confident verdicts:
+    at the same target it abstains on verdicts the first one keeps."""
+    raw = _pairs(tmp_path / "other-raw.jsonl", 200, start=3000)
+    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", tmp_path / "o.jsonl",
+                   "-q").exit_code == 0
+    wrong = {"first": "second", "second": "tie", "tie": "first"}
+    said = {r["item_id"]: r["verdicts"]["likelihood"] if max(r["probabilities"].values()) >= 0.42
+            else wrong[r["verdicts"]["likelihood"]] for r in _lines(tmp_path / "o.jsonl")}
+    labelled = _pairs(tmp_path / "other-cal.jsonl", 200, start=3000, human=lambda i: said[f"q{i}"])
+    assert _invoke("calibrate", labelled, "-j", "mock/hash", "--store", store, "--out",
+                   tmp_path / "other.json").exit_code == 0
+    return tmp_path / "other.json"
+
+
+def test_a_sample_is_drawn_only_under_the_calibration_that_annotated_the_run(tmp_path: Path) -> None:
+    store, cal, _ = _calibrated(tmp_path)
+    new = _pairs(tmp_path / "new.jsonl", 150)
+    _run(new, store, cal, tmp_path / "v.jsonl", tmp_path / "sum.json")
+    other = _other_calibration(tmp_path, store)
+    verdicts, sample = tmp_path / "v.jsonl", tmp_path / "sample.jsonl"
+    levels = ["--target-agreement", 0.8, "--risk-delta", 0.1, "--size", 30]
+    # another calibration, no --summary: before, sampled, and check-sample remembered its result beside other.json
+    wrong = CliRunner().invoke(cli, [str(a) for a in ("sample", verdicts, "--items", new, "--calibration", other,
+                                                      "--out", sample, *levels)])
+    assert wrong.exit_code != 0 and isinstance(wrong.exception, ConfigError)
+    assert re.search(rf"v\.jsonl: line \d+: field 'calibrated\.abstained' is null \(kept\), but "
+                     rf"{re.escape(str(other.resolve()))} at target 0\.8, delta 0\.1 gives 'below_threshold'",
+                     str(wrong.exception)), wrong.exception
+    assert not sample.exists() and not (tmp_path / "sample.jsonl.key.json").exists()
+    assert not L.ledger_path(other).exists()
+    # the calibration the run applied, no --summary: sampled, checked and remembered beside it, end to end
+    assert _invoke("sample", verdicts, "--items", new, "--calibration", cal, "--out", sample, *levels).exit_code == 0
+    said = {r["item_id"]: r["calibrated"]["verdict"] for r in _lines(verdicts)}
+    rows = _lines(sample)
+    for row in rows:  # planted: every label the judge's verdict
+        for pair in row["pairs"]:
+            pair["human"] = said[row["id"]]
+    sample.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checked = _invoke("check-sample", sample)
+    assert checked.exit_code == 0 and "guarantee holds" in checked.stderr, checked.output
+    (entry,) = L.read(L.ledger_path(cal))
+    assert entry["result"] == "holds" and entry["kept_labelled"] == 30
+    # a hand-edited verdict is refused, with --summary too (before: only the calibration's data hash was compared)
+    records = _lines(verdicts)
+    records[2]["calibrated"]["verdict"] = wrong_of = {"first": "second", "second": "first", "tie": "first"}[
+        records[2]["calibrated"]["verdict"]]
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(ConfigError, match=rf"edited\.jsonl: line 3: field 'calibrated\.verdict' is '{wrong_of}', but "):
+        _invoke("sample", edited, "--items", new, "--summary", tmp_path / "sum.json", "--out", tmp_path / "e.jsonl")
+
+
+@pytest.mark.parametrize(("estimator", "target"), [("ensemble", 0.6), ("annotators", 0.4)])
+def test_a_select_run_of_a_combined_estimator_samples_under_its_own_calibration(tmp_path: Path, estimator: str,
+                                                                              target: float) -> None:
+    """The re-annotation `sample` checks the records with gives what `select` gave for each estimator (the
+    ensemble's templates and the panel's judgments are in the records): none is refused, kept and abstained."""
+    store = tmp_path / "s.sqlite"
+    raw = _pairs(tmp_path / "raw.jsonl", 120, start=1000)
+    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", tmp_path / "r.jsonl",
+                   "-q").exit_code == 0
+    wrong = {"first": "second", "second": "tie", "tie": "first"}
+    said = {r["item_id"]: r["verdicts"]["likelihood"] if max(r["probabilities"].values()) >= 0.42
+            else wrong[r["verdicts"]["likelihood"]] for r in _lines(tmp_path / "r.jsonl")}
+    labelled = _pairs(tmp_path / "cal.jsonl", 120, start=1000, human=lambda i: said[f"q{i}"])
+    cal, new = tmp_path / "cal.json", _pairs(tmp_path / "new.jsonl", 60)
+    base = ["-j", "mock/hash", "--store", store]
+    assert _invoke("calibrate", labelled, *base, "--out", cal, "--confidence", estimator,
+                   *(["--panel-size", 3] if estimator == "annotators" else [])).exit_code == 0
+    assert _invoke("select", new, *base, "--calibration", cal, "--target-agreement", target, "--risk-delta", 0.2,
+                   "--out", tmp_path / "v.jsonl", "--summary", tmp_path / "sum.json").exit_code == 0
+    drawn = _invoke("sample", tmp_path / "v.jsonl", "--items", new, "--summary", tmp_path / "sum.json",
+                    "--out", tmp_path / "sample.jsonl", "--size", 5)
+    assert drawn.exit_code == 0, drawn.output
+    run = json.loads((tmp_path / "sample.jsonl.key.json").read_text())["run"]
+    assert run["kept"] > 0 and run["abstained"] > 0, run

@@ -62,15 +62,18 @@ def geometric(rows: Sequence[Mapping[str, Any] | None], labels: Sequence[str]) -
     return {k: mass * math.exp(v) / total for k, v in logs.items()}
 
 
-def combine(own: Sequence[Mapping[str, Any]], others: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def combine(own: Sequence[Mapping[str, Any]], others: Sequence[Sequence[Mapping[str, Any]]],
+            names: Sequence[str] = TEMPLATES) -> list[dict[str, Any]]:
     """``own`` records with their probabilities and orders combined with the same pairs' records in ``others``
-    (one list per template); a pair some template left unscored is unscored."""
+    (one list per template, named by ``names``); a pair some template left unscored is unscored."""
+    if len(names) != len(others):
+        raise ValueError(f"{len(others)} lists of records for {len(names)} template names")
     by_key = [{_key(r): r for r in recs} for recs in others]
     out = []
     for r in own:
         rows = [r, *(m.get(_key(r)) for m in by_key)]
         rec = dict(r)
-        rec["ensemble"] = {"templates": ["own", *TEMPLATES],
+        rec["ensemble"] = {"templates": ["own", *names],
                            "probabilities": [None if x is None else x.get("probabilities") for x in rows]}
         probs = geometric([None if x is None else x.get("probabilities") for x in rows], PAIR)
         orders = [geometric([(x.get("orders") or [None, None])[i] if x is not None else None for x in rows], ORDER)

@@ -17,7 +17,8 @@ part A of the selection split, under the selection map fitted there, and the thr
 (:meth:`~trustjudge.audit._trust.Calibration.selection`): the same split-fit rule as the default estimator, so
 the guarantee's argument is unchanged (any function of part A ranks part B). Without a target the file's
 model, fitted on every unit under the file's map, gives the confidence. The file keeps the pair features of
-every calibration unit (``calibration_set.features``, in the data hash) and the fitted coefficients.
+every calibration unit (``calibration_set.features``) and the fitted coefficients, both in the data hash (a
+version-2 file's: :func:`~trustjudge.audit._verify.data_hash`).
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ def read(d: Mapping[str, Any], n: int, source: str) -> dict[str, Any]:
     if confidence == ENSEMBLE:
         from ._ensemble import check_templates
         check_templates(d.get("ensemble_templates"), source)
-    elif "ensemble_templates" in d:  # an ensemble's map and set, its estimator renamed: the hash does not cover it
+    elif "ensemble_templates" in d:  # an ensemble's map and set, its estimator renamed (the hash refuses it too)
         raise ConfigError(f"{source}: field 'ensemble_templates' belongs to an ensemble calibration, but field "
                           f"'confidence' is {confidence!r} (the file was edited: refit it)")
     if confidence in (ANNOTATORS, CRITIQUES):

@@ -13,18 +13,23 @@ simple random sample of the run's kept verdicts), whether their agreement with h
 - ``undecided``: neither; ``label_more`` says how many more kept verdicts, agreeing at the rate seen so far,
   would decide it (``None`` when the rate seen is the target itself).
 
-Sampling without replacement from a finite run makes the binomial tests conservative.
+Sampling without replacement from a finite run makes the binomial tests conservative. :func:`check_annotated`
+makes sure, before a sample is drawn, that the records are the verdicts of the calibration its check will be
+remembered for.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._trust import Calibration
 
 SAMPLE_VERSION = 1
 KEPT, ABSTAINED = "kept", "abstained"
@@ -67,20 +72,22 @@ def pair_units(records: Sequence[Mapping[str, Any]], source: str) -> list[dict[s
 
 
 def verdict_units(mode: str, records: Sequence[Mapping[str, Any]], source: str, classes: Sequence[str],
-                  levels: Sequence[float] | None = None) -> list[dict[str, Any]]:
+                  levels: Sequence[float] | None = None, lines: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """Each verdict of annotated records of any calibrated mode, read through the mode's calibration units
     (:func:`trustjudge.audit._trust.units`): its key (:func:`~trustjudge.audit._trust.unit_key`), stratum,
     calibrated verdict and, for a part of a record (a check, claim or criterion), what the record says of it
-    (``part``: its ``id``, ``name`` or ``text``, by which the labelled sample is read back)."""
+    (``part``: its ``id``, ``name`` or ``text``, by which the labelled sample is read back). ``lines``: each
+    record's line in ``source`` (default: its place, from 1)."""
     from ._trust import unit_key, units
 
+    at = list(lines) if lines is not None else list(range(1, len(records) + 1))
     out = []
     for i, rec in enumerate(records):
         if not isinstance(rec.get("item_id"), str):
-            raise ConfigError(f"{source}: line {i + 1}: field 'item_id' is missing: not a {mode} verdict record")
+            raise ConfigError(f"{source}: line {at[i]}: field 'item_id' is missing: not a {mode} verdict record")
     for unit in units(mode, records, classes, levels):
         rec = records[unit.record]
-        where = f"{source}: line {unit.record + 1}"
+        where = f"{source}: line {at[unit.record]}"
         part: Any = rec
         for step in unit.path:
             part = part[step]
@@ -101,6 +108,46 @@ def verdict_units(mode: str, records: Sequence[Mapping[str, Any]], source: str, 
             entry["part"] = {k: part[k] for k in ("id", "name", "text") if isinstance(part.get(k), str)}
         out.append(entry)
     return out
+
+
+def check_annotated(mode: str, records: Sequence[Mapping[str, Any]], source: str, calibration: Calibration,
+                    calibration_source: str, target: float, delta: float, lines: Sequence[int] | None = None) -> None:
+    """Refuse records that ``calibration``, selecting at ``target`` and ``delta``, does not annotate as they say
+    (zero model calls: each verdict's raw probabilities are in its record, and the calibration re-applies them):
+    a record set annotated by another calibration, at another target, or with an edited verdict or kept flag
+    would otherwise have its sample's conclusion remembered for this calibration. ``lines``: each record's line
+    in ``source`` (default: its place, from 1)."""
+    from ._trust import annotate, units
+
+    at = f"{calibration_source} at target {target:g}, delta {delta:g}"
+    remedy = ("give the calibration the run applied (--calibration CAL, with the run's --target-agreement and "
+              "--risk-delta) or the run's --summary (which names them all); an edited record: sample the records "
+              "as the run wrote them")
+    try:
+        selection = calibration.selection(target, delta, force_delta=True)  # the run accepted its delta
+        again = annotate(mode, [dict(r) for r in records], calibration, selection)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: these verdicts cannot be the run of {at} ({exc}): {remedy}") from None
+    for unit in units(mode, again, calibration.map.classes, calibration.levels):
+        had: Any = records[unit.record]
+        now: Any = again[unit.record]
+        for step in unit.path:
+            had, now = had[step], now[step]
+        block, want = had.get("calibrated") or {}, now["calibrated"]
+        for name in ("abstained", "verdict"):
+            if block.get(name) != want[name]:
+                line = lines[unit.record] if lines is not None else unit.record + 1
+                field = ".".join(map(str, (*unit.path, "calibrated", name)))
+                raise ConfigError(f"{source}: line {line}: field '{field}' is {_said(name, block.get(name))}, but "
+                                  f"{at} gives {_said(name, want[name])}: these verdicts were not annotated by "
+                                  f"this calibration at this target (another calibration, or an edited record), "
+                                  f"and a check of their sample would be remembered for it: {remedy}")
+
+
+def _said(name: str, value: Any) -> str:
+    if name == "abstained":
+        return "null (kept)" if value is None else f"{value!r} (abstained)"
+    return repr(value)
 
 
 def human_class(value: Any, key: Mapping[str, Any], where: str) -> int | None:

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from ..errors import ConfigError
 from . import _calibration as C
 from . import _estimators as E
+from . import _verify
 from ._calfile import read_calibration_file
 from ._levels import check_levels
 from ._params import read_classes, read_map, read_position_bias
@@ -43,9 +44,10 @@ from ._split import _read_keys
 from ._split import selection_split as selection_split
 from ._units import _READERS, UnitReader
 from ._units import Unit as Unit
-from ._verify import check_integrity
+from ._verify import _digest as _digest
 
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = _verify.ESTIMATOR_VERSION
+"""The newest file version (plain calibrations are still written as version 1: :func:`~._verify.file_version`)."""
 DEFAULT_TOLERANCE = 0.0
 """A pointwise verdict agrees with the human by default only on the same level (as the other modes' classes)."""
 
@@ -118,10 +120,6 @@ def level_values(mode: str, records: Sequence[Mapping[str, Any]], classes: Seque
 
 
 _levels = level_values_of
-
-
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
 def template_hash(text: str) -> str:
@@ -197,9 +195,8 @@ class Calibration:
 
     @property
     def data_hash(self) -> str:
-        return _digest([self.probs, self.human, *([self.keys] if self.keys is not None else []),
-                        *([self.features] if self.features is not None else []),
-                        *([self.panel] if self.panel is not None else [])])  # a panel's examples too
+        """The calibration set's hash, and a non-plain estimator's fields (:func:`~._verify.data_hash`)."""
+        return _verify.data_hash(self)
 
     def calibrated(self, probs: Sequence[Sequence[float]]) -> np.ndarray:
         return self.map.apply(np.asarray(probs, dtype=np.float64))
@@ -260,7 +257,7 @@ class Calibration:
 
     # -- files ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"trustjudge_calibration": CALIBRATION_VERSION, "mode": self.mode, "judge": self.judge,
+        return {"trustjudge_calibration": _verify.file_version(self), "mode": self.mode, "judge": self.judge,
                 "fingerprint": self.fingerprint, "template": self.template, "protocol": self.protocol,
                 "classes": list(self.map.classes), "method": self.map.method, "params": self.map.params,
                 "n": self.n, "data_hash": self.data_hash, "position_bias": self.position_bias,
@@ -286,9 +283,10 @@ class Calibration:
                 raise ConfigError(f"{source}: field {key!r} has the wrong type ({type(d[key]).__name__})")
             return d[key]
 
-        if d.get("trustjudge_calibration") != CALIBRATION_VERSION:
-            raise ConfigError(f"{source}: not a trustjudge calibration file (version "
-                              f"{d.get('trustjudge_calibration')!r}, this release reads {CALIBRATION_VERSION})")
+        version = d.get("trustjudge_calibration")
+        if isinstance(version, bool) or version not in _verify.VERSIONS:
+            raise ConfigError(f"{source}: not a trustjudge calibration file (version {version!r}, this release reads "
+                              f"{' and '.join(map(str, _verify.VERSIONS))})")
         mode = need("mode", str)
         _check_mode(mode)
         classes = read_classes(need("classes", list), source)
@@ -311,7 +309,7 @@ class Calibration:
                   read_map(method, classes, need("params", dict), source), probs, human,
                   read_position_bias(d.get("position_bias"), source), keys=keys, levels=levels, tolerance=tolerance,
                   **E.read(d, len(human), source))
-        check_integrity(d.get("data_hash"), cal, source)  # its data hash, required; no unit twice
+        _verify.check_integrity(d.get("data_hash"), cal, source, version)  # its hash and version; no unit twice
         return cal
 
     @classmethod

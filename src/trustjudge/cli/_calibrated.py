@@ -25,6 +25,7 @@ from ..audit._domains import NO_CALIBRATION, DomainCalibrations, DomainTally, an
 from ..audit._evaluation import evaluation
 from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate
+from ..audit._verify import set_hash
 from ..errors import ConfigError
 from ..io._items import Item
 from ..io._outputs import atomic_output, record_output
@@ -256,10 +257,15 @@ def domain_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def remembered(path: Path, calibration: Calibration, items_sha256: str | None) -> dict[str, Any] | None:
-    """The latest verification of ``calibration`` (the file at ``path``) on the items with ``items_sha256``."""
+    """The latest verification of ``calibration`` (the file at ``path``) on the items with ``items_sha256``; for a
+    non-plain one, also a check recorded under its version-1 hash (the same calibration set, before the hash covered
+    the estimator: the file refitted at zero calls keeps its checks)."""
     if items_sha256 is None:
         return None
-    return _ledger.lookup(_ledger.ledger_path(path), calibration.data_hash, items_sha256)
+    ledger = _ledger.ledger_path(path)
+    found = _ledger.lookup(ledger, calibration.data_hash, items_sha256)
+    older = set_hash(calibration)
+    return found if found is not None or older == calibration.data_hash else _ledger.lookup(ledger, older, items_sha256)
 
 
 def describe(summary: dict[str, Any]) -> str:

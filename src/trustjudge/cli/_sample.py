@@ -2,9 +2,10 @@
 
 ``sample`` draws a seeded random sample of a run's pairwise verdicts (the records ``select --out`` writes, with
 a target), stratified into kept and abstained ones, and writes it in the items format with empty labels, beside
-a key file of what each sampled verdict was. Label the pairs' ``human`` and ``check-sample`` tests exactly
-whether agreement on the kept verdicts meets the target (:mod:`trustjudge.audit._sample`): holds, refuted or
-undecided (label N more).
+a key file of what each sampled verdict was; where it knows the calibration, the records are first checked to
+be that calibration's verdicts (:func:`~trustjudge.audit._sample.check_annotated`). Label the pairs' ``human``
+and ``check-sample`` tests exactly whether agreement on the kept verdicts meets the target
+(:mod:`trustjudge.audit._sample`): holds, refuted or undecided (label N more).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rich.markup import escape
 from ..audit import _ledger
 from ..audit import _sample as V
 from ..audit._trust import Calibration, classes_of
+from ..audit._verify import set_hash
 from ..errors import ConfigError
 from ..io._files import read_json_file
 from ..io._items import Item
@@ -38,8 +40,9 @@ def _key_path(sample: Path, key: Path | None) -> Path:
     return key if key is not None else sample.with_name(sample.name + ".key.json")
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The records of a JSONL file and the line each is on."""
+    out, lines = [], []
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
@@ -51,7 +54,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             if not isinstance(row, dict):
                 raise ConfigError(f"{path}: line {n}: a record is a JSON object")
             out.append(row)
-    return out
+            lines.append(n)
+    return out, lines
 
 
 def _read_summary(summary: Path | None) -> dict[str, Any]:
@@ -120,7 +124,7 @@ def _calibration_of(path: Path | None, summary: Mapping[str, Any]) -> tuple[Cali
         path = Path(file)
     cal = Calibration.load(path)
     if isinstance(summary.get("calibration"), dict) and summary["calibration"].get("data_hash") not in (
-            None, cal.data_hash):
+            None, cal.data_hash, set_hash(cal)):  # set_hash: a run of the previous release, the file refitted since
         raise ConfigError(f"{path}: its data hash {cal.data_hash} is not the run summary's calibration.data_hash "
                           f"{summary['calibration']['data_hash']!r}: give the calibration the run applied")
     return cal, {"file": str(path.resolve()), "data_hash": cal.data_hash}
@@ -159,8 +163,9 @@ def _write_sample(out: Path, drawn: list[dict[str, Any]], by_id: Mapping[str, It
 @click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The run's summary (`select --summary`): its target agreement and delta (and calibration file).")
 @click.option("--calibration", "calibration_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="The calibration file the run applied: `check-sample` then remembers its result "
-                                 "beside it, and later runs on the same items say it (default: the summary's).")
+              default=None, help="The calibration file the run applied (the records are checked to be its "
+                                 "verdicts): `check-sample` then remembers its result beside it, and later runs on "
+                                 "the same items say it (default: the summary's).")
 @click.option("--target-agreement", type=Finite(min=0.0, max=1.0), default=None, help="The run's target.")
 @click.option("--risk-delta", "delta", type=RISK_LEVEL, default=None, help="The run's risk level (--risk-delta).")
 @click.option("--delta", "old_delta", type=RISK_LEVEL, default=None, hidden=True,
@@ -187,14 +192,18 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
     cal, calibration = _calibration_of(calibration_path, run_summary)
     mode = cal.mode if cal is not None else str(run_summary.get("mode", PAIRWISE))
     labels = labelling(mode)
-    records = _read_jsonl(verdicts)
+    records, lines = _read_jsonl(verdicts)
     if domain is not None:  # the domain's own verdicts: their calibrated blocks say it
+        lines = [n for r, n in zip(records, lines) if _domain_of(r) == domain]
         records = [r for r in records if _domain_of(r) == domain]
     if cal is None and not labels.pairs:
         raise click.UsageError(f"a sample of {mode} verdicts reads them through the calibration's units: give "
                                "--calibration CAL (or the run's --summary, which names it)")
     classes = cal.map.classes if cal is not None else classes_of(mode, records)
-    units = V.verdict_units(mode, records, str(verdicts), classes, cal.levels if cal is not None else None)
+    units = V.verdict_units(mode, records, str(verdicts), classes, cal.levels if cal is not None else None, lines)
+    if cal is not None:  # the sample's check is remembered for this calibration: it must be what annotated them
+        assert calibration is not None
+        V.check_annotated(mode, records, str(verdicts), cal, calibration["file"], target, risk, lines)
     n = size if size is not None else V.sample_size(target, risk, precision)
     drawn = V.draw(units, size=n, abstained_size=abstained_size, seed=seed)
     by_id = {it.id: it for it in read_items(items_path, False, 2 if labels.pairs else 1)}
