@@ -122,16 +122,22 @@ def test_a_bad_ledger_is_refused_naming_the_file_and_field(tmp_path: Path) -> No
         L.lookup(path, "abc", "def")
 
 
+def _sure_labelled(tmp_path: Path, store: Path, stem: str, n: int, start: int) -> Path:
+    """``n`` pairs judged by the hash judge and labelled with its verdict where it is sure (top probability
+    >= 0.42), with a wrong one elsewhere: a calibration on them keeps only the sure verdicts."""
+    raw = _pairs(tmp_path / f"{stem}-raw.jsonl", n, start=start)
+    judged = tmp_path / f"{stem}-judged.jsonl"
+    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", judged, "-q").exit_code == 0
+    wrong = {"first": "second", "second": "tie", "tie": "first"}
+    said = {r["item_id"]: r["verdicts"]["likelihood"] if max(r["probabilities"].values()) >= 0.42
+            else wrong[r["verdicts"]["likelihood"]] for r in _lines(judged)}
+    return _pairs(tmp_path / f"{stem}-cal.jsonl", n, start=start, human=lambda i: said[f"q{i}"])
+
+
 def _other_calibration(tmp_path: Path, store: Path) -> Path:
     """Another calibration of the same judging, whose labels disagree with the judge's less confident verdicts:
     at the same target it abstains on verdicts the first one keeps."""
-    raw = _pairs(tmp_path / "other-raw.jsonl", 200, start=3000)
-    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", tmp_path / "o.jsonl",
-                   "-q").exit_code == 0
-    wrong = {"first": "second", "second": "tie", "tie": "first"}
-    said = {r["item_id"]: r["verdicts"]["likelihood"] if max(r["probabilities"].values()) >= 0.42
-            else wrong[r["verdicts"]["likelihood"]] for r in _lines(tmp_path / "o.jsonl")}
-    labelled = _pairs(tmp_path / "other-cal.jsonl", 200, start=3000, human=lambda i: said[f"q{i}"])
+    labelled = _sure_labelled(tmp_path, store, "other", 200, 3000)
     assert _invoke("calibrate", labelled, "-j", "mock/hash", "--store", store, "--out",
                    tmp_path / "other.json").exit_code == 0
     return tmp_path / "other.json"
@@ -181,13 +187,7 @@ def test_a_select_run_of_a_combined_estimator_samples_under_its_own_calibration(
     """The re-annotation `sample` checks the records with gives what `select` gave for each estimator (the
     ensemble's templates and the panel's judgments are in the records): none is refused, kept and abstained."""
     store = tmp_path / "s.sqlite"
-    raw = _pairs(tmp_path / "raw.jsonl", 120, start=1000)
-    assert _invoke("compare", raw, "-j", "mock/hash", "--store", store, "--out", tmp_path / "r.jsonl",
-                   "-q").exit_code == 0
-    wrong = {"first": "second", "second": "tie", "tie": "first"}
-    said = {r["item_id"]: r["verdicts"]["likelihood"] if max(r["probabilities"].values()) >= 0.42
-            else wrong[r["verdicts"]["likelihood"]] for r in _lines(tmp_path / "r.jsonl")}
-    labelled = _pairs(tmp_path / "cal.jsonl", 120, start=1000, human=lambda i: said[f"q{i}"])
+    labelled = _sure_labelled(tmp_path, store, "cal", 120, 1000)
     cal, new = tmp_path / "cal.json", _pairs(tmp_path / "new.jsonl", 60)
     base = ["-j", "mock/hash", "--store", store]
     assert _invoke("calibrate", labelled, *base, "--out", cal, "--confidence", estimator,
