@@ -80,7 +80,7 @@ def verdict_units(mode: str, records: Sequence[Mapping[str, Any]], source: str, 
     record's line in ``source`` (default: its place, from 1)."""
     from ._trust import unit_key, units
 
-    at = list(lines) if lines is not None else list(range(1, len(records) + 1))
+    at = _line_numbers(records, lines)
     out = []
     for i, rec in enumerate(records):
         if not isinstance(rec.get("item_id"), str):
@@ -119,6 +119,7 @@ def check_annotated(mode: str, records: Sequence[Mapping[str, Any]], source: str
     in ``source`` (default: its place, from 1)."""
     from ._trust import annotate, units
 
+    line_of = _line_numbers(records, lines)
     at = f"{calibration_source} at target {target:g}, delta {delta:g}"
     remedy = ("give the calibration the run applied (--calibration CAL, with the run's --target-agreement and "
               "--risk-delta) or the run's --summary (which names them all); an edited record: sample the records "
@@ -136,12 +137,17 @@ def check_annotated(mode: str, records: Sequence[Mapping[str, Any]], source: str
         block, want = had.get("calibrated") or {}, now["calibrated"]
         for name in ("abstained", "verdict"):
             if block.get(name) != want[name]:
-                line = lines[unit.record] if lines is not None else unit.record + 1
                 field = ".".join(map(str, (*unit.path, "calibrated", name)))
-                raise ConfigError(f"{source}: line {line}: field '{field}' is {_said(name, block.get(name))}, but "
-                                  f"{at} gives {_said(name, want[name])}: these verdicts were not annotated by "
-                                  f"this calibration at this target (another calibration, or an edited record), "
-                                  f"and a check of their sample would be remembered for it: {remedy}")
+                raise ConfigError(f"{source}: line {line_of[unit.record]}: field '{field}' is "
+                                  f"{_said(name, block.get(name))}, but {at} gives {_said(name, want[name])}: "
+                                  "these verdicts were not annotated by this calibration at this target (another "
+                                  "calibration, or an edited record), and a check of their sample would be "
+                                  f"remembered for it: {remedy}")
+
+
+def _line_numbers(records: Sequence[Any], lines: Sequence[int] | None) -> list[int]:
+    """Each record's line in its file: ``lines`` where given, else its place from 1."""
+    return list(lines) if lines is not None else list(range(1, len(records) + 1))
 
 
 def _said(name: str, value: Any) -> str:

@@ -70,6 +70,13 @@ def data_hash(cal: Calibration) -> str:
     return _digest({"calibration_set": [cal.probs, cal.human, cal.keys, cal.features], "estimator": file_fields(cal)})
 
 
+def known_hashes(cal: Calibration) -> tuple[str, ...]:
+    """The hashes a ledger entry or run summary may name ``cal`` by: its data hash, then (a non-plain one) its
+    version-1 hash, under which the previous release recorded the same calibration set before it was refitted."""
+    older = set_hash(cal)
+    return (cal.data_hash,) if older == cal.data_hash else (cal.data_hash, older)
+
+
 def _remedy(cal: Calibration, source: str) -> str:
     """How to write the file again (zero model calls where the store holds its judgments); ``source`` names the
     file where it is one (not a service request's field)."""

@@ -25,7 +25,7 @@ from ..audit._domains import NO_CALIBRATION, DomainCalibrations, DomainTally, an
 from ..audit._evaluation import evaluation
 from ..audit._levels import guarantee_text, marginal_warning
 from ..audit._trust import Calibration, Tally, annotate
-from ..audit._verify import set_hash
+from ..audit._verify import known_hashes
 from ..errors import ConfigError
 from ..io._items import Item
 from ..io._outputs import atomic_output, record_output
@@ -263,9 +263,8 @@ def remembered(path: Path, calibration: Calibration, items_sha256: str | None) -
     if items_sha256 is None:
         return None
     ledger = _ledger.ledger_path(path)
-    found = _ledger.lookup(ledger, calibration.data_hash, items_sha256)
-    older = set_hash(calibration)
-    return found if found is not None or older == calibration.data_hash else _ledger.lookup(ledger, older, items_sha256)
+    found = (_ledger.lookup(ledger, h, items_sha256) for h in known_hashes(calibration))
+    return next((entry for entry in found if entry is not None), None)
 
 
 def describe(summary: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from rich.markup import escape
 from ..audit import _ledger
 from ..audit import _sample as V
 from ..audit._trust import Calibration, classes_of
-from ..audit._verify import set_hash
+from ..audit._verify import known_hashes
 from ..errors import ConfigError
 from ..io._files import read_json_file
 from ..io._items import Item
@@ -124,7 +124,7 @@ def _calibration_of(path: Path | None, summary: Mapping[str, Any]) -> tuple[Cali
         path = Path(file)
     cal = Calibration.load(path)
     if isinstance(summary.get("calibration"), dict) and summary["calibration"].get("data_hash") not in (
-            None, cal.data_hash, set_hash(cal)):  # set_hash: a run of the previous release, the file refitted since
+            None, *known_hashes(cal)):  # the older hash: a run of the previous release, the file refitted since
         raise ConfigError(f"{path}: its data hash {cal.data_hash} is not the run summary's calibration.data_hash "
                           f"{summary['calibration']['data_hash']!r}: give the calibration the run applied")
     return cal, {"file": str(path.resolve()), "data_hash": cal.data_hash}
