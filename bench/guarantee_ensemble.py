@@ -43,7 +43,10 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "src" / "trustjudge" / "templa
 STORE = RESULTS / "work" / "guarantee_ensemble.sqlite"
 EXPORT = RESULTS / "guarantee_ensemble_judgments.jsonl.gz"
 """The steps template's export (the first template of the study; other templates' files carry their name)."""
-
+ROWS = (0, 460)
+"""The PandaLM rows of the study (guarantee_judge's chunks pandalm-0-100, -100-400 and -400-460)."""
+NAMES = ("steps", "rubric")
+"""The study's templates beside the default one (``pairwise_NAME.txt``: :func:`template_path`)."""
 
 DATASETS: dict[str, Callable[[Path], list[Item]]] = {
     "pandalm": lambda d: pandalm_items(d, *ROWS),
@@ -61,8 +64,6 @@ def paths(template: str, dataset: str = "pandalm") -> tuple[Path, Path]:
     name = template if dataset == "pandalm" else f"{template}_{dataset}"
     return (RESULTS / "work" / f"guarantee_ensemble_{name}.sqlite",
             RESULTS / f"guarantee_ensemble_{name}_judgments.jsonl.gz")
-ROWS = (0, 460)
-"""The PandaLM rows of the study (guarantee_judge's chunks pandalm-0-100, -100-400 and -400-460)."""
 
 
 def template_path(name: str) -> Path:
@@ -104,7 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--judge", default=JUDGE)
-    ap.add_argument("--template", default="steps", choices=["steps", "rubric"])
+    ap.add_argument("--template", default="steps", choices=NAMES)
     ap.add_argument("--dataset", default="pandalm", choices=list(DATASETS))
     ap.add_argument("--store", type=Path, default=None, help="default: the template's scratch store")
     ap.add_argument("--export", type=Path, default=None, help="default: the template's export")

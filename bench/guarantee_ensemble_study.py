@@ -24,7 +24,7 @@ from typing import Any
 
 from _common import RESULTS, replace_section
 from guarantee import StoreOnly, _label_from_ratings
-from guarantee_ensemble import DATASETS, paths, study_pairs
+from guarantee_ensemble import DATASETS, NAMES, paths, study_pairs
 from guarantee_estimators import estimator_study
 from guarantee_judge import DATA, EXPORT, JUDGE
 from trustjudge import Judge
@@ -34,9 +34,7 @@ from trustjudge.backends import get_backend
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file
 
-TEMPLATES = {"steps": "pairwise_steps", "rubric": "pairwise_rubric"}
-"""The study's templates beside the default one (files of src/trustjudge/templates)."""
-NAMES = {"pandalm": "PandaLM", "llmbar": "LLMBar Natural", "topical": "Topical-Chat"}
+TITLES = {"pandalm": "PandaLM", "llmbar": "LLMBar Natural", "topical": "Topical-Chat"}
 
 
 def result_path(dataset: str) -> Path:
@@ -51,7 +49,7 @@ def study(dataset: str, seed: int, splits: int, store_path: Path) -> dict[str, A
     """The study of ``dataset``'s pairs (zero calls; a pair some template has not judged is left out)."""
     store_path.parent.mkdir(parents=True, exist_ok=True)
     store = Store(store_path)
-    exports = {t: paths(t, dataset)[1] for t in TEMPLATES}
+    exports = {t: paths(t, dataset)[1] for t in NAMES}
     present = [t for t, p in exports.items() if p.exists()]
     for export in (EXPORT, *(exports[t] for t in present)):
         import_file(export, store)  # idempotent
@@ -59,7 +57,7 @@ def study(dataset: str, seed: int, splits: int, store_path: Path) -> dict[str, A
     judge = Judge(backend, store=store)
     pairs = study_pairs(DATA, seed, dataset)
     runs = {"default": [r.to_dict() for r in judge.compare(pairs)]}
-    runs |= {t: [r.to_dict() for r in sibling(judge, TEMPLATES[t]).compare(pairs)] for t in present}
+    runs |= {t: [r.to_dict() for r in sibling(judge, f"pairwise_{t}").compare(pairs)] for t in present}
     if dataset == "topical":  # its pairs' human side is the higher mean rating, as in guarantee.py
         for recs in runs.values():
             _label_from_ratings(recs, pairs)
@@ -70,7 +68,7 @@ def study(dataset: str, seed: int, splits: int, store_path: Path) -> dict[str, A
     recs: dict[str, list[dict[str, Any]]] = dict(kept)
     for combo in [[t] for t in present] + ([present] if len(present) > 1 else []):
         recs["ensemble (default + " + " + ".join(combo) + ")"] = combine(
-            kept["default"], [kept[t] for t in combo], [TEMPLATES[t] for t in combo])
+            kept["default"], [kept[t] for t in combo], [f"pairwise_{t}" for t in combo])
     label = {"default": "calibrated (default template)", **{t: f"calibrated ({t} template)" for t in present}}
     return {"judge": JUDGE, "dataset": dataset, "seed": seed, "pairs_in_order": len(runs["default"]),
             "judged": judged, "pairs": len(keep), "refused_calls": backend.refused, "splits": splits,
@@ -100,14 +98,13 @@ HEADING = "## Prompt ensemble"
 
 
 def heading(dataset: str) -> str:
-    return HEADING if dataset == "pandalm" else f"{HEADING} on {NAMES[dataset]}"
+    return HEADING if dataset == "pandalm" else f"{HEADING} on {TITLES[dataset]}"
 
 
 def section(res: dict[str, Any]) -> list[str]:
     """The block of results/guarantee.md (guarantee_page's render adds it too, from the study's json)."""
     dataset = res.get("dataset", "pandalm")
-    judged = res.get("judged") or {"steps": res.get("steps_judged")}
-    whole = res.get("refused_calls") == 0 and all(n is not None and n >= res["pairs"] for n in judged.values())
+    whole = res.get("refused_calls") == 0  # the store held every template's judgment of every pair of the order
     title = heading(dataset) + (" (every pair of the study)" if whole else " (PARTIAL: a prefix of the study's pairs)")
     again = "" if dataset == "pandalm" else f" --dataset {dataset}"
     return ["", title, "", *render(res).splitlines(), "",
@@ -128,9 +125,8 @@ def _f(v: Any) -> str:
 
 
 def render(res: dict[str, Any]) -> str:
-    name = NAMES[res.get("dataset", "pandalm")]
-    judged = res.get("judged") or {"steps": res.get("steps_judged")}
-    done = ", ".join(f"{t} {n}" for t, n in judged.items())
+    name = TITLES[res.get("dataset", "pandalm")]
+    done = ", ".join(f"{t} {n}" for t, n in res["judged"].items())
     lines = [f"{res['pairs']} labelled {name} pairs scored under every template (judged of the seed-{res['seed']} "
              f"order of {res['pairs_in_order']}: {done}), {res['judge']}, zero calls.", "",
              "| template | likelihood accuracy |", "|---|---|"]

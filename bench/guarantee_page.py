@@ -112,8 +112,8 @@ def render(res: dict[str, Any]) -> str:
                     lines.append(f"| {target} | {t['tier']} | {t['judge']} | {t['asked']} | {t['decided']} | "
                                  f"{_f(t.get('agreement'))} | {t['alone']} |")
     lines += render_estimators(res["datasets"])
-    from guarantee_ensemble_study import NAMES, result_path, section
-    for dataset in NAMES:  # the prompt-ensemble study's blocks (its own script)
+    from guarantee_ensemble_study import TITLES, result_path, section
+    for dataset in TITLES:  # the prompt-ensemble study's blocks (its own script)
         if result_path(dataset).exists():
             lines += section(json.loads(result_path(dataset).read_text()))
     lines += later_blocks("before_transfer")
