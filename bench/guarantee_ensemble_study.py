@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from scipy.stats import binomtest
+
 from _common import RESULTS, replace_section
 from guarantee import StoreOnly, _label_from_ratings
 from guarantee_ensemble import DATASETS, NAMES, paths, study_pairs
@@ -34,6 +36,8 @@ from trustjudge.backends import get_backend
 from trustjudge.engine._store import Store
 from trustjudge.engine._store_io import import_file
 
+SIGNIFICANT = 0.05
+"""Another template replaces the default only if it is more accurate by an exact McNemar test at this level."""
 TITLES = {"pandalm": "PandaLM", "llmbar": "LLMBar Natural", "topical": "Topical-Chat"}
 
 
@@ -43,6 +47,16 @@ def result_path(dataset: str) -> Path:
 
 def _accuracy(recs: list[dict[str, Any]]) -> float:
     return sum(r["verdicts"]["likelihood"] == r["human"] for r in recs) / len(recs)
+
+
+def versus_default(default: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
+    """The exact McNemar test of two templates' verdicts on the same pairs: the pairs only ``other`` gets right
+    (``better``), only the default gets right (``worse``), and the two-sided binomial p-value of that split."""
+    right = [(a["verdicts"]["likelihood"] == a["human"], b["verdicts"]["likelihood"] == b["human"])
+             for a, b in zip(default, other, strict=True)]
+    better, worse = sum(b and not a for a, b in right), sum(a and not b for a, b in right)
+    p = binomtest(better, better + worse).pvalue if better + worse else 1.0
+    return {"better": better, "worse": worse, "p": float(p)}
 
 
 def study(dataset: str, seed: int, splits: int, store_path: Path) -> dict[str, Any]:
@@ -73,6 +87,7 @@ def study(dataset: str, seed: int, splits: int, store_path: Path) -> dict[str, A
     return {"judge": JUDGE, "dataset": dataset, "seed": seed, "pairs_in_order": len(runs["default"]),
             "judged": judged, "pairs": len(keep), "refused_calls": backend.refused, "splits": splits,
             "accuracy": {t: _accuracy(r) for t, r in recs.items()},
+            "versus_default": {t: versus_default(kept["default"], kept[t]) for t in present},
             "estimators": {label.get(t, t): estimator_study("compare", r, splits, 0)["estimators"]["calibrated"]
                            for t, r in recs.items()}}
 
@@ -140,10 +155,13 @@ def render(res: dict[str, Any]) -> str:
     singles = [t for t in acc if t != "default" and not t.startswith("ensemble")]
     best = max(singles, key=acc.__getitem__) if singles else None
     if best is not None:
-        wins = acc[best] > acc["default"]
-        lines += ["", f"The best other template ({best}, {acc[best]:.3f}) {'beats' if wins else 'does not beat'} the "
-                  f"default template ({acc['default']:.3f}) on these pairs" +
-                  (": the default template stays." if not wins else ".")]
+        vs = res["versus_default"][best]
+        wins = acc[best] > acc["default"] and vs["p"] < SIGNIFICANT
+        lines += ["", f"The best other template ({best}, {acc[best]:.3f} against the default template's "
+                  f"{acc['default']:.3f}) is right on {vs['better']} pairs the default template gets wrong and wrong "
+                  f"on {vs['worse']} it gets right (exact McNemar test, two-sided p = {vs['p']:.2f}): " +
+                  ("a significant difference at 0.05: the default template should change." if wins else
+                   "not a significant difference at 0.05, so the default template stays.")]
     return "\n".join(lines)
 
 
