@@ -15,11 +15,13 @@ simple random sample of the run's kept verdicts), whether their agreement with h
 
 Sampling without replacement from a finite run makes the binomial tests conservative. :func:`check_annotated`
 makes sure, before a sample is drawn, that the records are the verdicts of the calibration its check will be
-remembered for.
+remembered for, and :func:`check_key`, before a check is remembered, that the sample's key is what was drawn
+from them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -209,6 +211,54 @@ def draw(units: Sequence[Mapping[str, Any]], *, size: int, abstained_size: int |
                                    if pool else [])
         out.extend(dict(pool[i]) for i in picked)
     return out
+
+
+def _said_unit(unit: Mapping[str, Any]) -> str:
+    return f"{unit.get('stratum')} verdict {unit.get('verdict')!r} of {unit.get('key')}"
+
+
+def check_key(key: Mapping[str, Any], units: Sequence[Mapping[str, Any]], source: str, verdicts: str) -> None:
+    """Refuse a sample's ``key`` that is not what :func:`draw` drew from ``units`` (the run's verdicts, read
+    again from ``verdicts`` under the calibration the key names): the counts of each stratum (``run``), and the
+    sampled verdicts themselves. A key that records its sizes (``size``, ``abstained_size``) must be exactly the
+    seeded draw (no verdict swapped for a more agreeable one); an older key's sampled verdicts must each be one of
+    the run's, in its stratum and with its verdict (no kept verdict moved to the abstained stratum or edited)."""
+    run = {s: sum(u["stratum"] == s for u in units) for s in (KEPT, ABSTAINED)}
+    if key.get("run") != run:
+        raise ConfigError(f"{source}: field 'run' is {key.get('run')!r}, but the run's verdicts {verdicts} hold "
+                          f"{run}: not the key of a sample of these verdicts (an edited key, or the verdicts changed "
+                          "since)")
+    said = key["units"]
+    if "size" in key:
+        size, abstained, seed = key.get("size"), key.get("abstained_size"), key.get("seed")
+        for name, v, least in (("size", size, 1), ("abstained_size", abstained, 0), ("seed", seed, 0)):
+            if not (v is None and name == "abstained_size") and not (
+                    isinstance(v, int) and not isinstance(v, bool) and v >= least):
+                raise ConfigError(f"{source}: field {name!r} is not a whole number >= {least} ({v!r})")
+        assert isinstance(size, int) and isinstance(seed, int)
+        drawn = draw(units, size=size, abstained_size=abstained, seed=seed)
+        for i, (had, want) in enumerate(zip(said, drawn)):
+            if _canonical(had) != _canonical(want):
+                raise ConfigError(f"{source}: units[{i}] is the {_said_unit(had)}, but the seeded draw from "
+                                  f"{verdicts} (seed {seed}, size {size}) gives the {_said_unit(want)}: the "
+                                  "sampled verdicts were edited (or the verdicts changed since)")
+        if len(said) != len(drawn):
+            raise ConfigError(f"{source}: field 'units' has {len(said)} sampled verdicts, but the seeded draw from "
+                              f"{verdicts} gives {len(drawn)}")
+        return
+    known = {_canonical({k: u[k] for k in ("key", "part") if k in u}): u for u in units}
+    for i, had in enumerate(said):
+        found = known.get(_canonical({k: had[k] for k in ("key", "part") if k in had}))
+        if found is None:
+            raise ConfigError(f"{source}: units[{i}]: field 'key' {had.get('key')!r} is no verdict of {verdicts}")
+        for name in ("stratum", "verdict"):
+            if had.get(name) != found[name]:
+                raise ConfigError(f"{source}: units[{i}]: field {name!r} is {had.get(name)!r}, but {verdicts} says "
+                                  f"{found[name]!r}: an edited key")
+
+
+def _canonical(unit: Mapping[str, Any]) -> str:
+    return json.dumps(unit, sort_keys=True)
 
 
 def _more(agreed: int, n: int, target: float, delta: float) -> int | None:

@@ -209,8 +209,9 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
     by_id = {it.id: it for it in read_items(items_path, False, 2 if labels.pairs else 1)}
     _write_sample(out, drawn, by_id, labels, str(items_path))
     key_path = _key_path(out, key)
-    record = {"trustjudge_verification_sample": V.SAMPLE_VERSION, "verdicts": str(verdicts), "seed": seed,
-              "mode": mode, "classes": list(classes), "levels": cal.levels if cal is not None else None,
+    record = {"trustjudge_verification_sample": V.SAMPLE_VERSION, "verdicts": str(verdicts.resolve()),
+              "seed": seed, "size": n, "abstained_size": abstained_size, "domain": domain, "mode": mode,
+              "classes": list(classes), "levels": cal.levels if cal is not None else None,
               "tolerance": cal.tolerance if cal is not None else None,
               "target_agreement": target, "delta": risk, "items_sha256": digest(items_path),
               **({"calibration": calibration} if calibration is not None else {}),
@@ -258,15 +259,21 @@ def _read_key(path: Path) -> dict[str, Any]:
 @click.argument("labelled", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The sample's key (default: LABELLED.key.json, as `trustjudge sample` wrote it).")
+@click.option("--verdicts", "verdicts_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The run's verdicts the sample was drawn from (default: the key's 'verdicts'): "
+                                 "before a result is remembered, the key is checked to be their seeded draw.")
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result as JSON here.")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Remember the result here (default: beside the calibration file the sample's key names, "
                    "CAL.checks.json); later runs of that calibration on the same items say it.")
 @click.option("--quiet", "-q", is_flag=True)
-def check_sample(labelled: Path, key: Path | None, out: Path | None, ledger: Path | None, quiet: bool) -> None:
+def check_sample(labelled: Path, key: Path | None, verdicts_path: Path | None, out: Path | None, ledger: Path | None,
+                 quiet: bool) -> None:
     """Test, on LABELLED (a sample from `trustjudge sample` with its pairs labelled), whether the guarantee holds."""
-    record = _read_key(_key_path(labelled, key))
+    key_path = _key_path(labelled, key)
+    record = _read_key(key_path)
+    _check_drawn(record, key_path, verdicts_path)
     result = V.check(record, _labels(labelled, record))
     if out is not None:
         with atomic_output(out, "--out") as fh:
@@ -279,6 +286,50 @@ def check_sample(labelled: Path, key: Path | None, out: Path | None, ledger: Pat
         err.print(escape(f"remembered in {kept}: later runs of this calibration on these items say it" if kept
                          else "not remembered: the sample's key names no calibration file (give `trustjudge "
                               "sample --calibration CAL` or the run's --summary)"), highlight=False)
+
+
+def _check_drawn(record: Mapping[str, Any], key_path: Path, verdicts: Path | None) -> None:
+    """Refuse a key that names a calibration (its result is remembered for it) but is not the sample drawn from
+    the run's verdicts under it: the calibration is loaded, the verdicts are read again and re-annotated (zero
+    calls, :func:`~trustjudge.audit._sample.check_annotated`), and the key's classes, scale, run counts and
+    sampled verdicts are compared with what they give (:func:`~trustjudge.audit._sample.check_key`)."""
+    block = record.get("calibration")
+    if block is None:
+        return  # nothing is remembered (the printed result is the key's own)
+    if not (isinstance(block, dict) and isinstance(block.get("file"), str) and isinstance(block.get("data_hash"), str)):
+        raise ConfigError(f"{key_path}: field 'calibration' needs 'file' and 'data_hash' (strings)")
+    file = Path(block["file"])
+    if not file.is_file():
+        raise ConfigError(f"{key_path}: field 'calibration.file': {file} is not there: the key is checked against "
+                          "the calibration it names before the result is remembered beside it")
+    cal = Calibration.load(file)
+    if block["data_hash"] not in known_hashes(cal):
+        raise ConfigError(f"{key_path}: field 'calibration.data_hash' is {block['data_hash']!r}, but {file} has data "
+                          f"hash {cal.data_hash}: the sample was not drawn under this calibration")
+    mode = str(record.get("mode", PAIRWISE))
+    said = {"mode": mode, "classes": record.get("classes"), "levels": record.get("levels"),
+            "tolerance": record.get("tolerance")}
+    want = {"mode": cal.mode, "classes": list(cal.map.classes),
+            "levels": None if cal.levels is None else list(cal.levels), "tolerance": cal.tolerance}
+    if mode == PAIRWISE and said["classes"] is None:
+        said["classes"] = want["classes"]  # a pairwise key without a calibration's classes reads them so
+    for name, value in said.items():
+        if value != want[name]:
+            raise ConfigError(f"{key_path}: field {name!r} is {value!r}, but {file} gives {want[name]!r}: an "
+                              "edited key (the check would read the labels by another rule)")
+    path = verdicts if verdicts is not None else Path(str(record.get("verdicts")))
+    if not path.is_file():
+        raise ConfigError(f"{key_path}: field 'verdicts': the run's verdicts {path} are not there: give them with "
+                          "--verdicts FILE (before its result is remembered, the key is checked to be their draw)")
+    records, lines = _read_jsonl(path)
+    domain = record.get("domain")
+    if domain is not None:
+        lines = [n for r, n in zip(records, lines) if _domain_of(r) == domain]
+        records = [r for r in records if _domain_of(r) == domain]
+    target, delta = float(record["target_agreement"]), float(record["delta"])
+    V.check_annotated(mode, records, str(path), cal, str(file), target, delta, lines)
+    units = V.verdict_units(mode, records, str(path), cal.map.classes, cal.levels, lines)
+    V.check_key(record, units, str(key_path), str(path))
 
 
 def _labels(labelled: Path, record: Mapping[str, Any]) -> dict[tuple[Any, ...], Any]:
