@@ -6,6 +6,7 @@ turned a refuted guarantee into a remembered "holds" that every later run printe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -108,7 +109,22 @@ def _hash(data: dict[str, Any], sample: Path, tmp_path: Path) -> str:
     return r"field 'calibration\.data_hash' is '0000000000000000', but .*cal\.json has data hash"
 
 
-@pytest.mark.parametrize("edit", [_to_abstained, _swapped, _flipped_old_key, _counts, _classes, _hash])
+def _items_hash(data: dict[str, Any], sample: Path, tmp_path: Path) -> str:
+    """The items hash pointed at other data (the result would be said by runs on those items)."""
+    other = _pairs(tmp_path / "other.jsonl", 150, start=500)
+    data["items_sha256"] = hashlib.sha256(other.read_bytes()).hexdigest()
+    return r"field 'items_sha256' is '[0-9a-f]{64}', but .*new\.jsonl has SHA-256"
+
+
+def _items_file(data: dict[str, Any], sample: Path, tmp_path: Path) -> str:
+    """The items path and hash both pointed at other data: the run's verdicts are not of those items."""
+    other = _pairs(tmp_path / "other.jsonl", 150, start=500)
+    data["items"], data["items_sha256"] = str(other), hashlib.sha256(other.read_bytes()).hexdigest()
+    return r"field 'items': .*other\.jsonl has no item 'q0' of the run's verdicts"
+
+
+@pytest.mark.parametrize("edit", [_to_abstained, _swapped, _flipped_old_key, _counts, _classes, _hash, _items_hash,
+                                  _items_file])
 def test_an_edited_key_is_refused_naming_the_field_and_nothing_is_remembered(
         tmp_path: Path, edit: Callable[[dict[str, Any], Path, Path], str]) -> None:
     sample, key, cal, data = _sampled(tmp_path)
@@ -121,7 +137,7 @@ def test_an_edited_key_is_refused_naming_the_field_and_nothing_is_remembered(
 
 def test_an_old_key_unedited_is_still_checked_verdict_by_verdict_and_remembered(tmp_path: Path) -> None:
     sample, key, cal, data = _sampled(tmp_path)
-    for name in ("size", "abstained_size", "domain"):
+    for name in ("size", "abstained_size", "domain", "items"):
         del data[name]
     key.write_text(json.dumps(data))
     checked = _invoke("check-sample", sample)
@@ -129,7 +145,7 @@ def test_an_old_key_unedited_is_still_checked_verdict_by_verdict_and_remembered(
     assert L.read(L.ledger_path(cal))[0]["result"] == "refuted"
 
 
-def test_moved_verdicts_are_asked_for_and_found_with_verdicts(tmp_path: Path) -> None:
+def test_moved_verdicts_and_items_are_asked_for_and_found_with_verdicts_and_items(tmp_path: Path) -> None:
     sample, _, cal, _ = _sampled(tmp_path)
     moved = tmp_path / "elsewhere.jsonl"
     (tmp_path / "v.jsonl").rename(moved)
@@ -139,8 +155,14 @@ def test_moved_verdicts_are_asked_for_and_found_with_verdicts(tmp_path: Path) ->
     checked = _invoke("check-sample", sample, "--verdicts", moved)
     assert checked.exit_code == 0 and "REFUTED" in checked.stderr, checked.output
     assert L.ledger_path(cal).exists()
+    (tmp_path / "new.jsonl").rename(tmp_path / "new-moved.jsonl")  # the items moved too
+    exc = _refused(sample, "--verdicts", moved)
+    assert "field 'items': the items the run judged" in str(exc) and "--items FILE" in str(exc), exc
+    checked = _invoke("check-sample", sample, "--verdicts", moved, "--items", tmp_path / "new-moved.jsonl")
+    assert checked.exit_code == 0 and "REFUTED" in checked.stderr, checked.output
     # verdicts edited since the sample was drawn: refused, as the sample command refuses them
     records = _lines(moved)
     records[0]["calibrated"]["verdict"] = OTHER[records[0]["calibrated"]["verdict"]]
     moved.write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert "line 1: field 'calibrated.verdict'" in str(_refused(sample, "--verdicts", moved))
+    assert "line 1: field 'calibrated.verdict'" in str(_refused(sample, "--verdicts", moved, "--items",
+                                                                tmp_path / "new-moved.jsonl"))

@@ -213,7 +213,8 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
               "seed": seed, "size": n, "abstained_size": abstained_size, "domain": domain, "mode": mode,
               "classes": list(classes), "levels": cal.levels if cal is not None else None,
               "tolerance": cal.tolerance if cal is not None else None,
-              "target_agreement": target, "delta": risk, "items_sha256": digest(items_path),
+              "target_agreement": target, "delta": risk, "items": str(items_path.resolve()),
+              "items_sha256": digest(items_path),
               **({"calibration": calibration} if calibration is not None else {}),
               "run": {s: sum(u["stratum"] == s for u in units) for s in (V.KEPT, V.ABSTAINED)}, "units": drawn}
     with atomic_output(key_path, "--key") as fh:
@@ -262,18 +263,21 @@ def _read_key(path: Path) -> dict[str, Any]:
 @click.option("--verdicts", "verdicts_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="The run's verdicts the sample was drawn from (default: the key's 'verdicts'): "
                                  "before a result is remembered, the key is checked to be their seeded draw.")
+@click.option("--items", "items_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The items the run judged (default: the key's 'items'): checked to be the data the result is "
+                   "remembered for.")
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result as JSON here.")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Remember the result here (default: beside the calibration file the sample's key names, "
                    "CAL.checks.json); later runs of that calibration on the same items say it.")
 @click.option("--quiet", "-q", is_flag=True)
-def check_sample(labelled: Path, key: Path | None, verdicts_path: Path | None, out: Path | None, ledger: Path | None,
-                 quiet: bool) -> None:
+def check_sample(labelled: Path, key: Path | None, verdicts_path: Path | None, items_path: Path | None,
+                 out: Path | None, ledger: Path | None, quiet: bool) -> None:
     """Test, on LABELLED (a sample from `trustjudge sample` with its pairs labelled), whether the guarantee holds."""
     key_path = _key_path(labelled, key)
     record = _read_key(key_path)
-    _check_drawn(record, key_path, verdicts_path)
+    _check_drawn(record, key_path, verdicts_path, items_path)
     result = V.check(record, _labels(labelled, record))
     if out is not None:
         with atomic_output(out, "--out") as fh:
@@ -288,7 +292,7 @@ def check_sample(labelled: Path, key: Path | None, verdicts_path: Path | None, o
                               "sample --calibration CAL` or the run's --summary)"), highlight=False)
 
 
-def _check_drawn(record: Mapping[str, Any], key_path: Path, verdicts: Path | None) -> None:
+def _check_drawn(record: Mapping[str, Any], key_path: Path, verdicts: Path | None, items: Path | None) -> None:
     """Refuse a key that names a calibration (its result is remembered for it) but is not the sample drawn from
     the run's verdicts under it: the calibration is loaded, the verdicts are read again and re-annotated (zero
     calls, :func:`~trustjudge.audit._sample.check_annotated`), and the key's classes, scale, run counts and
@@ -322,6 +326,10 @@ def _check_drawn(record: Mapping[str, Any], key_path: Path, verdicts: Path | Non
         raise ConfigError(f"{key_path}: field 'verdicts': the run's verdicts {path} are not there: give them with "
                           "--verdicts FILE (before its result is remembered, the key is checked to be their draw)")
     records, lines = _read_jsonl(path)
+    if items is None and record.get("items") is not None:  # keys before this release did not keep it
+        items = Path(str(record["items"]))
+    if items is not None:
+        _check_items(record, key_path, items, records)
     domain = record.get("domain")
     if domain is not None:
         lines = [n for r, n in zip(records, lines) if _domain_of(r) == domain]
@@ -330,6 +338,23 @@ def _check_drawn(record: Mapping[str, Any], key_path: Path, verdicts: Path | Non
     V.check_annotated(mode, records, str(path), cal, str(file), target, delta, lines)
     units = V.verdict_units(mode, records, str(path), cal.map.classes, cal.levels, lines)
     V.check_key(record, units, str(key_path), str(path))
+
+
+def _check_items(record: Mapping[str, Any], key_path: Path, items: Path, records: list[dict[str, Any]]) -> None:
+    """The result is remembered for the items with the key's ``items_sha256``: they must be the items file the
+    key names, as it is now, and hold every item the run's verdicts are of."""
+    if not items.is_file():
+        raise ConfigError(f"{key_path}: field 'items': the items the run judged, {items}, are not there: give them "
+                          "with --items FILE (the result is remembered for them, by their SHA-256)")
+    if digest(items) != record.get("items_sha256"):
+        raise ConfigError(f"{key_path}: field 'items_sha256' is {record.get('items_sha256')!r}, but {items} has "
+                          f"SHA-256 {digest(items)}: the items changed since the sample was drawn, or the key was "
+                          "edited (the result would be remembered for other data)")
+    ids = {it.id for it in read_items(items, False, 1)}
+    missing = sorted({str(r.get("item_id")) for r in records} - ids)
+    if missing:
+        raise ConfigError(f"{key_path}: field 'items': {items} has no item {missing[0]!r} of the run's verdicts: "
+                          "not the items the run judged")
 
 
 def _labels(labelled: Path, record: Mapping[str, Any]) -> dict[tuple[Any, ...], Any]:
