@@ -70,9 +70,15 @@ def _read_summary(summary: Path | None) -> dict[str, Any]:
     return data
 
 
+def _cascade_of(summary: Mapping[str, Any]) -> list[str] | None:
+    """The tiers' judges of a cascade run's summary (`select --cascade`); None: not a cascade's."""
+    tiers = summary.get("cascade")
+    return [str(t) for t in tiers] if isinstance(tiers, list) and "tiers" in summary else None
+
+
 def _levels(summary: Mapping[str, Any], target: float | None, delta: float | None) -> tuple[float, float]:
-    """The target and delta of the run: given, else its ``--summary``'s guarantee."""
-    g = summary.get("guarantee") or {}
+    """The target and delta of the run: given, else its ``--summary``'s guarantee (a cascade's: its own)."""
+    g = summary if _cascade_of(summary) is not None else summary.get("guarantee") or {}
     if not isinstance(g, dict):
         raise ConfigError("the run summary's field 'guarantee' is not an object")
     target = target if target is not None else g.get("target_agreement")
@@ -189,9 +195,17 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
     delta = resolve_risk_delta(delta, old_delta, "sample", None)
     run_summary = _domain_summary(_read_summary(summary_path), domain, summary_path)
     target, risk = _levels(run_summary, target_agreement, delta)
+    cascade = _cascade_of(run_summary)
+    if cascade is not None and calibration_path is not None:
+        raise click.UsageError("--calibration: a cascade applies one calibration per model tier; its sample is "
+                               "drawn from the records as the cascade wrote them, tested, and not remembered (leave "
+                               "out --calibration)")
     cal, calibration = _calibration_of(calibration_path, run_summary)
     mode = cal.mode if cal is not None else str(run_summary.get("mode", PAIRWISE))
     labels = labelling(mode)
+    if cascade is not None and not labels.pairs:
+        raise click.UsageError(f"a cascade of {mode} verdicts cannot be sampled yet (pairwise cascades can): sample "
+                               "a run of one calibrated judge (`--calibration CAL --target-agreement T --out`)")
     records, lines = _read_jsonl(verdicts)
     if domain is not None:  # the domain's own verdicts: their calibrated blocks say it
         lines = [n for r, n in zip(records, lines) if _domain_of(r) == domain]
@@ -216,6 +230,7 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
               "target_agreement": target, "delta": risk, "items": str(items_path.resolve()),
               "items_sha256": digest(items_path),
               **({"calibration": calibration} if calibration is not None else {}),
+              **({"cascade": cascade} if cascade is not None else {}),
               "run": {s: sum(u["stratum"] == s for u in units) for s in (V.KEPT, V.ABSTAINED)}, "units": drawn}
     with atomic_output(key_path, "--key") as fh:
         fh.write(json.dumps(record, indent=1) + "\n")
@@ -288,8 +303,10 @@ def check_sample(labelled: Path, key: Path | None, verdicts_path: Path | None, i
                          + (f" ({result['kept_unlabelled']} kept verdicts of the sample not labelled)"
                             if result["kept_unlabelled"] else "")), highlight=False)
         err.print(escape(f"remembered in {kept}: later runs of this calibration on these items say it" if kept
-                         else "not remembered: the sample's key names no calibration file (give `trustjudge "
-                              "sample --calibration CAL` or the run's --summary)"), highlight=False)
+                         else "not remembered: a cascade's check (one calibration per model tier) is said here "
+                              "only" if record.get("cascade") else
+                         "not remembered: the sample's key names no calibration file (give `trustjudge "
+                         "sample --calibration CAL` or the run's --summary)"), highlight=False)
 
 
 def _check_drawn(record: Mapping[str, Any], key_path: Path, verdicts: Path | None, items: Path | None) -> None:
