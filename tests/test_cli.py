@@ -100,6 +100,7 @@ def test_public_api_is_pinned() -> None:
         "TrustJudgeError", "Turn", "compare", "default_store_path", "get_backend", "items_from_dicts", "iter_items",
         "load_items", "read_items", "register_backend", "register_mock", "score", "to_pandas",
         "MODES", "Mode", "TemplateSpec", "get_mode", "register_mode", "unregister_mode",
+        "VerificationSample", "verification_sample",
     ])
 
 

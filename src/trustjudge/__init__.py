@@ -10,6 +10,7 @@ Public API::
 
 from ._config import JudgeConfig
 from ._judge import Judge, compare, score
+from .audit._sample import VerificationSample, verification_sample
 from .audit._trust import Calibration
 from .backends import DEFAULT_JUDGE, Backend, MockBackend, get_backend, register_backend, register_mock
 from .engine._store import Store, default_store_path
@@ -61,6 +62,7 @@ __all__ = [
     "TransientBackendError",
     "TrustJudgeError",
     "Turn",
+    "VerificationSample",
     "compare",
     "default_store_path",
     "get_backend",
@@ -75,4 +77,5 @@ __all__ = [
     "score",
     "to_pandas",
     "unregister_mode",
+    "verification_sample",
 ]

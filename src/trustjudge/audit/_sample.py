@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -110,6 +111,65 @@ def verdict_units(mode: str, records: Sequence[Mapping[str, Any]], source: str, 
             entry["part"] = {k: part[k] for k in ("id", "name", "text") if isinstance(part.get(k), str)}
         out.append(entry)
     return out
+
+
+@dataclass(frozen=True)
+class VerificationSample:
+    """A drawn verification sample (:func:`verification_sample`): what each sampled verdict was (``units``:
+    its ``key``, ``stratum`` kept or abstained, ``verdict`` and, for a check, claim or criterion, ``part``) and
+    what the test reads labels by. Label the units and call :meth:`check`."""
+
+    units: list[dict[str, Any]]
+    mode: str
+    classes: list[str]
+    levels: list[float] | None
+    tolerance: float | None
+    target: float
+    delta: float
+    run: dict[str, int]
+    """The run's verdicts in each stratum (what the sample was drawn from)."""
+    seed: int
+    size: int
+    abstained_size: int | None
+
+    def key(self) -> dict[str, Any]:
+        """The fields of the key `trustjudge sample` writes (without the files' paths)."""
+        return {"trustjudge_verification_sample": SAMPLE_VERSION, "seed": self.seed, "size": self.size,
+                "abstained_size": self.abstained_size, "mode": self.mode, "classes": list(self.classes),
+                "levels": self.levels, "tolerance": self.tolerance, "target_agreement": self.target,
+                "delta": self.delta, "run": dict(self.run), "units": [dict(u) for u in self.units]}
+
+    def check(self, labels: Mapping[Any, Any]) -> dict[str, Any]:
+        """The exact test (:func:`check`) of the labelled sample: ``labels`` maps each labelled unit's key (a
+        tuple or list, as in ``units``) to its human label (a class name; on a scale, a score); a unit without
+        one is unlabelled."""
+        return check(self.key(), {tuple(k): v for k, v in labels.items()})
+
+
+def verification_sample(records: Iterable[Any], calibration: Calibration, *, target: float, delta: float,
+                        size: int | None = None, precision: float = 0.05, abstained_size: int | None = None,
+                        seed: int = 0, source: str = "records", lines: Sequence[int] | None = None,
+                        calibration_source: str = "the calibration") -> VerificationSample:
+    """A seeded, stratified sample of a calibrated run's verdicts to label (zero model calls): ``records`` as
+    ``Judge.select`` (or ``apply_calibration``) returned them, annotated by ``calibration`` at ``target`` and
+    ``delta`` (checked first: :func:`check_annotated`); ``size`` kept verdicts (default: :func:`sample_size`
+    for ``precision``) and ``abstained_size`` abstained ones (default a quarter as many). ``source`` and
+    ``lines`` name the records in errors."""
+    rows = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
+    mode = calibration.mode
+    check_annotated(mode, rows, source, calibration, calibration_source, target, delta, lines)
+    units = verdict_units(mode, rows, source, calibration.map.classes, calibration.levels, lines)
+    n = size if size is not None else sample_size(target, delta, precision)
+    return VerificationSample(
+        units=draw(units, size=n, abstained_size=abstained_size, seed=seed), mode=mode,
+        classes=list(calibration.map.classes), levels=calibration.levels, tolerance=calibration.tolerance,
+        target=float(target), delta=float(delta), run=strata(units), seed=seed, size=n,
+        abstained_size=abstained_size)
+
+
+def strata(units: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The verdicts in each stratum."""
+    return {s: sum(u["stratum"] == s for u in units) for s in (KEPT, ABSTAINED)}
 
 
 def check_annotated(mode: str, records: Sequence[Mapping[str, Any]], source: str, calibration: Calibration,
@@ -223,7 +283,7 @@ def check_key(key: Mapping[str, Any], units: Sequence[Mapping[str, Any]], source
     sampled verdicts themselves. A key that records its sizes (``size``, ``abstained_size``) must be exactly the
     seeded draw (no verdict swapped for a more agreeable one); an older key's sampled verdicts must each be one of
     the run's, in its stratum and with its verdict (no kept verdict moved to the abstained stratum or edited)."""
-    run = {s: sum(u["stratum"] == s for u in units) for s in (KEPT, ABSTAINED)}
+    run = strata(units)
     if key.get("run") != run:
         raise ConfigError(f"{source}: field 'run' is {key.get('run')!r}, but the run's verdicts {verdicts} hold "
                           f"{run}: not the key of a sample of these verdicts (an edited key, or the verdicts changed "

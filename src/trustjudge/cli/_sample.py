@@ -214,12 +214,16 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
         raise click.UsageError(f"a sample of {mode} verdicts reads them through the calibration's units: give "
                                "--calibration CAL (or the run's --summary, which names it)")
     classes = cal.map.classes if cal is not None else classes_of(mode, records)
-    units = V.verdict_units(mode, records, str(verdicts), classes, cal.levels if cal is not None else None, lines)
     if cal is not None:  # the sample's check is remembered for this calibration: it must be what annotated them
         assert calibration is not None
-        V.check_annotated(mode, records, str(verdicts), cal, calibration["file"], target, risk, lines)
-    n = size if size is not None else V.sample_size(target, risk, precision)
-    drawn = V.draw(units, size=n, abstained_size=abstained_size, seed=seed)
+        drawn_sample = V.verification_sample(records, cal, target=target, delta=risk, size=size, precision=precision,
+                                             abstained_size=abstained_size, seed=seed, source=str(verdicts),
+                                             lines=lines, calibration_source=calibration["file"])
+        drawn, run, n = drawn_sample.units, drawn_sample.run, drawn_sample.size
+    else:
+        units = V.verdict_units(mode, records, str(verdicts), classes, None, lines)
+        n = size if size is not None else V.sample_size(target, risk, precision)
+        drawn, run = V.draw(units, size=n, abstained_size=abstained_size, seed=seed), V.strata(units)
     by_id = {it.id: it for it in read_items(items_path, False, 2 if labels.pairs else 1)}
     _write_sample(out, drawn, by_id, labels, str(items_path))
     key_path = _key_path(out, key)
@@ -231,7 +235,7 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
               "items_sha256": digest(items_path),
               **({"calibration": calibration} if calibration is not None else {}),
               **({"cascade": cascade} if cascade is not None else {}),
-              "run": {s: sum(u["stratum"] == s for u in units) for s in (V.KEPT, V.ABSTAINED)}, "units": drawn}
+              "run": run, "units": drawn}
     with atomic_output(key_path, "--key") as fh:
         fh.write(json.dumps(record, indent=1) + "\n")
     if not quiet:
