@@ -273,6 +273,41 @@ def draw(units: Sequence[Mapping[str, Any]], *, size: int, abstained_size: int |
     return out
 
 
+def checked_key(key: Any, source: str) -> dict[str, Any]:
+    """``key`` if it is a verification sample's key (as `trustjudge sample` writes it, or
+    :meth:`VerificationSample.key`) whose fields :func:`check` reads are well formed; a ConfigError naming the
+    field if not."""
+    if not isinstance(key, dict) or key.get("trustjudge_verification_sample") != SAMPLE_VERSION:
+        raise ConfigError(f"{source}: not the key of a trustjudge verification sample")
+    for name in ("target_agreement", "delta"):
+        v = key.get(name)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or not 0 < v < 1:
+            raise ConfigError(f"{source}: field {name!r} is not a number between 0 and 1 ({v!r})")
+    units = key.get("units")
+    if not isinstance(units, list):
+        raise ConfigError(f"{source}: field 'units' is not a list")
+    for i, u in enumerate(units):
+        if not (isinstance(u, dict) and isinstance(u.get("key"), list) and len(u["key"]) >= 2
+                and all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in u["key"])
+                and u.get("stratum") in (KEPT, ABSTAINED) and isinstance(u.get("verdict"), str)
+                and isinstance(u.get("part", {}), dict)):
+            raise ConfigError(f"{source}: units[{i}] needs 'key' (item, first, second; or item, response, place), "
+                              "'stratum' (kept or abstained) and 'verdict'")
+    classes, levels = key.get("classes"), key.get("levels")
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        raise ConfigError(f"{source}: field 'classes' is not a list of class names")
+    if levels is not None and not (isinstance(levels, list) and len(levels) == len(classes or ())
+                                   and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in levels)):
+        raise ConfigError(f"{source}: field 'levels' needs one number per class")
+    tolerance = key.get("tolerance")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and not isinstance(tolerance, bool)
+                                      and math.isfinite(tolerance) and tolerance >= 0):
+        raise ConfigError(f"{source}: field 'tolerance' is not a number >= 0 ({tolerance!r})")
+    if not isinstance(key.get("mode", "compare"), str):
+        raise ConfigError(f"{source}: field 'mode' is not a mode's name")
+    return key
+
+
 def _said_unit(unit: Mapping[str, Any]) -> str:
     return f"{unit.get('stratum')} verdict {unit.get('verdict')!r} of {unit.get('key')}"
 

@@ -11,7 +11,6 @@ and ``check-sample`` tests exactly whether agreement on the kept verdicts meets 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -248,31 +247,7 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
 def _read_key(path: Path) -> dict[str, Any]:
     key = read_json_file(path, "the sample's key",
                          " (written by `trustjudge sample` beside the sample; give it with --key)")
-    if not isinstance(key, dict) or key.get("trustjudge_verification_sample") != V.SAMPLE_VERSION:
-        raise ConfigError(f"{path}: not the key of a trustjudge verification sample")
-    for name in ("target_agreement", "delta"):
-        v = key.get(name)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or not 0 < v < 1:
-            raise ConfigError(f"{path}: field {name!r} is not a number between 0 and 1 ({v!r})")
-    units = key.get("units")
-    if not isinstance(units, list):
-        raise ConfigError(f"{path}: field 'units' is not a list")
-    for i, u in enumerate(units):
-        if not (isinstance(u, dict) and isinstance(u.get("key"), list) and len(u["key"]) >= 2
-                and all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in u["key"])
-                and u.get("stratum") in (V.KEPT, V.ABSTAINED) and isinstance(u.get("verdict"), str)
-                and isinstance(u.get("part", {}), dict)):
-            raise ConfigError(f"{path}: units[{i}] needs 'key' (item, first, second; or item, response, place), "
-                              "'stratum' (kept or abstained) and 'verdict'")
-    classes, levels = key.get("classes"), key.get("levels")
-    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
-        raise ConfigError(f"{path}: field 'classes' is not a list of class names")
-    if levels is not None and not (isinstance(levels, list) and len(levels) == len(classes or ())
-                                   and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in levels)):
-        raise ConfigError(f"{path}: field 'levels' needs one number per class")
-    if not isinstance(key.get("mode", PAIRWISE), str):
-        raise ConfigError(f"{path}: field 'mode' is not a mode's name")
-    return key
+    return V.checked_key(key, str(path))
 
 
 @click.command("check-sample")

@@ -51,6 +51,7 @@ from ._guard import (
     check_cost,
     validate_items,
 )
+from ._verification import verification_routes
 from ._worker import JudgeWorker
 
 __all__ = ["API_VERSION", "create_app", "mode_route"]
@@ -449,9 +450,7 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     app = FastAPI(title="trustjudge", version=API_VERSION, lifespan=lifespan,
                   description="LLM-as-a-judge with distribution-sensitive scores and likelihood-aware verdicts. "
                               "Items use the JSONL schema of the README; records are the CLI's records.")
-    app.state.judge = judge
-    app.state.worker = worker
-    app.state.calibrations = named
+    app.state.judge, app.state.worker, app.state.calibrations = judge, worker, named
     limits = Limits(max_items, max_judgments, max_prompt_bytes, max_labels)
     app.state.limits = limits
     app.state.in_progress = in_progress = InProgress()
@@ -463,5 +462,6 @@ def create_app(judge_name: str | Backend, *, store_path: str | Path | Store | No
     for bodies in routes:
         mode_route(app, bodies, judge=judge, worker=worker, limits=limits, max_items=max_items, calibrations=named)
     _judge_routes(app, judge, worker, limits, max_items, protocol)
+    verification_routes(app, named)
     _install_openapi(app)
     return app
