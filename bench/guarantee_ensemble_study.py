@@ -136,7 +136,7 @@ def section(res: dict[str, Any]) -> list[str]:
 
 
 def _f(v: Any) -> str:
-    return "" if v is None else f"{v:.3f}"
+    return "-" if v is None else f"{v:.3f}"
 
 
 def render(res: dict[str, Any]) -> str:
@@ -156,12 +156,15 @@ def render(res: dict[str, Any]) -> str:
     best = max(singles, key=acc.__getitem__) if singles else None
     if best is not None:
         vs = res["versus_default"][best]
-        wins = acc[best] > acc["default"] and vs["p"] < SIGNIFICANT
+        if vs["p"] >= SIGNIFICANT:
+            said = "not a significant difference at 0.05, so the default template stays."
+        elif acc[best] > acc["default"]:
+            said = "significantly more accurate at 0.05: the default template should change."
+        else:
+            said = "significantly less accurate at 0.05: the default template stays."
         lines += ["", f"The best other template ({best}, {acc[best]:.3f} against the default template's "
                   f"{acc['default']:.3f}) is right on {vs['better']} pairs the default template gets wrong and wrong "
-                  f"on {vs['worse']} it gets right (exact McNemar test, two-sided p = {vs['p']:.2f}): " +
-                  ("a significant difference at 0.05: the default template should change." if wins else
-                   "not a significant difference at 0.05, so the default template stays.")]
+                  f"on {vs['worse']} it gets right (exact McNemar test, two-sided p = {vs['p']:.2g}): {said}"]
     return "\n".join(lines)
 
 
