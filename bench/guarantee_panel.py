@@ -141,7 +141,8 @@ def section(res: dict[str, Any]) -> list[str]:
     lines = ["", title, "",
              f"The first {n} PandaLM pairs of the seed-34 order (the prompt ensemble's), judged by the default judge "
              f"and by `calibrate --confidence {name}` (x{res['size']}; {res['calls_per_verdict']} model calls per "
-             f"verdict, against 2); the pairs shown to the annotators as examples left out. Split-fit selection at "
+             f"verdict, against 2)" + ("; the pairs shown to the annotators as examples left out" if name ==
+                                         "annotators" else ": cot at temperature 0.7") + ". Split-fit selection at "
              f"delta 0.1 over {res['splits']} random halves; AUROC on the test halves, its standard error by Hanley-"
              "McNeil at all the pairs (a rough width).", "",
              "| confidence | likelihood accuracy | AUROC vs agreement (se) | coverage at 0.7 (agreement, violation) | "
