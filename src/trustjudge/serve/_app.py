@@ -32,7 +32,7 @@ from ..modes._base import Task
 from ..modes._prompts import Protocol
 from ..modes._registry import MODES, Mode, get_mode
 from ._bodies import AuditRequest, Calibrated, Health, ModeBodies, RankRequest, Stats, mode_bodies
-from ._domains import SERVICE_INSTEAD, prepare_domains, respond_domains
+from ._domains import SERVICE_INSTEAD, calibration_json, prepare_domains, respond_domains
 from ._errors import ERRORS, ErrorOut, install_error_handlers
 from ._guard import (
     DEFAULT_BODY_TIMEOUT_S,
@@ -134,15 +134,7 @@ async def _prepare_calibration(judge: Judge, body: Calibrated, task: Task,
     name = body.calibration_name
 
     def prepare() -> Prepared:  # scipy, and the backend's fingerprint: off the event loop
-        if name is not None:
-            cal = named[name]
-        else:
-            try:
-                cal = Calibration.from_dict(data or {}, "calibration")
-            except ConfigError as exc:
-                raise InputError(str(exc), line=0, field="calibration") from None
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InputError(f"calibration: bad parameters ({exc})", line=0, field="calibration") from None
+        cal = named[name] if name is not None else calibration_json(data or {}, "calibration", "calibration: ")
         try:
             judged_once(cal, f"calibration {name!r}" if name else "calibration", "the service", SERVICE_INSTEAD)
         except ConfigError as exc:

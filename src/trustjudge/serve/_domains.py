@@ -28,6 +28,17 @@ SERVICE_INSTEAD = ("select with `trustjudge select --calibration FILE` (zero cal
 """How to apply an ensemble or panel calibration the service refuses (it judges each pair once)."""
 
 
+def calibration_json(data: Mapping[str, Any], field: str, prefix: str = "") -> Calibration:
+    """A calibration file's JSON object sent in a request; a 422 on ``field`` when it is not one (``prefix``
+    heads the message of bad parameters)."""
+    try:
+        return Calibration.from_dict(data, field)
+    except ConfigError as exc:
+        raise InputError(str(exc), line=0, field=field) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{prefix}bad parameters ({exc})", line=0, field=field) from None
+
+
 def _one(judge: Judge, body: Any, task: Task, named: Mapping[str, Calibration], domain: str, value: Any) -> Calibration:
     where = f"domain_calibrations.{domain}"
     if isinstance(value, str):
@@ -36,12 +47,7 @@ def _one(judge: Judge, body: Any, task: Task, named: Mapping[str, Calibration], 
             raise InputError(f"no calibration named {value!r} on this server ({held})", line=0, field=where)
         cal = named[value]
     else:
-        try:
-            cal = Calibration.from_dict(value, where)
-        except ConfigError as exc:
-            raise InputError(str(exc), line=0, field=where) from None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"bad parameters ({exc})", line=0, field=where) from None
+        cal = calibration_json(value, where)
     try:
         judged_once(cal, f"domain {domain!r}", "the service", SERVICE_INSTEAD)  # as the request's one calibration
     except ConfigError as exc:

@@ -17,6 +17,7 @@ from ..audit import _sample as V
 from ..audit._trust import Calibration
 from ..errors import ConfigError, InputError
 from ._bodies import Body
+from ._domains import calibration_json
 from ._errors import ERRORS
 
 MAX_RECORDS = 100_000
@@ -61,12 +62,7 @@ def _calibration(body: SampleRequest, named: Mapping[str, Calibration]) -> Calib
             raise InputError(f"no calibration named {body.calibration_name!r} on this server", line=0,
                              field="calibration_name")
         return named[body.calibration_name]
-    try:
-        return Calibration.from_dict(body.calibration or {}, "calibration")
-    except ConfigError as exc:
-        raise InputError(str(exc), line=0, field="calibration") from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"calibration: bad parameters ({exc})", line=0, field="calibration") from None
+    return calibration_json(body.calibration or {}, "calibration", "calibration: ")
 
 
 def verification_routes(app: FastAPI, named: Mapping[str, Calibration]) -> None:
