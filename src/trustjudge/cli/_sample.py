@@ -118,6 +118,15 @@ def _domain_of(record: Mapping[str, Any]) -> Any:
     return None
 
 
+def _of_domain(records: list[dict[str, Any]], lines: list[int], domain: Any) -> tuple[list[dict[str, Any]], list[int]]:
+    """A run's verdict records and their lines; with ``domain``, that domain's only (their calibrated blocks
+    say it)."""
+    if domain is None:
+        return records, lines
+    mine = [i for i, r in enumerate(records) if _domain_of(r) == domain]
+    return [records[i] for i in mine], [lines[i] for i in mine]
+
+
 def _calibration_of(path: Path | None, summary: Mapping[str, Any]) -> tuple[Calibration | None, dict[str, Any] | None]:
     """The calibration the run applied (``--calibration``, else the summary's ``calibration.file``) and what the
     key says of it (its file and data hash, so that ``check-sample`` remembers its result beside it)."""
@@ -205,10 +214,7 @@ def sample(verdicts: Path, items_path: Path, out: Path, key: Path | None, summar
     if cascade is not None and not labels.pairs:
         raise click.UsageError(f"a cascade of {mode} verdicts cannot be sampled yet (pairwise cascades can): sample "
                                "a run of one calibrated judge (`--calibration CAL --target-agreement T --out`)")
-    records, lines = _read_jsonl(verdicts)
-    if domain is not None:  # the domain's own verdicts: their calibrated blocks say it
-        lines = [n for r, n in zip(records, lines) if _domain_of(r) == domain]
-        records = [r for r in records if _domain_of(r) == domain]
+    records, lines = _of_domain(*_read_jsonl(verdicts), domain)
     if cal is None and not labels.pairs:
         raise click.UsageError(f"a sample of {mode} verdicts reads them through the calibration's units: give "
                                "--calibration CAL (or the run's --summary, which names it)")
@@ -326,10 +332,7 @@ def _check_drawn(record: Mapping[str, Any], key_path: Path, verdicts: Path | Non
         items = Path(str(record["items"]))
     if items is not None:
         _check_items(record, key_path, items, records)
-    domain = record.get("domain")
-    if domain is not None:
-        lines = [n for r, n in zip(records, lines) if _domain_of(r) == domain]
-        records = [r for r in records if _domain_of(r) == domain]
+    records, lines = _of_domain(records, lines, record.get("domain"))
     target, delta = float(record["target_agreement"]), float(record["delta"])
     V.check_annotated(mode, records, str(path), cal, str(file), target, delta, lines)
     units = V.verdict_units(mode, records, str(path), cal.map.classes, cal.levels, lines)
